@@ -1,0 +1,67 @@
+"""dst-judge: score dialogue state tracking with an LLM judge and exact-match metrics.
+
+The public surface is what ``__all__`` lists; every ``judge._*`` module is private.
+"""
+
+from ._data import (
+    Dialogue,
+    DialogueSet,
+    PredDialogue,
+    PredictionSet,
+    PredTurn,
+    State,
+    Turn,
+    load_dialogues,
+    load_predictions,
+    read_id_list,
+)
+from ._errors import DataMismatchError, DSTJudgeError, InputError, OptionError
+from ._matching import MatchPolicy, normalize_value, parse_policy
+from ._metrics._options import MetricOptions
+from ._metrics._suite import MetricsReport, SystemMetrics, compute_metrics
+from ._schema import DomainSpec, Schema, SlotSpec, load_schema
+from ._states import (
+    IntegrationIssue,
+    apply_turn_state,
+    check_integration,
+    cumulative_states,
+    turn_state,
+    turn_states,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DSTJudgeError",
+    "DataMismatchError",
+    "Dialogue",
+    "DialogueSet",
+    "DomainSpec",
+    "InputError",
+    "IntegrationIssue",
+    "MatchPolicy",
+    "MetricOptions",
+    "MetricsReport",
+    "OptionError",
+    "PredDialogue",
+    "PredTurn",
+    "PredictionSet",
+    "Schema",
+    "SlotSpec",
+    "State",
+    "SystemMetrics",
+    "Turn",
+    "__version__",
+    "apply_turn_state",
+    "check_integration",
+    "compute_metrics",
+    "cumulative_states",
+    "load_dialogues",
+    "load_predictions",
+    "load_schema",
+    "normalize_value",
+    "parse_policy",
+    "read_id_list",
+    "turn_state",
+    "turn_states",
+]

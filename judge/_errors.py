@@ -1,0 +1,56 @@
+"""The one exception tree of dst-judge.
+
+Everything the library raises on purpose derives from :class:`DSTJudgeError`, so a caller
+(and the CLI) can catch one type and print a clean message instead of a traceback::
+
+    DSTJudgeError
+    ├── InputError          a user-supplied file is malformed (names file, line, field)
+    │   └── DataMismatchError   files are individually valid but do not fit together
+    └── OptionError         an option value is invalid or unsupported for the input
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class DSTJudgeError(Exception):
+    """Base class of every error dst-judge raises deliberately."""
+
+
+class InputError(DSTJudgeError):
+    """A user-supplied input file is malformed.
+
+    The message always names the file and, where known, the line (1-based, for JSON Lines)
+    and the field (a JSON path such as ``turns[3].pred_state.hotel-stars``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.reason = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.path or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.field:
+            where += f": field '{self.field}'"
+        return f"{where}: {self.reason}"
+
+
+class DataMismatchError(InputError):
+    """Dialogues and predictions (or labels) are each valid but do not fit together."""
+
+
+class OptionError(DSTJudgeError):
+    """An option has an invalid value, or one the input cannot support."""

@@ -1,0 +1,37 @@
+"""Small shared types of the metric modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._data import State
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One dialogue's gold and predicted cumulative states after the matching policy."""
+
+    dialogue_id: str
+    gold: list[State]
+    pred: list[State]
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """``100 * numerator / denominator``, or None when undefined."""
+    return None if denominator == 0 else 100.0 * numerator / denominator
+
+
+Hypotheses = list[tuple[str, float]]
+
+
+@dataclass(slots=True)
+class HypDialogue:
+    """One dialogue's gold states and a tracker's scored N-best lists (for DSTC metrics)."""
+
+    dialogue_id: str
+    gold: list[State]
+    """Raw gold cumulative states (``none`` values already dropped, alternatives unresolved)."""
+    slot_hyps: list[dict[str, Hypotheses] | None]
+    """Per turn: slot → [(value, score), ...], or None when the turn has no lists."""
+    joint_hyps: list[list[tuple[State, float]] | None]
+    """Per turn: [(whole state, score), ...], or None."""

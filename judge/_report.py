@@ -1,0 +1,81 @@
+"""Terminal rendering of results (rich tables); JSON lives with the result objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ._metrics._suite import MetricsReport
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
+    systems = [s.metrics for s in report.systems]
+    rows: list[tuple[str, list[Any]]] = [
+        ("JGA", [m["jga"] for m in systems]),
+        ("Slot accuracy (SA)", [m["sa"] for m in systems]),
+        ("Average goal accuracy (AGA)", [m["aga"] for m in systems]),
+        ("Relative slot accuracy (RSA)", [m["rsa"] for m in systems]),
+    ]
+    for lam in systems[0]["fga"]:
+        rows.append((f"FGA λ={lam}", [m["fga"][lam] for m in systems]))
+    rows += [
+        ("TurnMatch", [m["turn_match"] for m in systems]),
+        ("Turn update accuracy", [m["turn_update_accuracy"] for m in systems]),
+        ("GCA", [m["gca"]["gca"] for m in systems]),
+        ("  GCA value P / R", [_pair(m["gca"]["vp"], m["gca"]["vr"]) for m in systems]),
+        ("  GCA label P / R", [_pair(m["gca"]["lp"], m["gca"]["lr"]) for m in systems]),
+        ("  GCA counts C/W/O/M", ["/".join(str(v) for v in m["gca"]["counts"].values())
+                                 for m in systems]),
+        ("Slot precision", [m["slot_precision"] for m in systems]),
+        ("Slot recall", [m["slot_recall"] for m in systems]),
+        ("Slot F1", [m["slot_f1"] for m in systems]),
+    ]
+    for version in systems[0]["rule_tsa"]:
+        rows.append((f"RULE TSA vs {version}", [m["rule_tsa"][version] for m in systems]))
+    if any(m.get("dstc") for m in systems):
+        for key, label in (("accuracy", "DSTC slot accuracy (sched. 1)"),
+                           ("l2", "DSTC slot L2 (sched. 1)"), ("mrr", "DSTC slot MRR (sched. 1)")):
+            rows.append((label, [(m["dstc"] or {}).get("schedule1", {}).get("slot_mean", {})
+                                 .get(key) for m in systems]))
+    return rows
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return f"{_fmt(a)} / {_fmt(b)}"
+
+
+def print_metrics(report: MetricsReport, console: Console | None = None) -> None:
+    """A readable table, one column per predictions file, then notes on the inputs."""
+    console = console or Console()
+    opts = report.options
+    title = (f"Exact-match metrics vs gold {opts['gold']} · match={opts['match']} · "
+             f"{report.data['num_dialogues']} dialogues, {report.data['num_turns']} turns")
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric (%)")
+    for system in report.systems:
+        table.add_column(system.name, justify="right")
+    for label, values in _rows(report):
+        table.add_row(label, *[_fmt(v) for v in values])
+    console.print(table)
+    for system in report.systems:
+        inputs = system.inputs
+        oos = inputs["out_of_schema_slots"]
+        if oos:
+            names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
+            console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
+                          f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
+                          f"({names}); they count as errors.")
+        if inputs["integration_mismatches"]:
+            console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
+                          "whose pred_turn_state does not integrate into pred_state, e.g. "
+                          f"{inputs['integration_examples'][0]}")

@@ -1,0 +1,120 @@
+"""Cumulative dialogue states ↔ turn states (per-turn changes), and integration checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ._data import PredictionSet, State
+
+NONE = "none"
+
+
+def _shares_alternative(old: str, new: str, separator: str) -> bool:
+    return not set(old.split(separator)).isdisjoint(new.split(separator))
+
+
+def turn_state(
+    previous: State,
+    current: State,
+    *,
+    include_removals: bool = False,
+    separator: str | None = None,
+) -> State:
+    """Pairs of ``current`` that are new or changed since ``previous``.
+
+    With ``include_removals`` a slot that disappeared is listed with value ``none`` (an explicit
+    deletion). With ``separator`` (e.g. ``|``), a value counts as unchanged when the old and new
+    alternative lists share a value, as SGD's equivalent surface forms require.
+    """
+    update: State = {}
+    for slot, value in current.items():
+        old = previous.get(slot)
+        if old == value:
+            continue
+        if old is not None and separator and _shares_alternative(old, value, separator):
+            continue
+        update[slot] = value
+    if include_removals:
+        for slot in previous:
+            if slot not in current:
+                update[slot] = NONE
+    return update
+
+
+def turn_states(
+    states: Sequence[State], *, include_removals: bool = False, separator: str | None = None
+) -> list[State]:
+    """Turn states of a whole dialogue from its cumulative states."""
+    previous: State = {}
+    out = []
+    for state in states:
+        out.append(turn_state(previous, state, include_removals=include_removals,
+                              separator=separator))
+        previous = state
+    return out
+
+
+def apply_turn_state(previous: State, update: State, *,
+                     none_values: Iterable[str] = (NONE,)) -> State:
+    """The cumulative state after applying a turn state: set each slot, delete on ``none``."""
+    nones = set(none_values)
+    state = dict(previous)
+    for slot, value in update.items():
+        if value in nones:
+            state.pop(slot, None)
+        else:
+            state[slot] = value
+    return state
+
+
+def cumulative_states(updates: Sequence[State], *,
+                      none_values: Iterable[str] = (NONE,)) -> list[State]:
+    """Cumulative states of a dialogue from its turn states (inverse of :func:`turn_states`)."""
+    nones = tuple(none_values)
+    state: State = {}
+    out = []
+    for update in updates:
+        state = apply_turn_state(state, update, none_values=nones)
+        out.append(state)
+    return out
+
+
+@dataclass(frozen=True)
+class IntegrationIssue:
+    """A turn whose given turn output does not integrate into its given cumulative state."""
+
+    dialogue_id: str
+    turn_index: int
+    expected: State
+    """Previous cumulative state updated with the turn output."""
+    given: State
+    """The cumulative state the file gives for the turn."""
+
+    def describe(self) -> str:
+        missing = {s: v for s, v in self.expected.items() if self.given.get(s) != v}
+        extra = {s: v for s, v in self.given.items() if self.expected.get(s) != v}
+        return (f"{self.dialogue_id} turn {self.turn_index}: integrating the turn output gives "
+                f"{missing or '{}'} where pred_state has {extra or '{}'}")
+
+
+def check_integration(predictions: PredictionSet, *,
+                      none_values: Iterable[str] = (NONE,)) -> list[IntegrationIssue]:
+    """Turns where ``previous pred_state + pred_turn_state != pred_state``.
+
+    Such turns mean the turn output judged by the LLM is not what the metrics score, which is
+    worth knowing before comparing the two.
+    """
+    nones = tuple(none_values)
+    issues = []
+    for pred in predictions.dialogues.values():
+        previous: State = {}
+        for turn in pred.turns:
+            given = turn.pred_state or {}
+            if turn.pred_turn_state is not None:
+                expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
+                if expected != given:
+                    issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
+                                                   expected, given))
+            previous = given
+    return issues

@@ -1,0 +1,70 @@
+"""Shared test helpers: tiny in-memory data sets and the location of the optional shared data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from judge import MetricOptions, compute_metrics, load_dialogues, load_predictions, load_schema
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def make_run(tmp_path: Path, gold: list[list[dict]], pred: list[list[dict]],
+             *, version_key: str = "gold_state_21", ids: list[str] | None = None,
+             turn_outputs: list[list[dict | None]] | None = None) -> tuple[Path, Path]:
+    """Write a dialogues file and a predictions file from per-dialogue lists of states."""
+    ids = ids or [f"D{i}" for i in range(len(gold))]
+    dialogues, predictions = [], []
+    for n, (dialogue_id, g_states, p_states) in enumerate(zip(ids, gold, pred, strict=True)):
+        dialogues.append({"dialogue_id": dialogue_id, "turns": [
+            {"turn_index": t, "system": "", "user": "", version_key: g}
+            for t, g in enumerate(g_states)]})
+        turns = []
+        for t, p in enumerate(p_states):
+            turn = {"turn_index": t, "pred_state": p}
+            if turn_outputs is not None and turn_outputs[n][t] is not None:
+                turn["pred_turn_state"] = turn_outputs[n][t]
+            turns.append(turn)
+        predictions.append({"dialogue_id": dialogue_id, "turns": turns})
+    return (write_jsonl(tmp_path / "dialogues.jsonl", dialogues),
+            write_jsonl(tmp_path / "predictions.jsonl", predictions))
+
+
+@pytest.fixture
+def mini_schema():
+    return load_schema(FIXTURES / "schema_small.json")
+
+
+@pytest.fixture
+def score(tmp_path, mini_schema):
+    """Score in-memory states: ``score(gold, pred, **options)`` → headline metrics dict."""
+
+    def run(gold, pred, *, gold_version=None, turn_outputs=None, version_key="gold_state_21",
+            **options):
+        d_path, p_path = make_run(tmp_path, gold, pred, turn_outputs=turn_outputs,
+                                  version_key=version_key)
+        dialogues = load_dialogues(d_path)
+        predictions = load_predictions(p_path, dialogues, mini_schema)
+        report = compute_metrics(dialogues, predictions, mini_schema,
+                                 MetricOptions(**options), gold=gold_version)
+        return report.systems[0].metrics
+
+    return run
+
+
+def shared_path(*parts: str) -> Path:
+    """A file of ../shared/data, or skip the test with a reason when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available: {path} (only present in the dst-judge "
+                    "development workspace)")
+    return path
