@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from . import __version__
 from ._data import load_dialogues, load_predictions, read_id_list
 from ._errors import DSTJudgeError, OptionError
+from ._formats import FILE_KINDS, json_schema, validate_file
 from ._metrics._options import DEFAULT_LAMBDAS, MetricOptions
 from ._metrics._suite import compute_metrics
 from ._report import print_metrics
@@ -97,6 +99,34 @@ def _disambiguate(predictions: Sequence) -> None:
             p.name = p.path
 
 
+def _add_validate_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "validate", help="check a schema, dialogues or predictions file; list every problem",
+        description="Validate a file against its published JSON Schema and list every problem "
+        "(file, line, field). With --print-schema, print the JSON Schema instead.")
+    p.add_argument("kind", choices=FILE_KINDS)
+    p.add_argument("file", nargs="?", help="the file to check")
+    p.add_argument("--limit", type=int, default=100, help="stop after this many problems")
+    p.add_argument("--print-schema", action="store_true", help="print the JSON Schema")
+    p.set_defaults(handler=_run_validate)
+
+
+def _run_validate(args: argparse.Namespace, console: Console) -> int:
+    if args.print_schema:
+        print(json.dumps(json_schema(args.kind), indent=2))
+        return 0
+    if not args.file:
+        raise OptionError("validate needs a FILE (or --print-schema)")
+    problems = validate_file(args.kind, args.file, limit=args.limit)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"dst-judge: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
+        return 2
+    console.print(f"{args.file}: valid {args.kind} file")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dst-judge", description="Evaluate dialogue state tracking: LLM judge and "
@@ -104,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dst-judge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_metrics_parser(commands)
+    _add_validate_parser(commands)
     return parser
 
 
