@@ -6,7 +6,9 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     DSTJudgeError
     ├── InputError          a user-supplied file is malformed (names file, line, field)
     │   └── DataMismatchError   files are individually valid but do not fit together
-    └── OptionError         an option value is invalid or unsupported for the input
+    ├── OptionError         an option value is invalid or unsupported for the input
+    └── ModelError          a model call failed after retries (``fatal`` ones stop the run)
+        └── CassetteMiss    a replayed run sent a request its cassette does not hold
 """
 
 from __future__ import annotations
@@ -54,3 +56,24 @@ class DataMismatchError(InputError):
 
 class OptionError(DSTJudgeError):
     """An option has an invalid value, or one the input cannot support."""
+
+
+class ModelError(DSTJudgeError):
+    """A model call failed after retries (transport, HTTP status, or server error).
+
+    For one call this becomes an error row, never a verdict. ``fatal`` errors (bad key, unknown
+    model, a request missing from a replayed cassette) stop the whole run instead, because every
+    other call would fail the same way.
+    """
+
+    def __init__(self, message: str, *, fatal: bool = False, status: int | None = None) -> None:
+        self.fatal = fatal
+        self.status = status
+        super().__init__(message)
+
+
+class CassetteMiss(ModelError):
+    """A replayed run sent a request that the cassette does not hold."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, fatal=True)

@@ -79,3 +79,37 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
             console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
                           "whose pred_turn_state does not integrate into pred_state, e.g. "
                           f"{inputs['integration_examples'][0]}")
+
+
+def print_evaluation(summary: dict[str, Any], console: Console | None = None) -> None:
+    """The judge run at a glance: TSA, judge JGA, RULE agreement, calls and errors."""
+    console = console or Console()
+    table = Table(title=f"LLM judge · method={summary['method']} · "
+                  f"semantics={summary['semantics']} · {summary['data']['system']}",
+                  title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("turns scored / with errors",
+                  f"{summary['scored_turns']} / {summary['error_turns']}")
+    table.add_row("Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
+    table.add_row("Judge JGA (%)", _fmt(summary["judge_jga"]))
+    for version, figures in summary["rule"].items():
+        table.add_row(f"RULE TSA vs {version} (%, {summary['rule_match']})",
+                      _fmt(figures["tsa"]))
+        table.add_row(f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
+    calls = summary["calls"]
+    table.add_row("calls planned / skipped (empty state)",
+                  f"{calls['planned']} / {calls['skipped']}")
+    if "sent" in calls:
+        table.add_row("requests sent / cache hits / retries",
+                      f"{calls['sent']} / {calls['cache_hits']} / {calls['retries']}")
+    table.add_row("re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
+    tokens = summary["tokens"]
+    table.add_row("tokens prompt / completion / cached prompt",
+                  f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
+                  f"{tokens['cached_prompt_tokens']}")
+    share = summary.get("static_prompt_share")
+    table.add_row("static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
+    console.print(table)
+    for example in summary["errors"]["examples"]:
+        console.print(f"[yellow]error row[/] {example}", highlight=False)

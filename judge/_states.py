@@ -55,6 +55,17 @@ def turn_states(
     return out
 
 
+def judged_turn_states(pred_states: Sequence[State], given: Sequence[State | None]) -> list[State]:
+    """What is judged per turn: the model's own turn output where given, else the change
+    between consecutive predicted states (METHOD.md §1)."""
+    out = []
+    previous: State = {}
+    for state, own in zip(pred_states, given, strict=True):
+        out.append(own if own is not None else turn_state(previous, state))
+        previous = state
+    return out
+
+
 def apply_turn_state(previous: State, update: State, *,
                      none_values: Iterable[str] = (NONE,)) -> State:
     """The cumulative state after applying a turn state: set each slot, delete on ``none``."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .._data import State
-from .._matching import MatchPolicy
+from .._matching import MatchPolicy, parse_policy
+from .._schema import Schema
 from .._states import turn_states
 
 
@@ -35,3 +36,11 @@ def rule_verdicts(
             and all(policy.matches(s, gold[s], pred[s]) for s in gold)
         )
     return verdicts
+
+
+def rule_policy(match: str, schema: Schema) -> tuple[MatchPolicy, bool]:
+    """The RULE policy for a base policy name: gold alternatives always accepted; under
+    ``nospace`` the prediction's ``none`` pairs are ignored (the second value)."""
+    policy = parse_policy(match if "alternatives" in match else f"{match}+alternatives",
+                          time_slots=schema.time_slots, separator=schema.multi_value_separator)
+    return policy, "nospace" in policy.steps

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._data import DialogueSet, PredictionSet, State
+from .._data import DialogueSet, PredictionSet
 from .._matching import MatchPolicy, parse_policy
 from .._schema import Schema
-from .._states import check_integration, turn_state
+from .._states import check_integration, judged_turn_states
 from . import _dstc
 from ._fga import flexible_goal_accuracy
 from ._gca import granular_change_accuracy
@@ -24,7 +24,7 @@ from ._joint import (
     turn_update_accuracy,
 )
 from ._options import MetricOptions
-from ._rule import rule_verdicts
+from ._rule import rule_policy, rule_verdicts
 from ._types import HypDialogue, Prepared, ratio
 
 _ISSUES_SHOWN = 5
@@ -133,21 +133,8 @@ def _per_slot(prepared: Sequence[Prepared], schema: Schema) -> dict[str, dict[st
     return out
 
 
-def _pred_turn_outputs(pred_states: Sequence[State], given: Sequence[State | None]) -> list[State]:
-    """The model's own turn outputs where given, else the change between consecutive states."""
-    out = []
-    previous: State = {}
-    for state, own in zip(pred_states, given, strict=True):
-        out.append(own if own is not None else turn_state(previous, state))
-        previous = state
-    return out
-
-
 def _rule_policy(options: MetricOptions, schema: Schema) -> tuple[MatchPolicy, bool]:
-    base = options.rule_match or options.match
-    policy = parse_policy(base if "alternatives" in base else f"{base}+alternatives",
-                          time_slots=schema.time_slots, separator=schema.multi_value_separator)
-    return policy, "nospace" in policy.steps
+    return rule_policy(options.rule_match or options.match, schema)
 
 
 def _system(
@@ -180,7 +167,7 @@ def _system(
             dialogue.dialogue_id,
             [{s: v for s, v in g.items() if v not in nones} for g in gold_states],
             [t.pred_hyps for t in pred.turns], [t.pred_joint_hyps for t in pred.turns]))
-        outputs = _pred_turn_outputs(pred_states, [t.pred_turn_state for t in pred.turns])
+        outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
         verdicts_by_version = {}
         for other in dialogues.versions:
             states = [{s: v for s, v in t.gold_states[other].items() if v not in nones}

@@ -1,0 +1,135 @@
+"""OpenAI Batch API: write request files, submit, poll, and read finished output files.
+
+Request lines carry the same body a live call would send, with ``custom_id`` =
+``<dialogue_id>::<turn_index>::<dimension>``; reading an output file yields completions that
+feed the very same parsing, filters and integration as live calls.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+from ._client import Completion
+from ._config import JudgeConfig
+from ._errors import InputError, ModelError
+from ._evaluate import EvaluationPlan, parse_custom_id
+from ._io import iter_jsonl_lines
+
+CHAT_URL = "/v1/chat/completions"
+
+
+def write_requests(plan: EvaluationPlan, path: str | Path) -> int:
+    """Write one Batch API request line per call (skipped calls need none); returns the count."""
+    count = 0
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as handle:
+        for call in plan.calls:
+            line = {"custom_id": call.custom_id, "method": "POST", "url": CHAT_URL,
+                    "body": call.body}
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def read_output(path: str | Path) -> dict[tuple[str, int, str], Completion | ModelError]:
+    """Completions (or per-request errors) by call key from a batch output or error file."""
+    records: dict[tuple[str, int, str], Completion | ModelError] = {}
+    for line, text in iter_jsonl_lines(path):
+        try:
+            item = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
+        if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
+            raise InputError("a batch output line needs a 'custom_id' string", path=path,
+                             line=line, field="custom_id")
+        key = parse_custom_id(item["custom_id"])
+        if key is None:
+            raise InputError(f"custom_id {item['custom_id']!r} is not "
+                             "'<dialogue_id>::<turn_index>::<dimension>'", path=path, line=line,
+                             field="custom_id")
+        records[key] = _completion_or_error(item, path=path, line=line)
+    return records
+
+
+def _completion_or_error(item: dict[str, Any], *, path: str | Path,
+                         line: int) -> Completion | ModelError:
+    error = item.get("error")
+    response = item.get("response")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        return ModelError(f"batch request failed: {message}")
+    if not isinstance(response, dict):
+        raise InputError("a batch output line needs 'response' or 'error'", path=path, line=line,
+                         field="response")
+    status = response.get("status_code")
+    body = response.get("body")
+    if status != 200 or not isinstance(body, dict):
+        message = body.get("error", {}).get("message") if isinstance(body, dict) else body
+        return ModelError(f"HTTP {status}: {message}", status=status if isinstance(status, int)
+                          else None)
+    return Completion.from_chat_json(body)
+
+
+def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
+    key = config.api_key.get_secret_value() if config.api_key else "not-needed"
+    return openai.AsyncOpenAI(api_key=key, base_url=config.endpoint, max_retries=2,
+                              timeout=config.timeout, http_client=http_client)
+
+
+async def submit(config: JudgeConfig, requests: str | Path, *,
+                 http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
+    """Upload a request file and create a batch; returns the batch object as a dict."""
+    client = _sdk(config, http_client)
+    try:
+        with Path(requests).open("rb") as handle:
+            uploaded = await client.files.create(file=handle, purpose="batch")
+        batch = await client.batches.create(input_file_id=uploaded.id, endpoint=CHAT_URL,
+                                            completion_window="24h",
+                                            metadata={"source": "dst-judge"})
+    except openai.OpenAIError as exc:
+        raise ModelError(f"batch submit failed: {exc}", fatal=True) from None
+    finally:
+        await client.close()
+    return batch.model_dump(mode="json")
+
+
+async def status(config: JudgeConfig, batch_id: str, *,
+                 http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
+    client = _sdk(config, http_client)
+    try:
+        batch = await client.batches.retrieve(batch_id)
+    except openai.OpenAIError as exc:
+        raise ModelError(f"batch status failed: {exc}", fatal=True) from None
+    finally:
+        await client.close()
+    return batch.model_dump(mode="json")
+
+
+async def download(config: JudgeConfig, batch_id: str, directory: str | Path, *,
+                   http_client: httpx.AsyncClient | None = None) -> list[Path]:
+    """Save a finished batch's output (and error) file; returns the paths written."""
+    client = _sdk(config, http_client)
+    written: list[Path] = []
+    try:
+        batch = await client.batches.retrieve(batch_id)
+        if batch.status != "completed" and not batch.output_file_id:
+            raise ModelError(f"batch {batch_id} is {batch.status}, not completed", fatal=True)
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        for kind, file_id in (("output", batch.output_file_id), ("errors", batch.error_file_id)):
+            if file_id:
+                content = await client.files.content(file_id)
+                target = folder / f"{batch_id}.{kind}.jsonl"
+                target.write_bytes(content.read())
+                written.append(target)
+    except openai.OpenAIError as exc:
+        raise ModelError(f"batch download failed: {exc}", fatal=True) from None
+    finally:
+        await client.close()
+    return written

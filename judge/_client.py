@@ -1,0 +1,203 @@
+"""The one place dst-judge calls a model: the ``openai`` SDK against any OpenAI-compatible
+endpoint, with tenacity retries, bounded concurrency, the response cache and usage counts.
+
+The SDK's own retries are off so that one policy (exponential backoff with jitter, honouring
+``retry-after``) applies to timeouts, connection errors, 429 and 5xx alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from ._cache import ResponseCache, cache_key
+from ._config import JudgeConfig
+from ._errors import CassetteMiss, ModelError
+from ._parse import response_schema
+from ._prompts import Dimension
+
+_MAX_RETRY_AFTER = 120.0
+_LOCAL_KEY = "not-needed"
+
+
+@dataclass
+class Completion:
+    """What a call returned, in the form stored in caches, run logs and judgments."""
+
+    text: str | None
+    finish_reason: str | None
+    refusal: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    response_id: str | None = None
+    cached: bool = False
+
+    def record(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("cached")
+        return data
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], *, cached: bool = False) -> Completion:
+        fields = {k: data.get(k) for k in ("text", "finish_reason", "refusal", "model",
+                                           "response_id")}
+        return cls(**fields, usage=dict(data.get("usage") or {}), cached=cached)
+
+    @classmethod
+    def from_chat_json(cls, body: dict[str, Any]) -> Completion:
+        """From a chat.completion JSON body (live responses and Batch API output lines)."""
+        choices = body.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        usage = body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return cls(
+            text=message.get("content"), finish_reason=choices[0].get("finish_reason"),
+            refusal=message.get("refusal"),
+            usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                   "completion_tokens": int(usage.get("completion_tokens") or 0),
+                   "cached_prompt_tokens": int(details.get("cached_tokens") or 0)},
+            model=body.get("model"), response_id=body.get("id"))
+
+
+def build_body(config: JudgeConfig, messages: list[dict[str, str]], dimension: Dimension,
+               *, prompt_cache_key: str | None = None) -> dict[str, Any]:
+    """The chat-completions request body; live calls and Batch API lines share it."""
+    body: dict[str, Any] = {"model": config.model, "messages": messages,
+                            "temperature": config.temperature, "top_p": config.top_p,
+                            "max_tokens": config.max_tokens}
+    if config.seed is not None:
+        body["seed"] = config.seed
+    if config.response_format == "json_schema":
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": f"dst_judge_{dimension}", "schema": response_schema(dimension),
+            "strict": False}}
+    elif config.response_format == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    if prompt_cache_key:
+        body["prompt_cache_key"] = prompt_cache_key
+    return body
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    value = response.headers.get("retry-after")
+    try:
+        return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if any(isinstance(e, CassetteMiss) or type(e).__name__ == "AllMockedAssertionError"
+           for e in _chain(exc)):
+        return False
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return False
+
+
+def _as_model_error(exc: BaseException) -> ModelError:
+    for inner in _chain(exc):
+        if isinstance(inner, CassetteMiss):
+            return inner
+        if type(inner).__name__ == "AllMockedAssertionError":
+            return CassetteMiss(f"request not in the test cassette: {inner}")
+    if isinstance(exc, openai.APIStatusError):
+        fatal = exc.status_code in (401, 403, 404)
+        message = _status_message(exc)
+        return ModelError(f"HTTP {exc.status_code}: {message}", fatal=fatal,
+                          status=exc.status_code)
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelError("the request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelError(f"connection error: {exc.__cause__ or exc}")
+    return ModelError(f"{type(exc).__name__}: {exc}")
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+    return str(exc.message)[:300]
+
+
+class ModelClient:
+    """Async chat completions with retries, a concurrency bound and an optional cache."""
+
+    def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
+                 cache: ResponseCache | None = None) -> None:
+        self.config = config
+        self.cache = cache
+        key = config.api_key.get_secret_value() if config.api_key else _LOCAL_KEY
+        self._sdk = openai.AsyncOpenAI(
+            api_key=key, base_url=config.endpoint, max_retries=0, timeout=config.timeout,
+            http_client=http_client or httpx.AsyncClient(timeout=config.timeout))
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self.calls = 0
+        self.cache_hits = 0
+        self.retries = 0
+
+    def _wait(self, state: RetryCallState) -> float:
+        self.retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        after = _retry_after(exc) if exc else None
+        if after is not None:
+            return after
+        return wait_exponential_jitter(initial=1, max=60)(state)
+
+    async def complete(self, body: dict[str, Any], *, template_hash: str) -> Completion:
+        """Answer one request body: from the cache, else from the model (with retries)."""
+        key = cache_key(self.config.endpoint, body, template_hash)
+        if self.cache is not None and self.config.use_cache:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache_hits += 1
+                return Completion.from_record(hit, cached=True)
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.config.max_retries + 1),
+                                 wait=self._wait, retry=retry_if_exception(_is_transient),
+                                 reraise=True)
+        try:
+            async with self._slots:
+                async for attempt in retrying:
+                    with attempt:
+                        self.calls += 1
+                        raw = await self._sdk.post("/chat/completions", body=body,
+                                                   cast_to=httpx.Response)
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise _as_model_error(exc) from None
+        try:
+            completion = Completion.from_chat_json(raw.json())
+        except ValueError as exc:
+            raise ModelError(f"the server's reply is not JSON: {exc}") from None
+        if self.cache is not None and self.config.use_cache:
+            self.cache.set(key, completion.record())
+        return completion
+
+    async def aclose(self) -> None:
+        await self._sdk.close()

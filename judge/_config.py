@@ -1,0 +1,150 @@
+"""One configuration object for the judge: CLI flags, environment and a config file all map
+onto :class:`JudgeConfig`, and the cache key of a model call is derived from it.
+
+Precedence: CLI flags > environment (``DST_JUDGE_*``; ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``
+also work) > config file (JSON or TOML) > defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ._errors import InputError, OptionError
+
+Method = Literal["two-dim", "two-dim-cot", "direct", "cot"]
+METHODS: tuple[Method, ...] = ("two-dim", "two-dim-cot", "direct", "cot")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("_FILE_VALUES", default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """Values from the config file named on the command line (lowest priority but defaults)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE_VALUES.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get() or {})
+
+
+class JudgeConfig(BaseSettings):
+    """Everything that decides how the judge talks to a model and scores turns."""
+
+    model_config = SettingsConfigDict(env_prefix="DST_JUDGE_", extra="forbid",
+                                      populate_by_name=True, frozen=True)
+
+    # --- endpoint -----------------------------------------------------------------------------
+    base_url: str | None = Field(
+        None, validation_alias=AliasChoices("base_url", "DST_JUDGE_BASE_URL", "OPENAI_BASE_URL"),
+        description="OpenAI-compatible endpoint (default: the OpenAI API).")
+    api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("api_key", "DST_JUDGE_API_KEY", "OPENAI_API_KEY"),
+        description="API key; never written to any file or message.")
+    model: str = "gpt-4-turbo"
+    # --- generation ---------------------------------------------------------------------------
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+    max_tokens: int = Field(1024, ge=16)
+    response_format: Literal["json_schema", "json_object", "text"] = Field(
+        "json_schema", description="How to ask for JSON: json_schema where the server supports "
+        "it (OpenAI gpt-4o and later, llama-server), json_object (gpt-4-turbo), or text.")
+    # --- transport ----------------------------------------------------------------------------
+    timeout: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="Retries on timeouts, connection errors, "
+                             "429 and 5xx (exponential backoff with jitter).")
+    concurrency: int = Field(8, ge=1)
+    reasks: int = Field(1, ge=0, description="Re-asks after an invalid answer.")
+    # --- method -------------------------------------------------------------------------------
+    method: Method = "two-dim"
+    prompt_variant: Literal["zero-shot", "few-shot"] = "zero-shot"
+    semantics: Literal["default", "paper"] = "default"
+    rule_match: Literal["exact", "nospace"] | None = Field(
+        None, description="RULE verdict matching; default: exact for single-prompt methods, "
+        "nospace for two-prompt methods (as the reference scripts).")
+    # --- cache --------------------------------------------------------------------------------
+    cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir("dst-judge")))
+    use_cache: bool = True
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+    @field_validator("base_url")
+    @classmethod
+    def _strip_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") if value else value
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL
+
+    @property
+    def effective_rule_match(self) -> Literal["exact", "nospace"]:
+        if self.rule_match is not None:
+            return self.rule_match
+        return "exact" if self.method in ("direct", "cot") else "nospace"
+
+    def generation_identity(self) -> dict[str, Any]:
+        """The settings that can change a model's answer: part of every cache key."""
+        return {"endpoint": self.endpoint, "model": self.model, "temperature": self.temperature,
+                "top_p": self.top_p, "seed": self.seed, "max_tokens": self.max_tokens,
+                "response_format": self.response_format}
+
+    def public_dict(self) -> dict[str, Any]:
+        """Every option for results and logs, with the API key left out."""
+        data = self.model_dump(mode="json", exclude={"api_key"})
+        data["api_key_set"] = self.api_key is not None
+        data["endpoint"] = self.endpoint
+        data["effective_rule_match"] = self.effective_rule_match
+        return data
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError("config file not found", path=path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = _parse_config_text(text, path)
+    except ValueError as exc:
+        raise InputError(f"cannot parse config file: {exc}", path=path) from exc
+    if not isinstance(data, dict):
+        raise InputError("a config file must hold a table/object of options", path=path)
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def _parse_config_text(text: str, path: Path) -> Any:
+    if path.suffix == ".toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        return tomllib.loads(text)
+    return json.loads(text)
+
+
+def load_config(cli_values: dict[str, Any] | None = None,
+                config_file: str | Path | None = None) -> JudgeConfig:
+    """Build the configuration from CLI values (None means "not given"), environment and file."""
+    values = {k: v for k, v in (cli_values or {}).items() if v is not None}
+    token = _FILE_VALUES.set(_read_config_file(Path(config_file)) if config_file else {})
+    try:
+        return JudgeConfig(**values)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        name = str(first["loc"][0]) if first["loc"] else "option"
+        raise OptionError(f"{name}: {first['msg']}") from None
+    finally:
+        _FILE_VALUES.reset(token)

@@ -1,0 +1,400 @@
+"""The judge pipeline: plan calls → answer them (live or from a batch file) → parse with bounded
+re-asks → rule filters and integration → per-turn judgments and a summary.
+
+Live calls and collected Batch API output go through exactly the same parsing, filters and
+integration; only the source of completions differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._client import Completion, ModelClient, build_body
+from ._config import JudgeConfig
+from ._data import Dialogue, DialogueSet, PredDialogue, PredictionSet, State, dialogue_key
+from ._errors import ModelError
+from ._integrate import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
+from ._metrics._rule import rule_policy, rule_verdicts
+from ._parse import InvalidOutput, parse_reply
+from ._prompts import Dimension, PromptSet, RenderedPrompt
+from ._rules import RuleSet, default_rules
+from ._schema import Schema
+from ._states import judged_turn_states
+
+ID_SEPARATOR = "::"
+_REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
+          "format described above, and nothing else.")
+
+
+def custom_id(dialogue_id: str, turn_index: int, dimension: str) -> str:
+    """Batch API id of one call: ``<dialogue_id>::<turn_index>::<dimension>``."""
+    return f"{dialogue_id}{ID_SEPARATOR}{turn_index}{ID_SEPARATOR}{dimension}"
+
+
+def call_key(dialogue_id: str, turn_index: int, dimension: str) -> tuple[str, int, str]:
+    """Join key of a call, tolerant of dialogue-id spellings (``SNG0073`` = ``SNG0073.json``)."""
+    return dialogue_key(dialogue_id), turn_index, dimension
+
+
+def parse_custom_id(value: str) -> tuple[str, int, str] | None:
+    parts = value.rsplit(ID_SEPARATOR, 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return call_key(parts[0], int(parts[1]), parts[2])
+
+
+@dataclass
+class PlannedCall:
+    """One judge call for one turn and dimension (or a skipped one: nothing to judge)."""
+
+    dialogue_id: str
+    turn_index: int
+    dimension: Dimension
+    prompt: RenderedPrompt
+    body: dict[str, Any]
+    skipped: bool = False
+
+    @property
+    def custom_id(self) -> str:
+        return custom_id(self.dialogue_id, self.turn_index, self.dimension)
+
+
+@dataclass
+class PlannedTurn:
+    dialogue: Dialogue
+    turn_index: int
+    judged_state: State
+    calls: list[PlannedCall]
+
+
+@dataclass
+class EvaluationPlan:
+    """Everything decided before any model call."""
+
+    config: JudgeConfig
+    schema: Schema
+    rules: RuleSet
+    prompts: PromptSet
+    dialogues: DialogueSet
+    predictions: PredictionSet
+    turns: list[PlannedTurn]
+
+    @property
+    def calls(self) -> list[PlannedCall]:
+        return [c for t in self.turns for c in t.calls if not c.skipped]
+
+
+def _history(dialogue: Dialogue, turn_index: int) -> list[tuple[str, str]]:
+    history: list[tuple[str, str]] = []
+    for turn in dialogue.turns[:turn_index]:
+        if turn.system:
+            history.append(("agent", turn.system))
+        history.append(("user", turn.user))
+    return history
+
+
+def plan_evaluation(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+                    predictions: PredictionSet, *, rules: RuleSet | None = None,
+                    prompts: PromptSet | None = None) -> EvaluationPlan:
+    """Render every call of a run (nothing is sent)."""
+    prompts = prompts or PromptSet(schema, config.method, config.prompt_variant)
+    rules = rules or default_rules(schema)
+    turns: list[PlannedTurn] = []
+    for dialogue in dialogues.dialogues:
+        pred: PredDialogue = predictions.for_dialogue(dialogue)
+        judged = judged_turn_states([t.pred_state or {} for t in pred.turns],
+                                    [t.pred_turn_state for t in pred.turns])
+        for index, turn in enumerate(dialogue.turns):
+            history = _history(dialogue, index)
+            calls = []
+            for dimension in prompts.dimensions:
+                rendered = prompts.render(dimension, history, turn.system, turn.user,
+                                          judged[index])
+                calls.append(PlannedCall(
+                    dialogue.dialogue_id, index, dimension, rendered,
+                    build_body(config, rendered.messages, dimension),
+                    skipped=dimension == "accuracy" and not judged[index]))
+            turns.append(PlannedTurn(dialogue, index, judged[index], calls))
+    return EvaluationPlan(config, schema, rules, prompts, dialogues, predictions, turns)
+
+
+class CompletionSource(Protocol):
+    """Where completions come from: a live model or a finished batch."""
+
+    can_reask: bool
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion: ...
+
+
+class LiveSource:
+    """Completions from the model (through the cache)."""
+
+    can_reask = True
+
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion:
+        return await self.client.complete(body, template_hash=call.prompt.template_hash)
+
+
+class RecordedSource:
+    """Completions read from a Batch API output file; a missing line is an error row."""
+
+    can_reask = False
+
+    def __init__(self, records: dict[tuple[str, int, str], Completion | ModelError]) -> None:
+        self.records = records
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion:
+        found = self.records.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
+        if found is None:
+            raise ModelError(f"no line for {call.custom_id} in the batch output")
+        if isinstance(found, ModelError):
+            raise found
+        return found
+
+
+@dataclass
+class CallResult:
+    """One call's whole story: attempts (raw replies), the parsed result or the error."""
+
+    dimension: str
+    custom_id: str
+    template_hash: str
+    prompt_hash: str
+    skipped: bool = False
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    explanation: str | None = None
+    results: dict[str, dict[str, Any]] | None = None
+    error: str | None = None
+
+
+async def judge_call(call: PlannedCall, source: CompletionSource, reasks: int) -> CallResult:
+    """Answer one call, re-asking (when the source can) while the reply is invalid."""
+    result = CallResult(call.dimension, call.custom_id, call.prompt.template_hash,
+                        call.prompt.prompt_hash, skipped=call.skipped)
+    if call.skipped:
+        result.results = {"incorrect_domain_slot": {}}
+        return result
+    body = call.body
+    for attempt in range(reasks + 1):
+        try:
+            completion = await source.answer(call, body)
+        except ModelError as exc:
+            if exc.fatal:
+                raise
+            result.error = f"model error: {exc}"
+            return result
+        result.attempts.append({**completion.record(), "cached": completion.cached})
+        if completion.refusal:
+            result.error = f"refused: {completion.refusal}"
+            return result
+        if completion.finish_reason == "length":
+            result.error = "truncated: the reply hit max_tokens (finish_reason 'length')"
+            return result
+        try:
+            judgment = parse_reply(completion.text, call.dimension)
+        except InvalidOutput as exc:
+            result.error = f"invalid output after {attempt + 1} attempt(s): {exc}"
+            if not source.can_reask or attempt == reasks:
+                return result
+            body = {**body, "messages": [
+                *body["messages"], {"role": "assistant", "content": completion.text or ""},
+                {"role": "user", "content": _REASK.format(error=exc)}]}
+            continue
+        result.error = None
+        result.explanation = judgment.explanation
+        result.results = judgment.results
+        return result
+    return result  # pragma: no cover - the loop always returns
+
+
+@dataclass
+class EvaluationResult:
+    """Per-turn judgments and the summary of a run."""
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        judgments = out / "judgments.jsonl"
+        with judgments.open("w", encoding="utf-8") as handle:
+            for row in self.rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        summary = out / "summary.json"
+        summary.write_text(json.dumps(self.summary, indent=2, ensure_ascii=False) + "\n",
+                           encoding="utf-8")
+        return judgments, summary
+
+
+def _turn_input(turn: PlannedTurn, results: Sequence[CallResult]) -> TurnInput:
+    errors = [f"{r.dimension}: {r.error}" for r in results if r.error]
+    merged: dict[str, dict[str, Any]] = {}
+    for r in results:
+        merged.update(r.results or {})
+    return TurnInput(turn.turn_index, turn.judged_state,
+                     merged.get("incorrect_domain_slot"), merged.get("missed_domain_slot"),
+                     "; ".join(errors) or None)
+
+
+def _usage(results: Sequence[CallResult]) -> dict[str, int]:
+    totals_ = {"prompt_tokens": 0, "completion_tokens": 0, "cached_prompt_tokens": 0}
+    for r in results:
+        for attempt in r.attempts:
+            if attempt.get("cached"):
+                continue
+            for key in totals_:
+                totals_[key] += int((attempt.get("usage") or {}).get(key, 0))
+    return totals_
+
+
+async def run_plan(plan: EvaluationPlan, source: CompletionSource) -> EvaluationResult:
+    """Answer every call of the plan and integrate the results."""
+    config = plan.config
+    flat = [(t, c) for t in plan.turns for c in t.calls]
+    tasks = [asyncio.ensure_future(judge_call(c, source, config.reasks)) for _, c in flat]
+    try:
+        answers = await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    by_turn: dict[int, list[CallResult]] = {}
+    position = 0
+    for index, turn in enumerate(plan.turns):
+        by_turn[index] = list(answers[position:position + len(turn.calls)])
+        position += len(turn.calls)
+    return _integrate(plan, by_turn, answers)
+
+
+def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
+               answers: Sequence[CallResult]) -> EvaluationResult:
+    config = plan.config
+    policy, ignore_none = rule_policy(config.effective_rule_match, plan.schema)
+    versions = plan.dialogues.versions
+    rows: list[dict[str, Any]] = []
+    verdicts: list[TurnVerdict] = []
+    rule_by_version: dict[str, list[bool]] = {v: [] for v in versions}
+    position = 0
+    for dialogue in plan.dialogues.dialogues:
+        count = len(dialogue.turns)
+        turns = plan.turns[position:position + count]
+        results = [by_turn[position + i] for i in range(count)]
+        inputs = [_turn_input(turn, res) for turn, res in zip(turns, results, strict=True)]
+        dialogue_verdicts = integrate_dialogue(inputs, plan.schema, plan.rules, config.semantics)
+        rules_here = {}
+        judged = [t.judged_state for t in turns]
+        for version in versions:
+            gold = [t.gold_states[version] for t in dialogue.turns]
+            rules_here[version] = rule_verdicts(gold, judged, policy, ignore_none_pairs=ignore_none)
+            rule_by_version[version].extend(rules_here[version])
+        for i, (turn, res, verdict) in enumerate(
+                zip(turns, results, dialogue_verdicts, strict=True)):
+            source_turn = dialogue.turns[turn.turn_index]
+            rows.append({
+                "dialogue_id": dialogue.dialogue_id, "turn_index": turn.turn_index,
+                "system": source_turn.system, "user": source_turn.user,
+                "pred_turn_state": turn.judged_state,
+                "verdict": verdict.verdict, "jga": verdict.jga,
+                "error": inputs[i].error,
+                "incorrect": verdict.incorrect, "missed": verdict.missed,
+                "rule": {v: rules_here[v][i] for v in versions},
+                "gold_turn_state": {v: _gold_turn(dialogue, turn.turn_index, v) for v in versions},
+                "calls": [asdict(r) for r in res],
+                "trace": verdict.trace,
+                "state": {"incorrect": verdict.state_incorrect, "missed": verdict.state_missed,
+                          "correct": verdict.state_correct},
+            })
+        verdicts.extend(dialogue_verdicts)
+        position += count
+    run = totals(verdicts)
+    judge_verdicts = [v.verdict for v in verdicts]
+    made = [r for r in answers if not r.skipped]
+    static = sum(c.prompt.static_chars for c in plan.calls)
+    total = sum(c.prompt.total_chars for c in plan.calls)
+    errors = [row for row in rows if row["error"]]
+    summary = {
+        "method": config.method, "semantics": config.semantics,
+        "turns": run.turns, "scored_turns": run.scored, "error_turns": run.errors,
+        "tsa": run.tsa, "judge_jga": run.judge_jga, "judge_jga_turns": run.jga_turns,
+        "rule": {v: {"tsa": 100.0 * sum(h) / len(h) if h else None,
+                     "agreement": agreement(judge_verdicts, h)}
+                 for v, h in rule_by_version.items()},
+        "rule_match": config.effective_rule_match,
+        "calls": {"planned": len(made), "skipped": sum(r.skipped for r in answers),
+                  "answered_from_cache": sum(1 for r in made for a in r.attempts[:1]
+                                             if a.get("cached")),
+                  "reasks": sum(max(0, len(r.attempts) - 1) for r in made),
+                  "failed": sum(1 for r in made if r.error)},
+        "tokens": _usage(made),
+        "static_prompt_share": static / total if total else None,
+        "templates": {d: plan.prompts.template_hash(d) for d in plan.prompts.dimensions},
+        "prompt_variant": config.prompt_variant,
+        "rules": plan.rules.source,
+        "errors": {"count": len(errors),
+                   "examples": [f"{r['dialogue_id']} turn {r['turn_index']}: {r['error']}"
+                                for r in errors[:5]]},
+        "data": {"dialogues": plan.dialogues.path, "predictions": plan.predictions.path,
+                 "system": plan.predictions.name, "num_dialogues": len(plan.dialogues),
+                 "versions": list(versions)},
+        "options": config.public_dict(),
+        "scale": "percent",
+    }
+    return EvaluationResult(rows, summary)
+
+
+def _gold_turn(dialogue: Dialogue, index: int, version: str) -> State:
+    current = dialogue.turns[index].gold_states[version]
+    previous = dialogue.turns[index - 1].gold_states[version] if index else {}
+    return {s: v for s, v in current.items() if previous.get(s) != v}
+
+
+async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+                         predictions: PredictionSet, *, rules: RuleSet | None = None,
+                         http_client: Any = None) -> EvaluationResult:
+    """Judge every turn live (through the cache) and integrate the verdicts."""
+    from ._cache import ResponseCache
+
+    plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    cache = ResponseCache(config.cache_dir) if config.use_cache else None
+    client = ModelClient(config, http_client=http_client, cache=cache)
+    try:
+        result = await run_plan(plan, LiveSource(client))
+    finally:
+        await client.aclose()
+        if cache is not None:
+            cache.close()
+    result.summary["calls"]["sent"] = client.calls
+    result.summary["calls"]["retries"] = client.retries
+    result.summary["calls"]["cache_hits"] = client.cache_hits
+    return result
+
+
+def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+             predictions: PredictionSet, *, rules: RuleSet | None = None,
+             http_client: Any = None) -> EvaluationResult:
+    """Synchronous :func:`evaluate_async`."""
+    return asyncio.run(evaluate_async(config, schema, dialogues, predictions, rules=rules,
+                                      http_client=http_client))
+
+
+def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+            predictions: PredictionSet,
+            records: dict[tuple[str, int, str], Completion | ModelError], *,
+            rules: RuleSet | None = None) -> EvaluationResult:
+    """Integrate a finished batch's completions exactly as live ones (no re-asks)."""
+    plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    result = asyncio.run(run_plan(plan, RecordedSource(records)))
+    expected = {(dialogue_key(c.dialogue_id), c.turn_index, c.dimension) for c in plan.calls}
+    result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
+    result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
+    return result
