@@ -3,6 +3,7 @@
 The public surface is what ``__all__`` lists; every ``judge._*`` module is private.
 """
 
+from ._config import JudgeConfig, load_config
 from ._data import (
     Dialogue,
     DialogueSet,
@@ -15,7 +16,15 @@ from ._data import (
     load_predictions,
     read_id_list,
 )
-from ._errors import DataMismatchError, DSTJudgeError, InputError, OptionError
+from ._errors import (
+    CassetteMiss,
+    DataMismatchError,
+    DSTJudgeError,
+    InputError,
+    ModelError,
+    OptionError,
+)
+from ._evaluate import EvaluationResult, collect, evaluate, evaluate_async
 from ._matching import MatchPolicy, normalize_value, parse_policy
 from ._metrics._options import MetricOptions
 from ._metrics._suite import MetricsReport, SystemMetrics, compute_metrics
@@ -32,16 +41,20 @@ from ._states import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CassetteMiss",
     "DSTJudgeError",
     "DataMismatchError",
     "Dialogue",
     "DialogueSet",
     "DomainSpec",
+    "EvaluationResult",
     "InputError",
     "IntegrationIssue",
+    "JudgeConfig",
     "MatchPolicy",
     "MetricOptions",
     "MetricsReport",
+    "ModelError",
     "OptionError",
     "PredDialogue",
     "PredTurn",
@@ -54,8 +67,12 @@ __all__ = [
     "__version__",
     "apply_turn_state",
     "check_integration",
+    "collect",
     "compute_metrics",
     "cumulative_states",
+    "evaluate",
+    "evaluate_async",
+    "load_config",
     "load_dialogues",
     "load_predictions",
     "load_schema",

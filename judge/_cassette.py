@@ -23,7 +23,8 @@ from ._errors import CassetteMiss, InputError
 from ._io import read_json
 
 _API_PATH = re.compile(r"/(chat/completions|completions|embeddings|files|batches)(/.*)?$")
-_KEY_LIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,})|(Bearer\s+[A-Za-z0-9_\-.]{8,})")
+# Key-shaped tokens: "sk-" + 20 or more key characters, not inside a word ("task-oriented").
+_KEY_LIKE = re.compile(r"(?<![A-Za-z0-9_-])(sk-[A-Za-z0-9_\-]{20,})|(Bearer\s+[A-Za-z0-9_\-.]{8,})")
 _KEPT_RESPONSE_HEADERS = ("content-type",)
 
 
@@ -34,14 +35,17 @@ def api_path(url: httpx.URL | str) -> str:
     return match.group(0) if match else path
 
 
-def scrub(value: Any) -> Any:
-    """Replace anything shaped like an API key or bearer token in strings, recursively."""
+def scrub(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """Replace the given secrets and anything shaped like an API key or bearer token."""
     if isinstance(value, str):
+        for secret in secrets:
+            if secret:
+                value = value.replace(secret, "<scrubbed>")
         return _KEY_LIKE.sub("<scrubbed>", value)
     if isinstance(value, list):
-        return [scrub(v) for v in value]
+        return [scrub(v, secrets) for v in value]
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items()}
+        return {k: scrub(v, secrets) for k, v in value.items()}
     return value
 
 
@@ -61,6 +65,8 @@ class Cassette:
     path: Path
     interactions: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Exact strings (the API key) removed from everything recorded."""
 
     @classmethod
     def load(cls, path: str | Path) -> Cassette:
@@ -100,11 +106,11 @@ class Cassette:
     def add(self, request: httpx.Request, response: httpx.Response) -> None:
         self.interactions.append({
             "request": {"method": request.method, "path": api_path(request.url),
-                        "body": scrub(_body_json(request.content))},
+                        "body": scrub(_body_json(request.content), self.secrets)},
             "response": {"status_code": response.status_code,
                          "headers": {k: v for k, v in response.headers.items()
                                      if k.lower() in _KEPT_RESPONSE_HEADERS},
-                         "body": scrub(_body_json(response.content))},
+                         "body": scrub(_body_json(response.content), self.secrets)},
         })
 
     def save(self) -> None:

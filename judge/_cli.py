@@ -18,6 +18,7 @@ from . import __version__
 from ._config import METHODS, JudgeConfig, load_config
 from ._data import DialogueSet, PredictionSet, load_dialogues, load_predictions, read_id_list
 from ._errors import DSTJudgeError, OptionError
+from ._evaluate import EvaluationResult
 from ._formats import FILE_KINDS, json_schema, validate_file
 from ._metrics._options import DEFAULT_LAMBDAS, MetricOptions
 from ._metrics._suite import compute_metrics
@@ -195,7 +196,9 @@ def _http_client(args: argparse.Namespace,
     if args.replay:
         return httpx.AsyncClient(transport=replay_transport(Cassette.load(args.replay))), None
     if args.record:
-        cassette = Cassette(Path(args.record), source=f"{config.endpoint} model={config.model}")
+        secret = config.api_key.get_secret_value() if config.api_key else ""
+        cassette = Cassette(Path(args.record), source=f"{config.endpoint} model={config.model}",
+                            secrets=(secret,))
         return httpx.AsyncClient(transport=RecordingTransport(cassette),
                                  timeout=config.timeout), cassette
     return None, None
@@ -219,7 +222,12 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
     if cassette is not None:
         cassette.save()
         console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
-    paths = result.write(args.out)
+    return _finish(result, args.out, console)
+
+
+def _finish(result: EvaluationResult, out: str, console: Console) -> int:
+    """Write a judge run's files and print its summary."""
+    paths = result.write(out)
     print_evaluation(result.summary, console)
     console.print(f"wrote {paths[0]} and {paths[1]}")
     return 0
@@ -301,10 +309,7 @@ def _run_collect(args: argparse.Namespace, console: Console) -> int:
     for path in files:
         records.update(read_output(path))
     result = collect(config, schema, dialogues, predictions, records, rules=_rules(args, schema))
-    paths = result.write(args.out)
-    print_evaluation(result.summary, console)
-    console.print(f"wrote {paths[0]} and {paths[1]}")
-    return 0
+    return _finish(result, args.out, console)
 
 
 # --- cache, validate -----------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from ._cache import ResponseCache, cache_key
@@ -28,6 +29,8 @@ from ._parse import response_schema
 from ._prompts import Dimension
 
 _MAX_RETRY_AFTER = 120.0
+BACKOFF_INITIAL = 1.0
+"""First backoff in seconds (doubling, with jitter, up to a minute) when no retry-after."""
 _LOCAL_KEY = "not-needed"
 
 
@@ -169,7 +172,9 @@ class ModelClient:
         after = _retry_after(exc) if exc else None
         if after is not None:
             return after
-        return wait_exponential_jitter(initial=1, max=60)(state)
+        backoff = wait_exponential(multiplier=BACKOFF_INITIAL, max=60) + wait_random(
+            0, BACKOFF_INITIAL)
+        return backoff(state)
 
     async def complete(self, body: dict[str, Any], *, template_hash: str) -> Completion:
         """Answer one request body: from the cache, else from the model (with retries)."""

@@ -20,9 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ._errors import DataMismatchError, InputError, OptionError
 from ._io import iter_jsonl_lines, parse_line
 from ._schema import Schema
-
-State = dict[str, str]
-"""A dialogue state: slot name → value. Only filled slots; ``none`` means absent."""
+from ._states import State, apply_turn_state
 
 _GOLD_KEY = re.compile(r"^gold_(turn_)?state(?:_(.+))?$")
 DEFAULT_VERSION = "gold"
@@ -127,6 +125,8 @@ class DialogueSet:
     dialogues: list[Dialogue]
     versions: tuple[str, ...]
     index: dict[str, int] = field(repr=False)
+    excluded: frozenset[str] = field(default=frozenset(), repr=False)
+    """Keys of dialogues the file has but a subset left out (their predictions are skipped)."""
 
     def __len__(self) -> int:
         return len(self.dialogues)
@@ -163,8 +163,9 @@ class DialogueSet:
                 raise DataMismatchError(f"dialogue id {dialogue_id!r} is not in {self.path}",
                                         path=source or None)
             keep.append(found)
-        return DialogueSet(self.path, keep, self.versions,
-                           {dialogue_key(d.dialogue_id): i for i, d in enumerate(keep)})
+        index = {dialogue_key(d.dialogue_id): i for i, d in enumerate(keep)}
+        excluded = (frozenset(self.index) | self.excluded) - frozenset(index)
+        return DialogueSet(self.path, keep, self.versions, index, excluded)
 
 
 @dataclass
@@ -229,6 +230,8 @@ def load_predictions(
         pred = parse_line(PredDialogue, text, path=path, line=line)
         key = dialogue_key(pred.dialogue_id)
         gold = dialogues.get(pred.dialogue_id)
+        if gold is None and key in dialogues.excluded:
+            continue  # a dialogue of the file that this (subset) run does not evaluate
         if gold is None:
             raise DataMismatchError(
                 f"unknown dialogue id {pred.dialogue_id!r} (not in {dialogues.path})",
@@ -250,7 +253,7 @@ def load_predictions(
                 if turn.pred_turn_state is None:
                     raise InputError("a turn needs pred_state (or at least pred_turn_state)",
                                      path=path, line=line, field=f"{where}.pred_state")
-                turn.pred_state = _apply_update(previous, turn.pred_turn_state)
+                turn.pred_state = apply_turn_state(previous, turn.pred_turn_state)
             _check_hypotheses(turn, path=path, line=line, where=where)
             previous = turn.pred_state
             if known is not None:
@@ -278,17 +281,6 @@ def _stem(path: str | Path) -> str:
     for suffix in (".gz", ".jsonl", ".json"):
         name = name.removesuffix(suffix)
     return name
-
-
-def _apply_update(previous: State, update: State, none_values: Iterable[str] = ("none",)) -> State:
-    nones = set(none_values)
-    state = dict(previous)
-    for slot, value in update.items():
-        if value in nones:
-            state.pop(slot, None)
-        else:
-            state[slot] = value
-    return state
 
 
 def _check_hypotheses(turn: PredTurn, *, path: str | Path, line: int, where: str) -> None:

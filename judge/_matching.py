@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ._data import State
 from ._errors import OptionError
+from ._states import State
 
 POLICY_NAMES = ("exact", "nospace", "normalized", "alternatives")
 

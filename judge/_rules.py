@@ -12,7 +12,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +19,7 @@ import jsonschema
 
 from ._errors import InputError, OptionError
 from ._io import read_json
+from ._resources import package_dir
 from ._schema import Schema
 
 Semantics = Literal["default", "paper"]
@@ -94,26 +94,15 @@ def empty_rules(source: str = "<no rules>") -> RuleSet:
 # --- locating and validating files ------------------------------------------------------------
 
 
-def _package_file(folder: str, name: str) -> Path:
-    """A data file shipped in the package; falls back to the source tree for editable installs."""
-    packaged = resources.files("judge").joinpath(folder, name)
-    if packaged.is_file():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[1] / folder / name
-
-
 def packaged_rules_path(name: str = PACKAGED_RULES) -> Path:
     """Path of a rule file shipped with dst-judge (``rules/`` in the source tree)."""
-    return _package_file("rules", name)
+    return package_dir("rules") / name
 
 
 @cache
 def rules_json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) every rule file must satisfy."""
-    path = resources.files("judge").joinpath("formats", "rules.schema.json")
-    if not path.is_file():
-        path = Path(__file__).resolve().parent / "formats" / "rules.schema.json"
-    return json.loads(path.read_text("utf-8"))
+    return json.loads((package_dir("formats") / "rules.schema.json").read_text("utf-8"))
 
 
 def _json_path(parts: Any) -> str | None:

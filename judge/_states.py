@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ._data import PredictionSet, State
+if TYPE_CHECKING:
+    from ._data import PredictionSet
+
+State = dict[str, str]
+"""A dialogue state: slot name → value. Only filled slots; ``none`` means absent."""
 
 NONE = "none"
 

@@ -68,3 +68,33 @@ def shared_path(*parts: str) -> Path:
         pytest.skip(f"shared data not available: {path} (only present in the dst-judge "
                     "development workspace)")
     return path
+
+
+# --- recorded model traffic ------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+CASSETTES = ROOT / "cassettes"
+EXAMPLES = ROOT / "examples"
+
+
+def mount_cassette(router, name: str) -> None:
+    """Serve a recorded cassette through respx: one route per recorded request (method, API
+    path and exact JSON body). Anything else is unmatched and, with ``assert_all_mocked``,
+    fails instead of reaching the network."""
+    import re
+
+    from judge._cassette import Cassette, response_from_record
+
+    cassette = Cassette.load(CASSETTES / name)
+    for item in cassette:
+        request = item["request"]
+        router.route(method=request["method"], path__regex=re.escape(request["path"]) + "$",
+                     json=request["body"]).mock(return_value=response_from_record(item["response"]))
+
+
+@pytest.fixture
+def example_data():
+    schema = load_schema(EXAMPLES / "schema.json")
+    dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
+    predictions = load_predictions(EXAMPLES / "predictions.jsonl", dialogues, schema)
+    return schema, dialogues, predictions

@@ -12,6 +12,8 @@ EXPECTED = {
     "Turn", "__version__", "apply_turn_state", "check_integration", "compute_metrics",
     "cumulative_states", "load_dialogues", "load_predictions", "load_schema", "normalize_value",
     "parse_policy", "read_id_list", "turn_state", "turn_states",
+    "CassetteMiss", "EvaluationResult", "JudgeConfig", "ModelError", "collect", "evaluate",
+    "evaluate_async", "load_config",
 }
 
 
@@ -30,5 +32,7 @@ def test_exception_tree():
     assert issubclass(judge.InputError, judge.DSTJudgeError)
     assert issubclass(judge.DataMismatchError, judge.InputError)
     assert issubclass(judge.OptionError, judge.DSTJudgeError)
+    assert issubclass(judge.ModelError, judge.DSTJudgeError)
+    assert issubclass(judge.CassetteMiss, judge.ModelError)
     err = judge.InputError("bad", path="f.jsonl", line=3, field="turns[0].user")
     assert str(err) == "f.jsonl:3: field 'turns[0].user': bad"

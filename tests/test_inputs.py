@@ -238,3 +238,15 @@ def test_cli_table_and_json(files, capsys):
     assert data["systems"][0]["metrics"]["jga"] == 100.0
     assert data["systems"][1]["metrics"]["jga"] == 50.0
     assert set(data["systems"][0]["per_domain"]) >= {"hotel", "taxi"}
+
+
+def test_subset_skips_predictions_of_excluded_dialogues_but_not_unknown_ones(tmp_path):
+    other = {**DIALOGUE, "dialogue_id": "SNG0002.json"}
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [DIALOGUE, other]))
+    subset = dialogues.subset(["SNG0002"])
+    preds = [{**PRED, "dialogue_id": "SNG0002.json"}, PRED]
+    loaded = load_predictions(write_jsonl(tmp_path / "p.jsonl", preds), subset)
+    assert list(loaded.dialogues) == ["sng0002"]
+    unknown = write_jsonl(tmp_path / "u.jsonl", [*preds, {**PRED, "dialogue_id": "X9"}])
+    with pytest.raises(DataMismatchError, match="unknown dialogue id 'X9'"):
+        load_predictions(unknown, subset)

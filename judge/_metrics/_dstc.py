@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .._data import State
 from .._matching import MatchPolicy
-from .._states import turn_state
+from .._states import State, turn_state
 from ._types import HypDialogue
 
 NONE = "none"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .._data import State
+from .._states import State
 from ._types import Prepared, ratio
 
 _EXACT = -1  # marker: the turn's state is exactly right

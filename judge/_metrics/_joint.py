@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from .._data import State
-from .._states import turn_state
+from .._states import State, turn_state
 from ._types import Prepared, ratio
 
 

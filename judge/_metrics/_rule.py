@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._data import State
 from .._matching import MatchPolicy, parse_policy
 from .._schema import Schema
-from .._states import turn_states
+from .._states import State, turn_states
 
 
 def rule_verdicts(

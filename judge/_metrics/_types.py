@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._data import State
+from .._states import State
 
 
 @dataclass(slots=True)
