@@ -47,6 +47,9 @@ class ResponseCache:
     def set(self, key: str, record: dict[str, Any]) -> None:
         self._cache.set(key, record)
 
+    def keys(self) -> set[str]:
+        return {str(k) for k in self._cache.iterkeys()}
+
     def stats(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "entries": len(self._cache),
                 "size_bytes": self._cache.volume()}

@@ -16,13 +16,20 @@ from rich.console import Console
 
 from . import __version__
 from ._config import METHODS, JudgeConfig, load_config
-from ._data import DialogueSet, PredictionSet, load_dialogues, load_predictions, read_id_list
+from ._data import (
+    DialogueSet,
+    PredictionSet,
+    dialogue_key,
+    load_dialogues,
+    load_predictions,
+    read_id_list,
+)
 from ._errors import DSTJudgeError, OptionError
-from ._evaluate import EvaluationResult
+from ._evaluate import EvaluationResult, evaluate
 from ._formats import FILE_KINDS, json_schema, validate_file
 from ._metrics._options import DEFAULT_LAMBDAS, MetricOptions
 from ._metrics._suite import compute_metrics
-from ._report import print_evaluation, print_metrics
+from ._report import print_estimate, print_evaluation, print_metrics
 from ._rules import RuleSet, default_rules, load_rules
 from ._schema import Schema, load_schema
 
@@ -44,6 +51,9 @@ def _data_args(p: argparse.ArgumentParser, *, many: bool = False) -> None:
 def _judge_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("judge (CLI > DST_JUDGE_* environment > --config file)")
     g.add_argument("--config", metavar="FILE", help="JSON or TOML file of judge options")
+    g.add_argument("--local", action="store_true",
+                   help="use the server of 'dst-judge local serve' (few-shot prompts unless "
+                   "--prompt-variant says otherwise)")
     g.add_argument("--model", help="model name (default gpt-4-turbo)")
     g.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     g.add_argument("--method", choices=METHODS, help="two-dim (default), two-dim-cot, direct, cot")
@@ -66,15 +76,29 @@ def _judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument("--rules", metavar="FILE", help="rule file (default: the packaged one for "
                    "the schema)")
+    g.add_argument("--rpm", type=int, help="requests per minute at most")
+    g.add_argument("--tpm", type=int, help="tokens per minute at most (estimated)")
+    g.add_argument("--prompt-cache-key", action="store_true", default=None,
+                   help="send a per-dialogue prompt_cache_key (OpenAI prompt caching)")
+    g.add_argument("--budget", type=float, metavar="USD",
+                   help="stop cleanly once the run has spent this much (resumable)")
+    g.add_argument("--prices", metavar="FILE", help="price table (JSON; default: packaged)")
 
 
 def _config(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
     names = ("model", "base_url", "method", "semantics", "rule_match", "prompt_variant",
              "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
-             "max_retries", "concurrency", "reasks", "cache_dir")
+             "max_retries", "concurrency", "reasks", "cache_dir", "rpm", "tpm",
+             "prompt_cache_key", "budget", "prices")
     values = {name: getattr(args, name, None) for name in names}
     if getattr(args, "no_cache", False):
         values["use_cache"] = False
+    if getattr(args, "local", False):
+        from ._local import local_config_values
+
+        for name, value in local_config_values().items():
+            if values.get(name) is None:
+                values[name] = value
     values.update(overrides)
     return load_config(values, getattr(args, "config", None))
 
@@ -180,7 +204,14 @@ def _add_evaluate(commands: _Sub) -> None:
     _data_args(p)
     _judge_args(p)
     p.add_argument("--out", required=True, metavar="DIR",
-                   help="writes DIR/judgments.jsonl and DIR/summary.json")
+                   help="run directory: judgments.jsonl, summary.json, and the run log "
+                   "(calls.jsonl) with its manifest for --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run in --out without repeating finished calls")
+    p.add_argument("--dry-run", action="store_true",
+                   help="estimate calls, tokens and cost; make no call")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar (default: when the terminal is interactive)")
     p.add_argument("--replay", metavar="CASSETTE", help="answer from recorded traffic (no key)")
     p.add_argument("--record", metavar="CASSETTE",
                    help="record the traffic with a real server into CASSETTE (cache off)")
@@ -205,24 +236,112 @@ def _http_client(args: argparse.Namespace,
 
 
 def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
-    from ._evaluate import evaluate
-
+    """Judge live (or from a cassette) into a resumable run directory."""
     overrides: dict[str, Any] = {}
     if args.record:
         overrides["use_cache"] = False
     config = _config(args, **overrides)
+    schema, dialogues = _load_data(args)
+    predictions = load_predictions(args.predictions, dialogues, schema)
+    rules = _rules(args, schema)
+    if args.dry_run:
+        return _dry_run(config, schema, dialogues, predictions, rules, console)
     if not (args.replay or config.base_url or config.api_key):
         raise OptionError("no model to ask: set OPENAI_API_KEY, pass --base-url for a local "
                           "OpenAI-compatible server, or --replay a cassette")
-    schema, dialogues = _load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
     http_client, cassette = _http_client(args, config)
-    result = evaluate(config, schema, dialogues, predictions, rules=_rules(args, schema),
-                      http_client=http_client)
+    sources = {"schema": args.schema, "rules": args.rules}
+    show = console.is_terminal if args.progress is None else args.progress
+    result = _with_progress(show, console, lambda on_progress: evaluate(
+        config, schema, dialogues, predictions, rules=rules, http_client=http_client,
+        out_dir=args.out, resume=args.resume, sources=sources, on_progress=on_progress))
     if cassette is not None:
         cassette.save()
         console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
     return _finish(result, args.out, console)
+
+
+def _with_progress(show: bool, console: Console, run: Any) -> Any:
+    """Run with a live progress bar (calls, ETA, cache hits, errors, tokens, cost)."""
+    if not show:
+        return run(None)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("judging"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeRemainingColumn(), TextColumn("{task.fields[info]}"))
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("judging", total=None, info="")
+
+        def update(state: Any) -> None:
+            spend = state.spend
+            money = "" if spend is None or spend.price is None else f" · ${spend.usd:.4f}"
+            tokens = 0 if spend is None else spend.prompt_tokens + spend.completion_tokens
+            bar.update(task, total=state.total, completed=state.done,
+                       info=f"cache hits {state.cache_hits} · errors {state.errors} · "
+                            f"tokens {tokens}{money}")
+
+        return run(update)
+
+
+def _dry_run(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+             predictions: PredictionSet, rules: RuleSet, console: Console) -> int:
+    from ._cache import ResponseCache
+    from ._evaluate import estimate, plan_evaluation
+
+    plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    keys: set[str] = set()
+    if config.use_cache and Path(config.cache_dir).exists():
+        cache = ResponseCache(config.cache_dir)
+        keys = set(cache._cache.iterkeys())
+        cache.close()
+    figures = estimate(plan, cached_keys=keys)
+    print_estimate(figures, console)
+    return 0
+
+
+def _add_retry_errors(commands: _Sub) -> None:
+    p = commands.add_parser(
+        "retry-errors", help="re-run only the failed calls of a run directory",
+        description="Send again only the calls that ended in an error (transport, refusal, "
+        "truncation, invalid output); every other call is taken from the run log. Data and "
+        "options come from the run's manifest; transport options may be given anew.")
+    p.add_argument("run", metavar="RUN_DIR")
+    g = p.add_argument_group("transport")
+    for flag, kind in (("--base-url", str), ("--concurrency", int), ("--timeout", float),
+                       ("--max-retries", int), ("--rpm", int), ("--tpm", int),
+                       ("--budget", float), ("--cache-dir", str)):
+        g.add_argument(flag, type=kind)
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.set_defaults(handler=_run_retry_errors)
+
+
+def _run_retry_errors(args: argparse.Namespace, console: Console) -> int:
+    from ._rundir import RunDirectory
+
+    run_dir = RunDirectory(args.run)
+    manifest = run_dir.read_manifest()
+    if manifest is None:
+        raise OptionError(f"{args.run} is not a run directory with a manifest")
+    fields = set(JudgeConfig.model_fields)
+    values = {k: v for k, v in manifest["options"].items() if k in fields and k != "api_key"}
+    for name in ("base_url", "concurrency", "timeout", "max_retries", "rpm", "tpm", "budget",
+                 "cache_dir"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    config = load_config(values)
+    sources = manifest["sources"]
+    schema = load_schema(sources["schema"])
+    dialogues = load_dialogues(sources["dialogues"]).subset(sources["dialogue_ids"])
+    predictions = load_predictions(sources["predictions"], dialogues, schema)
+    rules = load_rules(sources["rules"]) if sources.get("rules") else default_rules(schema)
+    removed = run_dir.drop_errors()
+    console.print(f"re-running {removed} failed call(s); the others come from the run log")
+    show = console.is_terminal if args.progress is None else args.progress
+    result = _with_progress(show, console, lambda on_progress: evaluate(
+        config, schema, dialogues, predictions, rules=rules, out_dir=args.run, resume=True,
+        sources={"schema": sources["schema"], "rules": sources.get("rules")},
+        on_progress=on_progress, refresh=True))
+    return _finish(result, args.run, console)
 
 
 def _finish(result: EvaluationResult, out: str, console: Console) -> int:
@@ -312,6 +431,139 @@ def _run_collect(args: argparse.Namespace, console: Console) -> int:
     return _finish(result, args.out, console)
 
 
+# --- agreement, comparisons -----------------------------------------------------------------
+
+def _add_agreement(commands: _Sub) -> None:
+    p = commands.add_parser(
+        "agreement", help="agreement of judge, RULE versions and human labels (kappa, CIs)",
+        description="For every pair among the judge, RULE-<version> and human labels: accuracy, "
+        "Cohen's kappa, confusion matrix and P/R/F1 of the 'incorrect' class, with bootstrap "
+        "confidence intervals that resample dialogues.")
+    p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
+    p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--json", dest="json_out", metavar="OUT")
+    p.set_defaults(handler=_run_agreement)
+
+
+def _run_agreement(args: argparse.Namespace, console: Console) -> int:
+    from ._agreement import agreement_report, load_labels
+    from ._report import print_agreement
+    from ._runs import load_run
+
+    run = load_run(args.run)
+    human = load_labels(args.human) if args.human else None
+    report = agreement_report(run.rows, human, n_boot=args.n_boot, seed=args.seed,
+                              confidence=args.confidence)
+    print_agreement(report, console)
+    _write_json(args.json_out, report, console)
+    return 0
+
+
+def _write_json(path: str | None, data: Any, console: Console) -> None:
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {path}")
+
+
+def _add_compare(commands: _Sub) -> None:
+    p = commands.add_parser(
+        "compare", help="judge methods side by side on the same turns (the paper's Table 2)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--human", metavar="FILE", help="human labels to add agreement with humans")
+    p.add_argument("--json", dest="json_out", metavar="OUT")
+    p.set_defaults(handler=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace, console: Console) -> int:
+    from ._agreement import load_labels
+    from ._compare import method_table
+    from ._report import print_methods
+    from ._runs import load_run
+
+    runs = [load_run(path) for path in args.runs]
+    human = None
+    if args.human:
+        labels = load_labels(args.human)
+        human = {(r["dialogue_id"], r["turn_index"]): bool(labels.per_turn()[key])
+                 for r in runs[0].rows
+                 if (key := (dialogue_key(r["dialogue_id"]), r["turn_index"]))
+                 in labels.per_turn()}
+    table = method_table(runs, human)
+    print_methods(table, console)
+    _write_json(args.json_out, table, console)
+    return 0
+
+
+def _add_systems(commands: _Sub) -> None:
+    p = commands.add_parser(
+        "systems", help="DST systems under the judge and exact-match metrics (TSA, JGA), "
+        "with a PNG chart (the paper's Figures 2-3)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="one judge run per system")
+    p.add_argument("--schema", required=True)
+    p.add_argument("--names", nargs="+", help="system names (default: from the runs)")
+    p.add_argument("--json", dest="json_out", metavar="OUT")
+    p.add_argument("--png", metavar="OUT", help="write a bar chart")
+    p.set_defaults(handler=_run_systems)
+
+
+def _run_systems(args: argparse.Namespace, console: Console) -> int:
+    from ._compare import plot_systems, system_table
+    from ._report import print_systems
+    from ._runs import load_run
+
+    runs = [load_run(path) for path in args.runs]
+    if args.names and len(args.names) != len(runs):
+        raise OptionError(f"--names has {len(args.names)} names for {len(runs)} runs")
+    table = system_table(runs, load_schema(args.schema), names=args.names)
+    print_systems(table, console)
+    _write_json(args.json_out, table, console)
+    if args.png:
+        console.print(f"wrote {plot_systems(table, args.png)}")
+    return 0
+
+
+def _add_audit(commands: _Sub) -> None:
+    p = commands.add_parser(
+        "audit", help="HTML page of turns where judge and annotation disagree (for annotators)",
+        description="Write one self-contained HTML file listing the turns where the judge and "
+        "an annotation version disagree, grouped by slot and kind, with sorting, filtering and "
+        "export of annotators' decisions.")
+    p.add_argument("run", metavar="RUN_DIR")
+    p.add_argument("--out", required=True, metavar="HTML")
+    p.set_defaults(handler=_run_audit)
+
+
+def _run_audit(args: argparse.Namespace, console: Console) -> int:
+    from ._audit import write_audit
+
+    count = write_audit(args.run, args.out)
+    console.print(f"wrote {args.out} ({count} items)")
+    return 0
+
+
+def _add_labels(commands: _Sub) -> None:
+    p = commands.add_parser("labels", help="human labels: import annotators' decisions")
+    sub = p.add_subparsers(dest="labels_command", required=True, metavar="STEP")
+    imp = sub.add_parser("import", help="turn an audit export (CSV or JSONL) with decisions "
+                         "into a human-labels file")
+    imp.add_argument("decisions", help="file exported from the audit page")
+    imp.add_argument("--out", required=True, metavar="FILE", help="human labels (JSON Lines)")
+    imp.add_argument("--annotator", help="annotator name for rows that give none")
+    imp.set_defaults(handler=_run_labels_import)
+
+
+def _run_labels_import(args: argparse.Namespace, console: Console) -> int:
+    from ._audit import import_decisions, write_labels
+
+    records = import_decisions(args.decisions, annotator=args.annotator)
+    count = write_labels(records, args.out)
+    console.print(f"wrote {count} human label(s) to {args.out}")
+    return 0
+
+
 # --- cache, validate -----------------------------------------------------------------------------
 
 def _add_cache(commands: _Sub) -> None:
@@ -374,20 +626,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dst-judge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_evaluate(commands)
+    _add_retry_errors(commands)
     _add_metrics(commands)
     _add_batch(commands)
+    _add_agreement(commands)
+    _add_compare(commands)
+    _add_systems(commands)
+    _add_audit(commands)
+    _add_labels(commands)
     _add_cache(commands)
     _add_validate(commands)
+    from ._local_cli import add_local_parser
+
+    add_local_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
+    from ._evaluate import BudgetReached
+
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console()
     try:
         return args.handler(args, console)
+    except BudgetReached as exc:
+        print(f"dst-judge: {exc}; finished calls are logged in the run directory: raise "
+              "--budget and pass --resume to continue", file=sys.stderr)
+        return 3
     except DSTJudgeError as exc:
         print(f"dst-judge: error: {exc}", file=sys.stderr)
         return 2

@@ -8,11 +8,15 @@ The SDK's own retries are off so that one policy (exponential backoff with jitte
 from __future__ import annotations
 
 import asyncio
+import re
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
 import openai
+from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -74,7 +78,7 @@ class Completion:
 
 
 def build_body(config: JudgeConfig, messages: list[dict[str, str]], dimension: Dimension,
-               *, prompt_cache_key: str | None = None) -> dict[str, Any]:
+               *, dialogue_id: str | None = None) -> dict[str, Any]:
     """The chat-completions request body; live calls and Batch API lines share it."""
     body: dict[str, Any] = {"model": config.model, "messages": messages,
                             "temperature": config.temperature, "top_p": config.top_p,
@@ -87,9 +91,30 @@ def build_body(config: JudgeConfig, messages: list[dict[str, str]], dimension: D
             "strict": False}}
     elif config.response_format == "json_object":
         body["response_format"] = {"type": "json_object"}
-    if prompt_cache_key:
-        body["prompt_cache_key"] = prompt_cache_key
+    if config.prompt_cache_key and dialogue_id:
+        body["prompt_cache_key"] = f"dst-judge:{dimension}:{dialogue_id}"[:64]
     return body
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_reset(value: str | None) -> float | None:
+    """``x-ratelimit-reset-*`` durations as seconds: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"0.5"``."""
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parts = _DURATION.findall(value)
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else None
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Rough request size for the tokens-per-minute limiter: characters / 4 plus the reply cap."""
+    chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+    return chars // 4 + int(body.get("max_tokens") or 0)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -123,6 +148,16 @@ def _is_transient(exc: BaseException) -> bool:
     return False
 
 
+REDACTED = "<redacted>"
+
+
+def redact(text: str | None, secret: str | None) -> str | None:
+    """Remove the API key from text that will be stored or shown."""
+    if text is None or not secret:
+        return text
+    return text.replace(secret, REDACTED)
+
+
 def _as_model_error(exc: BaseException) -> ModelError:
     for inner in _chain(exc):
         if isinstance(inner, CassetteMiss):
@@ -154,20 +189,30 @@ class ModelClient:
     """Async chat completions with retries, a concurrency bound and an optional cache."""
 
     def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
-                 cache: ResponseCache | None = None) -> None:
+                 cache: ResponseCache | None = None, read_cache: bool = True,
+                 before_send: Callable[[], None] | None = None) -> None:
         self.config = config
+        self.before_send = before_send
+        """Called inside the concurrency slot right before a request goes out (budget)."""
         self.cache = cache
+        self.read_cache = read_cache
         key = config.api_key.get_secret_value() if config.api_key else _LOCAL_KEY
+        self._secret = config.api_key.get_secret_value() if config.api_key else None
         self._sdk = openai.AsyncOpenAI(
             api_key=key, base_url=config.endpoint, max_retries=0, timeout=config.timeout,
             http_client=http_client or httpx.AsyncClient(timeout=config.timeout))
         self._slots = asyncio.Semaphore(config.concurrency)
+        self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
+        self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
+        self._paused_until = 0.0
         self.calls = 0
         self.cache_hits = 0
         self.retries = 0
 
-    def _wait(self, state: RetryCallState) -> float:
+    def _count_retry(self, state: RetryCallState) -> None:
         self.retries += 1
+
+    def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         after = _retry_after(exc) if exc else None
         if after is not None:
@@ -178,31 +223,62 @@ class ModelClient:
 
     async def complete(self, body: dict[str, Any], *, template_hash: str) -> Completion:
         """Answer one request body: from the cache, else from the model (with retries)."""
-        key = cache_key(self.config.endpoint, body, template_hash)
-        if self.cache is not None and self.config.use_cache:
+        caching = self.cache is not None and self.config.use_cache
+        key = cache_key(self.config.endpoint, body, template_hash) if caching else ""
+        if caching and self.read_cache:
             hit = self.cache.get(key)
             if hit is not None:
                 self.cache_hits += 1
                 return Completion.from_record(hit, cached=True)
         retrying = AsyncRetrying(stop=stop_after_attempt(self.config.max_retries + 1),
                                  wait=self._wait, retry=retry_if_exception(_is_transient),
-                                 reraise=True)
+                                 before_sleep=self._count_retry, reraise=True)
         try:
             async with self._slots:
                 async for attempt in retrying:
                     with attempt:
+                        if self.before_send is not None:
+                            self.before_send()
+                        await self._respect_limits(body)
                         self.calls += 1
                         raw = await self._sdk.post("/chat/completions", body=body,
                                                    cast_to=httpx.Response)
+                        self._read_limit_headers(raw.headers)
         except (openai.OpenAIError, httpx.HTTPError) as exc:
-            raise _as_model_error(exc) from None
+            error = _as_model_error(exc)
+            message = redact(str(error), self._secret) or ""
+            if message != str(error):
+                error = type(error)(message) if isinstance(error, CassetteMiss) else ModelError(
+                    message, fatal=error.fatal, status=error.status)
+            raise error from None
         try:
             completion = Completion.from_chat_json(raw.json())
         except ValueError as exc:
             raise ModelError(f"the server's reply is not JSON: {exc}") from None
-        if self.cache is not None and self.config.use_cache:
+        completion.text = redact(completion.text, self._secret)
+        completion.refusal = redact(completion.refusal, self._secret)
+        if caching:
             self.cache.set(key, completion.record())
         return completion
+
+    async def _respect_limits(self, body: dict[str, Any]) -> None:
+        """Wait for the RPM/TPM limiters and for any pause the server's headers asked for."""
+        delay = self._paused_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if self._rpm is not None:
+            await self._rpm.acquire()
+        if self._tpm is not None:
+            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm or 1))
+
+    def _read_limit_headers(self, headers: httpx.Headers) -> None:
+        """When the server reports no requests or tokens left, pause every call until reset."""
+        for kind in ("requests", "tokens"):
+            remaining = headers.get(f"x-ratelimit-remaining-{kind}")
+            reset = parse_reset(headers.get(f"x-ratelimit-reset-{kind}"))
+            if remaining is not None and reset is not None and remaining.strip() == "0":
+                self._paused_until = max(self._paused_until,
+                                         time.monotonic() + min(reset, _MAX_RETRY_AFTER))
 
     async def aclose(self) -> None:
         await self._sdk.close()

@@ -63,6 +63,14 @@ class JudgeConfig(BaseSettings):
                              "429 and 5xx (exponential backoff with jitter).")
     concurrency: int = Field(8, ge=1)
     reasks: int = Field(1, ge=0, description="Re-asks after an invalid answer.")
+    rpm: int | None = Field(None, ge=1, description="Requests per minute at most.")
+    tpm: int | None = Field(None, ge=1, description="Tokens per minute at most (estimated).")
+    prompt_cache_key: bool = Field(False, description="Send a per-dialogue prompt_cache_key "
+                                   "(OpenAI) so a dialogue's calls share a cache route.")
+    # --- cost ---------------------------------------------------------------------------------
+    budget: float | None = Field(None, gt=0, description="Stop cleanly (resumable) once the "
+                                 "run has spent this many USD.")
+    prices: Path | None = Field(None, description="Price table (JSON); default: packaged.")
     # --- method -------------------------------------------------------------------------------
     method: Method = "two-dim"
     prompt_variant: Literal["zero-shot", "few-shot"] = "zero-shot"
@@ -102,6 +110,13 @@ class JudgeConfig(BaseSettings):
         return {"endpoint": self.endpoint, "model": self.model, "temperature": self.temperature,
                 "top_p": self.top_p, "seed": self.seed, "max_tokens": self.max_tokens,
                 "response_format": self.response_format}
+
+    def answer_identity(self) -> dict[str, Any]:
+        """Everything that decides which calls a run makes and what they answer (resume
+        refuses to continue a run when this changed)."""
+        return {**self.generation_identity(), "method": self.method,
+                "prompt_variant": self.prompt_variant, "reasks": self.reasks,
+                "prompt_cache_key": self.prompt_cache_key}
 
     def public_dict(self) -> dict[str, Any]:
         """Every option for results and logs, with the API key left out."""

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ._client import Completion, ModelClient, build_body
 from ._config import JudgeConfig
+from ._cost import Spend, load_prices, usage_cost
 from ._data import Dialogue, DialogueSet, PredDialogue, PredictionSet, State, dialogue_key
-from ._errors import ModelError
+from ._errors import DSTJudgeError, ModelError
 from ._integrate import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ._metrics._rule import rule_policy, rule_verdicts
 from ._parse import InvalidOutput, parse_reply
 from ._prompts import Dimension, PromptSet, RenderedPrompt
 from ._rules import RuleSet, default_rules
+from ._rundir import MANIFEST_FORMAT, RunDirectory, file_digest, text_digest
 from ._schema import Schema
 from ._states import judged_turn_states
 
@@ -117,7 +119,8 @@ def plan_evaluation(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
                                           judged[index])
                 calls.append(PlannedCall(
                     dialogue.dialogue_id, index, dimension, rendered,
-                    build_body(config, rendered.messages, dimension),
+                    build_body(config, rendered.messages, dimension,
+                               dialogue_id=dialogue.dialogue_id),
                     skipped=dimension == "accuracy" and not judged[index]))
             turns.append(PlannedTurn(dialogue, index, judged[index], calls))
     return EvaluationPlan(config, schema, rules, prompts, dialogues, predictions, turns)
@@ -175,8 +178,54 @@ class CallResult:
     error: str | None = None
 
 
-async def judge_call(call: PlannedCall, source: CompletionSource, reasks: int) -> CallResult:
-    """Answer one call, re-asking (when the source can) while the reply is invalid."""
+class BudgetReached(DSTJudgeError):
+    """The run spent its budget; completed calls are in the run log, so it can resume."""
+
+
+@dataclass
+class RunHooks:
+    """Per-run behaviour around calls: results already known (resume), a callback for each
+    finished call (run log, progress), and the spending limit."""
+
+    done: dict[str, CallResult] = field(default_factory=dict)
+    on_result: Callable[[CallResult], None] | None = None
+    spend: Spend | None = None
+    budget: float | None = None
+
+    def check_budget(self) -> None:
+        if self.budget is not None and self.spend is not None and self.spend.usd >= self.budget:
+            raise BudgetReached(f"budget reached: {self.spend.usd:.4f} USD spent of "
+                                f"{self.budget:.4f}")
+
+    def finished_before(self, result: CallResult) -> None:
+        """Account a call finished by an earlier attempt of this run (resume)."""
+        if self.spend is not None:
+            for attempt in result.attempts:
+                if not attempt.get("cached"):
+                    self.spend.add(attempt.get("usage") or {})
+
+    def finished(self, result: CallResult) -> None:
+        self.finished_before(result)
+        if self.on_result is not None:
+            self.on_result(result)
+
+
+async def judge_call(call: PlannedCall, source: CompletionSource, reasks: int,
+                     hooks: RunHooks | None = None) -> CallResult:
+    """Answer one call (or take it from a previous attempt of the run), re-asking while the
+    reply is invalid and the source can."""
+    hooks = hooks or RunHooks()
+    known = hooks.done.get(call.custom_id)
+    if known is not None:
+        return known
+    result = await _answer(call, source, reasks, hooks)
+    if not call.skipped:
+        hooks.finished(result)
+    return result
+
+
+async def _answer(call: PlannedCall, source: CompletionSource, reasks: int,
+                  hooks: RunHooks) -> CallResult:
     result = CallResult(call.dimension, call.custom_id, call.prompt.template_hash,
                         call.prompt.prompt_hash, skipped=call.skipped)
     if call.skipped:
@@ -215,12 +264,15 @@ async def judge_call(call: PlannedCall, source: CompletionSource, reasks: int) -
     return result  # pragma: no cover - the loop always returns
 
 
-@dataclass
+@dataclass(repr=False)
 class EvaluationResult:
     """Per-turn judgments and the summary of a run."""
 
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
+
+    def __repr__(self) -> str:  # cheap: asyncio.run builds it (python/cpython#112559)
+        return f"EvaluationResult(turns={len(self.rows)}, tsa={self.summary.get('tsa')})"
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         out = Path(out_dir)
@@ -256,11 +308,13 @@ def _usage(results: Sequence[CallResult]) -> dict[str, int]:
     return totals_
 
 
-async def run_plan(plan: EvaluationPlan, source: CompletionSource) -> EvaluationResult:
+async def run_plan(plan: EvaluationPlan, source: CompletionSource,
+                   hooks: RunHooks | None = None) -> EvaluationResult:
     """Answer every call of the plan and integrate the results."""
     config = plan.config
     flat = [(t, c) for t in plan.turns for c in t.calls]
-    tasks = [asyncio.ensure_future(judge_call(c, source, config.reasks)) for _, c in flat]
+    tasks = [asyncio.ensure_future(judge_call(c, source, config.reasks, hooks))
+             for _, c in flat]
     try:
         answers = await asyncio.gather(*tasks)
     except BaseException:
@@ -358,33 +412,148 @@ def _gold_turn(dialogue: Dialogue, index: int, version: str) -> State:
     return {s: v for s, v in current.items() if previous.get(s) != v}
 
 
+@dataclass
+class RunProgress:
+    """Live counters of a run, passed to the progress callback after every finished call."""
+
+    total: int
+    done: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    spend: Spend | None = None
+
+    def update(self, result: CallResult) -> None:
+        self.done += 1
+        self.cache_hits += bool(result.attempts and result.attempts[0].get("cached"))
+        self.errors += bool(result.error)
+
+
+ASSUMED_COMPLETION_TOKENS = 150
+"""Reply length assumed by the dry run (GPT-4 explanations run 100-200 tokens)."""
+PROVIDER_CACHE_MIN_TOKENS = 1024
+
+
+def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None) -> dict[str, Any]:
+    """Calls, tokens and cost of a run before making it: live, with provider prompt caching,
+    and through the Batch API. Tokens are estimated as characters / 4."""
+    from ._cache import cache_key
+
+    config = plan.config
+    prices = load_prices(config.prices)
+    price = prices.price(config.model)
+    calls = plan.calls
+    is_cached = [bool(cached_keys) and cache_key(config.endpoint, c.body,
+                                                 c.prompt.template_hash) in cached_keys
+                 for c in calls]
+    cached = [c for c, hit in zip(calls, is_cached, strict=True) if hit]
+    to_send = [c for c, hit in zip(calls, is_cached, strict=True) if not hit]
+    prompt = sum(c.prompt.total_chars for c in to_send) // 4
+    static = sum(c.prompt.static_chars for c in to_send) // 4
+    first_of_prefix = {c.dimension: id(c) for c in reversed(to_send)}
+    cacheable = sum(c.prompt.static_chars // 4 for c in to_send
+                    if c.prompt.static_chars // 4 >= PROVIDER_CACHE_MIN_TOKENS
+                    and first_of_prefix.get(c.dimension) != id(c))
+    completion = ASSUMED_COMPLETION_TOKENS * len(to_send)
+
+    def usd(cached_tokens: int, discount: float = 0.0) -> float | None:
+        return usage_cost({"prompt_tokens": prompt, "cached_prompt_tokens": cached_tokens,
+                           "completion_tokens": completion}, price, batch_discount=discount)
+
+    return {"model": config.model, "priced": price is not None,
+            "calls": len(calls), "already_cached": len(cached), "to_send": len(to_send),
+            "skipped": sum(1 for t in plan.turns for c in t.calls if c.skipped),
+            "prompt_tokens": prompt, "static_prompt_tokens": static,
+            "provider_cacheable_tokens": cacheable, "completion_tokens": completion,
+            "cost_usd": {"live": usd(0), "live_with_prompt_caching": usd(cacheable),
+                         "batch": usd(0, prices.batch_discount)},
+            "note": f"tokens estimated as characters / 4; replies assumed "
+                    f"{ASSUMED_COMPLETION_TOKENS} tokens"}
+
+
+def build_manifest(plan: EvaluationPlan, sources: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run's answers depend on, for refusing to resume over changed inputs."""
+    rules = asdict(plan.rules)
+    rules.pop("source", None)
+    return {
+        "format": MANIFEST_FORMAT,
+        "inputs": {
+            "schema": text_digest(plan.schema.model_dump(mode="json")),
+            "dialogues": file_digest(plan.dialogues.path),
+            "predictions": file_digest(plan.predictions.path),
+            "selected_dialogues": text_digest([d.dialogue_id for d in plan.dialogues.dialogues]),
+            "rules": text_digest(rules),
+        },
+        "config": plan.config.answer_identity(),
+        "templates": {d: plan.prompts.template_hash(d) for d in plan.prompts.dimensions},
+        "sources": {"dialogues": plan.dialogues.path, "predictions": plan.predictions.path,
+                    "dialogue_ids": [d.dialogue_id for d in plan.dialogues.dialogues],
+                    **(sources or {})},
+        "options": plan.config.public_dict(),
+    }
+
+
 async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
                          predictions: PredictionSet, *, rules: RuleSet | None = None,
-                         http_client: Any = None) -> EvaluationResult:
-    """Judge every turn live (through the cache) and integrate the verdicts."""
+                         http_client: Any = None, out_dir: str | Path | None = None,
+                         resume: bool = False, sources: dict[str, Any] | None = None,
+                         on_progress: Callable[[RunProgress], None] | None = None,
+                         refresh: bool = False) -> EvaluationResult:
+    """Judge every turn live (through the cache) and integrate the verdicts.
+
+    With ``out_dir`` the run keeps an append-only log of finished calls and a manifest there,
+    and writes ``judgments.jsonl`` and ``summary.json`` at the end; ``resume`` continues an
+    interrupted run without sending any logged call again. Stops with :class:`BudgetReached`
+    once ``config.budget`` USD are spent (resumable). ``refresh`` sends calls to the model even
+    when the cache has them (and stores the new replies).
+    """
     from ._cache import ResponseCache
 
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    prices = load_prices(config.prices)
+    hooks = RunHooks(spend=Spend(prices.price(config.model)), budget=config.budget)
+    run_dir = RunDirectory(out_dir) if out_dir is not None else None
+    if run_dir is not None:
+        logged = run_dir.start(build_manifest(plan, sources), resume=resume)
+        hooks.done = {e["custom_id"]: CallResult(**e) for e in logged}
+        for earlier in hooks.done.values():
+            hooks.finished_before(earlier)
+
+    progress = RunProgress(total=len(plan.calls), spend=hooks.spend)
+    progress.done = len(hooks.done)
+
+    def finished(result: CallResult) -> None:
+        if run_dir is not None:
+            run_dir.append(result)
+        progress.update(result)
+        if on_progress is not None:
+            on_progress(progress)
+
+    hooks.on_result = finished
     cache = ResponseCache(config.cache_dir) if config.use_cache else None
-    client = ModelClient(config, http_client=http_client, cache=cache)
+    client = ModelClient(config, http_client=http_client, cache=cache, read_cache=not refresh,
+                         before_send=hooks.check_budget)
     try:
-        result = await run_plan(plan, LiveSource(client))
+        result = await run_plan(plan, LiveSource(client), hooks)
     finally:
         await client.aclose()
         if cache is not None:
             cache.close()
-    result.summary["calls"]["sent"] = client.calls
-    result.summary["calls"]["retries"] = client.retries
-    result.summary["calls"]["cache_hits"] = client.cache_hits
+        if run_dir is not None:
+            run_dir.close()
+    calls = result.summary["calls"]
+    calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
+                 resumed=len(hooks.done))
+    result.summary["cost_usd"] = hooks.spend.as_dict()["usd"] if hooks.spend else None
+    result.summary["budget_usd"] = config.budget
+    if out_dir is not None:
+        result.write(out_dir)
     return result
 
 
 def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
-             predictions: PredictionSet, *, rules: RuleSet | None = None,
-             http_client: Any = None) -> EvaluationResult:
-    """Synchronous :func:`evaluate_async`."""
-    return asyncio.run(evaluate_async(config, schema, dialogues, predictions, rules=rules,
-                                      http_client=http_client))
+             predictions: PredictionSet, **options: Any) -> EvaluationResult:
+    """Synchronous :func:`evaluate_async` (same keyword options)."""
+    return asyncio.run(evaluate_async(config, schema, dialogues, predictions, **options))
 
 
 def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,

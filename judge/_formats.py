@@ -18,8 +18,8 @@ import jsonschema
 from ._errors import InputError, OptionError
 from ._io import iter_jsonl_lines, read_json
 
-FileKind = Literal["schema", "dialogues", "predictions"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions")
+FileKind = Literal["schema", "dialogues", "predictions", "labels"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
 
 
 @cache

@@ -28,8 +28,8 @@ RESULT_KEYS: dict[str, tuple[str, ...]] = {
     "completeness": ("missed_domain_slot",),
     "joint": ("incorrect_domain_slot", "missed_domain_slot"),
 }
-_SHARED = ("_schema.j2", "_turn.j2", "_accuracy_instruction.j2", "_completeness_instruction.j2",
-           "_joint_instruction.j2")
+_SHARED = ("_schema.j2", "_turn.j2", "_data_rule.j2", "_accuracy_instruction.j2",
+           "_completeness_instruction.j2", "_joint_instruction.j2")
 
 
 def dimensions_of(method: Method) -> tuple[Dimension, ...]:
@@ -67,6 +67,7 @@ class PromptSet:
             loader=jinja2.FileSystemLoader(str(self.directory)), undefined=jinja2.StrictUndefined,
             keep_trailing_newline=False, autoescape=False)
         self._static: dict[str, list[dict[str, str]]] = {}
+        self._hashes: dict[str, str] = {}
 
     @property
     def dimensions(self) -> tuple[Dimension, ...]:
@@ -81,12 +82,14 @@ class PromptSet:
         return files
 
     def template_hash(self, dimension: Dimension) -> str:
-        """Hash of every template file the dimension uses (names and contents)."""
-        digest = hashlib.sha256(f"{self.method}/{dimension}/{self.variant}".encode())
-        for path in self._files(dimension):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-        return digest.hexdigest()
+        """Hash of every template file the dimension uses (names and contents), read once."""
+        if dimension not in self._hashes:
+            digest = hashlib.sha256(f"{self.method}/{dimension}/{self.variant}".encode())
+            for path in self._files(dimension):
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+            self._hashes[dimension] = digest.hexdigest()
+        return self._hashes[dimension]
 
     @cached_property
     def _schema_context(self) -> dict[str, Any]:
@@ -99,10 +102,15 @@ class PromptSet:
 
     def _render_turn(self, dimension: Dimension, history: Sequence[tuple[str, str]],
                      system: str, user: str, state: dict[str, str]) -> str:
+        # Utterances enter as JSON strings: newlines, quotes and fences in untrusted text stay
+        # inside their string and cannot fake a heading, a speaker or the end of the data.
+        past = [{"speaker": speaker, "text": text} for speaker, text in history]
+        rendered_history = ("[\n" + ",\n".join(json.dumps(u, ensure_ascii=False) for u in past)
+                            + "\n]" if past else "[] (this is the first turn)")
         current = json.dumps({"Agent": system, "User": user, "State of this turn": state},
                              indent=1, ensure_ascii=False)
         template = self._env.get_template(f"{self.method}/{dimension}.user.j2")
-        return template.render(history=list(history), current=current).strip() + "\n"
+        return template.render(history=rendered_history, current=current).strip() + "\n"
 
     def static_messages(self, dimension: Dimension) -> list[dict[str, str]]:
         """System message and few-shot exchanges: identical for every turn."""

@@ -113,3 +113,85 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     console.print(table)
     for example in summary["errors"]["examples"]:
         console.print(f"[yellow]error row[/] {example}", highlight=False)
+
+
+def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]],
+                  console: Console) -> None:
+    table = Table(title=title, title_justify="left")
+    for n, name in enumerate(header):
+        table.add_column(name, justify="left" if n == 0 else "right")
+    for row in rows:
+        table.add_row(*[_fmt(v) for v in row])
+    console.print(table)
+
+
+def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
+    """Pairwise agreement, then (with human labels) the re-evaluation figure and its caveat."""
+    from ._agreement import (
+        AGREEMENT_HEADER,
+        REEVALUATION_HEADER,
+        format_agreement,
+        format_reevaluation,
+    )
+
+    console = console or Console()
+    boot = report["bootstrap"]
+    _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
+                  f"dialogues; {int(100 * boot['confidence'])} % bootstrap intervals over "
+                  f"dialogues, {boot['n_boot']} replicates)", AGREEMENT_HEADER,
+                  format_agreement(report), console)
+    rows = format_reevaluation(report)
+    if rows:
+        _simple_table("Accuracy after human re-evaluation (the paper's figure)",
+                      REEVALUATION_HEADER, rows, console)
+        console.print(report["reevaluation"][0]["assumption"], highlight=False)
+    human = report.get("human")
+    if human and human["unknown"]["count"]:
+        console.print(f"[yellow]{human['unknown']['count']} human label(s) refer to turns this "
+                      "run does not contain[/]")
+
+
+def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    methods = table["methods"]
+    versions = list(methods[0]["agreement"])
+    header = ("method", *[f"agree {v}" for v in versions], "TSA", "judge JGA", "calls",
+              "tokens", "errors")
+    rows = [(m["method"], *[m["agreement"][v] for v in versions], m["tsa"], m["judge_jga"],
+             m["calls"], m["tokens"], m["errors"]) for m in methods]
+    _simple_table(f"Judge methods on the same {table['turns']} turns (%)", header, rows, console)
+
+
+def print_systems(table: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    systems = table["systems"]
+    evaluators = list(systems[0]["tsa"])
+    header = ("system", *[f"TSA {e}" for e in evaluators], *[f"JGA {e}" for e in evaluators])
+    rows = [(s["system"], *[s["tsa"][e] for e in evaluators], *[s["jga"][e] for e in evaluators])
+            for s in systems]
+    _simple_table("DST systems under the judge and exact match (%)", header, rows, console)
+
+
+def print_estimate(figures: dict[str, Any], console: Console | None = None) -> None:
+    """The dry run: what a run would send and cost, before any call."""
+    console = console or Console()
+    cost = figures["cost_usd"]
+
+    def usd(value: float | None) -> str:
+        return "no price for this model" if value is None else f"${value:,.2f}"
+
+    rows = [
+        ("calls (planned / already cached / to send)",
+         f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
+        ("skipped (empty turn state)", figures["skipped"]),
+        ("prompt tokens (static prefix)",
+         f"{figures['prompt_tokens']:,} ({figures['static_prompt_tokens']:,})"),
+        ("prompt tokens a provider can cache", f"{figures['provider_cacheable_tokens']:,}"),
+        ("completion tokens", f"{figures['completion_tokens']:,}"),
+        ("cost live", usd(cost["live"])),
+        ("cost live with prompt caching", usd(cost["live_with_prompt_caching"])),
+        ("cost through the Batch API", usd(cost["batch"])),
+    ]
+    _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
+                  rows, console)
+    console.print(figures["note"], highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,13 @@ def example_data():
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
     predictions = load_predictions(EXAMPLES / "predictions.jsonl", dialogues, schema)
     return schema, dialogues, predictions
+
+
+def pytest_collection_modifyitems(config, items):
+    """Live tests (a real local model server) run only with ``-m live`` or DST_JUDGE_LIVE=1."""
+    if os.environ.get("DST_JUDGE_LIVE") == "1" or "live" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="live test: run with 'pytest -m live' or DST_JUDGE_LIVE=1")
+    for item in items:
+        if "live" in item.keywords:
+            item.add_marker(skip)

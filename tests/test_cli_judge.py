@@ -61,3 +61,25 @@ def test_limit_and_dialogue_ids_select_turns(tmp_path):
                      str(CASSETTES / "example-two-dim.json"), "--cache-dir",
                      str(tmp_path / "c"), "--out", str(out), *extra]) == 0
         assert json.loads((out / "summary.json").read_text())["turns"] == turns
+
+
+def test_audit_and_labels_import_through_the_cli(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["evaluate", *DATA, "--model", "local", "--replay",
+                 str(CASSETTES / "example-two-dim.json"), "--cache-dir", str(tmp_path / "c"),
+                 "--out", str(run)]) == 0
+    html = tmp_path / "audit.html"
+    assert main(["audit", str(run), "--out", str(html)]) == 0
+    assert html.read_text().lstrip().lower().startswith("<!doctype html")
+    decisions = tmp_path / "decisions.jsonl"
+    decisions.write_text(json.dumps({"dialogue_id": "EX001.json", "turn_index": 1,
+                                     "decision": "incorrect", "note": "type is right"}) + "\n")
+    labels = tmp_path / "labels.jsonl"
+    assert main(["labels", "import", str(decisions), "--out", str(labels),
+                 "--annotator", "ann1"]) == 0
+    record = json.loads(labels.read_text())
+    assert record == {"dialogue_id": "EX001.json", "turn_index": 1, "label": 0,
+                      "annotator": "ann1", "note": "type is right"}
+    assert main(["agreement", str(run), "--human", str(labels), "--n-boot", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "Accuracy after human re-evaluation" in out and "judge vs human" in out

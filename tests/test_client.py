@@ -150,3 +150,48 @@ def test_still_invalid_after_reasks_is_an_error_row(tmp_path, one_turn):
         assert "invalid output after 3 attempt(s)" in row["error"]
         accuracy = next(c for c in row["calls"] if c["dimension"] == "accuracy")
         assert len(accuracy["attempts"]) == 3
+
+
+def test_rate_limit_headers_pause_every_call_until_reset(tmp_path, one_turn):
+    import time
+
+    stamps = []
+
+    def handler(request):
+        stamps.append(time.monotonic())
+        reply = fixture_reply(VALID[_dimension(request)])
+        if len(stamps) == 1:
+            reply.headers["x-ratelimit-remaining-requests"] = "0"
+            reply.headers["x-ratelimit-reset-requests"] = "300ms"
+        return reply
+
+    _, result = _evaluate(_config(tmp_path, concurrency=1), one_turn, handler)
+    assert result.summary["error_turns"] == 0
+    assert stamps[1] - stamps[0] >= 0.29  # the second call waited for the reset
+
+
+def test_rpm_and_tpm_limiters_gate_every_request(tmp_path, one_turn, monkeypatch):
+    acquired = []
+
+    class RecordingLimiter:
+        def __init__(self, rate, period):
+            self.rate, self.period = rate, period
+
+        async def acquire(self, amount=1):
+            acquired.append((self.rate, amount))
+
+    monkeypatch.setattr(client_module, "AsyncLimiter", RecordingLimiter)
+    _evaluate(_config(tmp_path, rpm=120, tpm=50_000), one_turn,
+              lambda request: fixture_reply(VALID[_dimension(request)]))
+    rpm = [a for rate, a in acquired if rate == 120]
+    tpm = [a for rate, a in acquired if rate == 50_000]
+    assert rpm == [1, 1, 1, 1]  # one permit per request
+    assert len(tpm) == 4 and all(a > 1024 for a in tpm)  # prompt estimate + max_tokens
+
+
+def test_parse_reset_durations():
+    assert client_module.parse_reset("1s") == 1.0
+    assert client_module.parse_reset("6m0s") == 360.0
+    assert client_module.parse_reset("20ms") == pytest.approx(0.02)
+    assert client_module.parse_reset("0.5") == 0.5
+    assert client_module.parse_reset("soon") is None

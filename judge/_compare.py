@@ -1,0 +1,113 @@
+"""Side-by-side comparisons: judge methods on the same turns (the paper's Table 2) and DST
+systems under the judge and the exact-match metrics (the paper's Figures 2-3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._data import load_dialogues, load_predictions
+from ._errors import DataMismatchError
+from ._metrics._options import MetricOptions
+from ._metrics._suite import compute_metrics
+from ._runs import Run
+from ._schema import Schema
+
+
+def _pct(hits: int, total: int) -> float | None:
+    return 100.0 * hits / total if total else None
+
+
+def _agreement(rows: Sequence[dict[str, Any]], other: dict[tuple[str, int], bool]) -> float | None:
+    pairs = [(r["verdict"], other[(r["dialogue_id"], r["turn_index"])]) for r in rows
+             if r["verdict"] is not None and (r["dialogue_id"], r["turn_index"]) in other]
+    return _pct(sum(a == b for a, b in pairs), len(pairs))
+
+
+def method_table(runs: Sequence[Run],
+                 human: dict[tuple[str, int], bool] | None = None) -> dict[str, Any]:
+    """One row per run: agreement with each RULE version (and humans), TSA, judge JGA, calls,
+    tokens, errors. Runs must cover the same turns, so that the figures are comparable."""
+    if not runs:
+        raise DataMismatchError("no runs to compare")
+    reference = set(runs[0].turn_keys)
+    for run in runs[1:]:
+        if set(run.turn_keys) != reference:
+            raise DataMismatchError(
+                f"runs cover different turns ({len(run.rows)} vs {len(runs[0].rows)}); compare "
+                "methods on the same dialogues", path=run.path)
+    table = []
+    for run in runs:
+        s = run.summary
+        versions = list(s.get("rule", {}))
+        row: dict[str, Any] = {
+            "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
+            "rule_match": s.get("rule_match"),
+            "agreement": {v: s["rule"][v]["agreement"] for v in versions},
+            "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
+            "calls": s.get("calls", {}).get("planned"),
+            "tokens": sum((s.get("tokens") or {}).get(k, 0)
+                          for k in ("prompt_tokens", "completion_tokens")),
+            "errors": s.get("error_turns"), "turns": s.get("turns"),
+        }
+        if human is not None:
+            row["agreement"]["human"] = _agreement(run.rows, human)
+        table.append(row)
+    return {"turns": len(reference), "methods": table}
+
+
+def system_table(runs: Sequence[Run], schema: Schema, *,
+                 names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Per DST system: judge TSA and JGA next to RULE TSA and exact-match JGA per version,
+    all on the dialogues the judge run covered."""
+    systems = []
+    for position, run in enumerate(runs):
+        data = run.summary.get("data", {})
+        dialogues = load_dialogues(data["dialogues"])
+        ids = list(dict.fromkeys(r["dialogue_id"] for r in run.rows))
+        dialogues = dialogues.subset(ids)
+        predictions = load_predictions(data["predictions"], dialogues, schema)
+        entry: dict[str, Any] = {
+            "system": names[position] if names else data.get("system", run.path.name),
+            "run": str(run.path), "method": run.label,
+            "tsa": {"judge": run.summary.get("tsa")},
+            "jga": {"judge": run.summary.get("judge_jga")},
+        }
+        for version in dialogues.versions:
+            entry["tsa"][f"RULE-{version}"] = run.summary["rule"][version]["tsa"]
+            report = compute_metrics(dialogues, predictions, schema,
+                                     MetricOptions(breakdowns=False), gold=version)
+            entry["jga"][f"RULE-{version}"] = report.systems[0].metrics["jga"]
+        systems.append(entry)
+    return {"systems": systems}
+
+
+def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
+    """A PNG with two panels (TSA, JGA): one bar group per system, one bar per evaluator."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = table["systems"]
+    evaluators = list(systems[0]["tsa"])
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    width = 0.8 / len(evaluators)
+    for axis, metric in zip(axes, ("tsa", "jga"), strict=True):
+        for k, evaluator in enumerate(evaluators):
+            values = [s[metric].get(evaluator) or 0.0 for s in systems]
+            positions = [i + (k - (len(evaluators) - 1) / 2) * width for i in range(len(systems))]
+            bars = axis.bar(positions, values, width, label=evaluator)
+            axis.bar_label(bars, fmt="%.1f", fontsize=7)
+        axis.set_xticks(range(len(systems)), [s["system"] for s in systems])
+        axis.set_title("Turn state accuracy" if metric == "tsa" else "Joint goal accuracy")
+        axis.set_ylim(0, 100)
+        axis.set_ylabel("%")
+    axes[0].legend(fontsize=8, loc="lower left")
+    figure.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out

@@ -1,0 +1,117 @@
+"""A run directory that survives interruptions: an append-only log of finished calls and a
+manifest of everything the answers depend on.
+
+Each finished call is appended to ``calls.jsonl`` and flushed before the next one is started, so
+Ctrl-C or ``kill -9`` loses at most calls in flight. ``--resume`` reuses every logged call (none
+is sent again) after checking that the manifest still matches: data files, options that shape
+the answers, template hashes and rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._cache import canonical_json
+from ._errors import OptionError
+
+RUN_LOG = "calls.jsonl"
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+_COMPARED = ("inputs", "config", "templates")
+
+
+def file_digest(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def text_digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+class RunDirectory:
+    """The run log and manifest of one ``--out`` directory."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.log_path = self.path / RUN_LOG
+        self.manifest_path = self.path / MANIFEST
+        self._handle: TextIO | None = None
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        if not self.manifest_path.is_file():
+            return None
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def read_log(self) -> list[dict[str, Any]]:
+        """Logged call results; a torn last line (killed mid-write) is ignored."""
+        if not self.log_path.is_file():
+            return []
+        entries = []
+        for text in self.log_path.read_text(encoding="utf-8").splitlines():
+            try:
+                entries.append(json.loads(text))
+            except json.JSONDecodeError:
+                continue
+        return entries
+
+    def start(self, manifest: dict[str, Any], *, resume: bool) -> list[dict[str, Any]]:
+        """Open the run: check or write the manifest; return the results logged so far."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        previous = self.read_manifest()
+        logged = self.read_log()
+        if resume:
+            if previous is None:
+                raise OptionError(f"nothing to resume in {self.path} (no {MANIFEST})")
+            changed = [key for key in _COMPARED if previous.get(key) != manifest.get(key)]
+            if changed:
+                details = _differences(previous, manifest)
+                raise OptionError(
+                    f"cannot resume {self.path}: {', '.join(changed)} changed since the run "
+                    f"started ({details}); use a new --out directory")
+        elif logged:
+            raise OptionError(
+                f"{self.path} holds {len(logged)} finished calls of an earlier run; pass "
+                "--resume to continue it, or choose another --out directory")
+        self.manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                      encoding="utf-8")
+        self._handle = self.log_path.open("a", encoding="utf-8")
+        return logged
+
+    def append(self, result: Any) -> None:
+        """Log one finished call and flush it to the operating system at once."""
+        assert self._handle is not None, "start() first"
+        self._handle.write(json.dumps(asdict(result), ensure_ascii=False) + "\n")
+        self._handle.flush()
+
+    def drop_errors(self) -> int:
+        """Remove logged calls that ended in an error (for ``retry-errors``); returns count."""
+        kept = [e for e in self.read_log() if not e.get("error")]
+        removed = len(self.read_log()) - len(kept)
+        tmp = self.log_path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in kept),
+                       encoding="utf-8")
+        tmp.replace(self.log_path)
+        return removed
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:
+    out = []
+    for section in _COMPARED:
+        a, b = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                out.append(f"{section}.{key}")
+    return ", ".join(out[:6])

@@ -1,0 +1,702 @@
+"""A fault-injecting OpenAI-compatible chat-completions server, for tests and benchmarks.
+
+Real endpoints rate-limit, fail, hang, drop connections, refuse and truncate; respx fixtures
+cannot show how the judge behaves under load with such faults mixed in. This server answers
+judge prompts with valid judgments and injects faults at configurable, seeded rates, always
+on 127.0.0.1 with an ephemeral port. It runs in a background thread (:class:`FaultServer`) or
+as a subprocess (:class:`ServerProcess`, or ``python tests/fault_server.py --port 0
+--print-port``) so that a benchmark can keep the server's CPU out of the client's process.
+
+Fault decisions are deterministic functions of the seed and the request, not of arrival order:
+
+* transient kinds (``http_429``, ``http_500``, ``http_503``, ``timeout``, ``drop``) are drawn
+  per attempt of a body, and only for its first ``transient_attempts`` attempts, so a client
+  with at least that many retries always gets through;
+* permanent kinds (``malformed``, ``truncated``, ``refusal``, ``invalid``, ``invalid_once``)
+  are drawn once per *root* request (the body without the judge's re-ask messages), so
+  ``invalid`` stays invalid when re-asked while ``invalid_once`` is answered on the re-ask.
+
+Counts (total, per kind, per canonical body hash) are kept in :class:`Stats` and served as
+JSON by ``GET /stats``.
+
+    with FaultServer(FaultConfig(latency=0.01, rates={"http_429": 0.1}, seed=1)) as server:
+        judge.evaluate(judge.load_config({"base_url": server.url, ...}), ...)
+        server.snapshot()["by_kind"]
+
+    python tests/fault_server.py --port 0 --print-port --latency 0.3 \
+        --rate http_503=0.05 --rate refusal=0.02 --seed 7 [--stop-on-eof] [--max-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+HOST = "127.0.0.1"
+"""The only address the server binds to (and the only one its helpers talk to)."""
+
+TRANSIENT = ("http_429", "http_500", "http_503", "timeout", "drop")
+PERMANENT = ("malformed", "truncated", "refusal", "invalid", "invalid_once")
+OK = "ok"
+KINDS = (OK, *TRANSIENT, *PERMANENT)
+COMPLETED = frozenset({OK, "truncated", "refusal", "invalid", "invalid_once"})
+"""Kinds answered with a well-formed chat.completion (the client records an attempt)."""
+
+INVALID_TEXT = "The predicted state looks right to me; I have nothing to add."
+"""Prose reply of the ``invalid`` kinds; also how the server recognises a re-ask of it."""
+TRUNCATED_TEXT = '{"explanation": "The predicted state of this turn looks'
+REFUSAL_TEXT = "I can't help with that request."
+MALFORMED_BODY = b'{"id": "chatcmpl-fault", "object": "chat.completion", "choices": [{"ind'
+_STATUS = {"http_429": 429, "http_500": 500, "http_503": 503}
+
+
+def canonical_json(value: Any) -> str:
+    """Key-sorted compact JSON, so the client's and the test's serialisations hash alike."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def body_hash(body: Any) -> str:
+    """Hash of a request body as parsed JSON (what tests compare with planned bodies)."""
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def _uniform(*parts: object) -> float:
+    """A reproducible draw in [0, 1) from the parts (independent of hash seeds and threads)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _pick(rates: Mapping[str, float], kinds: tuple[str, ...], u: float) -> str | None:
+    """The kind whose cumulative-rate band holds ``u``, or None (no fault)."""
+    edge = 0.0
+    for kind in kinds:
+        edge += rates.get(kind, 0.0)
+        if u < edge:
+            return kind
+    return None
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Latency and seeded fault rates; rates are probabilities per attempt (transient kinds)
+    or per root request (permanent kinds), each group summing to at most 1."""
+
+    latency: float = 0.0
+    rates: Mapping[str, float] = field(default_factory=dict)
+    seed: int = 0
+    transient_attempts: int = 1
+    retry_after: float | None = 0.0
+    hang: float = 5.0
+
+    def __post_init__(self) -> None:
+        unknown = set(self.rates) - set(TRANSIENT) - set(PERMANENT)
+        if unknown:
+            raise ValueError(f"unknown fault kind(s): {sorted(unknown)}; known: {KINDS[1:]}")
+        for group in (TRANSIENT, PERMANENT):
+            if any(self.rates.get(k, 0.0) < 0 for k in group):
+                raise ValueError("fault rates must be >= 0")
+            if sum(self.rates.get(k, 0.0) for k in group) > 1.0 + 1e-9:
+                raise ValueError(f"the rates of {group} sum to more than 1")
+        if self.latency < 0 or self.hang < 0 or self.transient_attempts < 0:
+            raise ValueError("latency, hang and transient_attempts must be >= 0")
+
+    def to_args(self) -> list[str]:
+        """The command-line flags that rebuild this configuration in a subprocess."""
+        args = ["--latency", repr(self.latency), "--seed", str(self.seed),
+                "--transient-attempts", str(self.transient_attempts), "--hang", repr(self.hang)]
+        if self.retry_after is not None:
+            args += ["--retry-after", repr(self.retry_after)]
+        for kind, rate in self.rates.items():
+            args += ["--rate", f"{kind}={rate!r}"]
+        return args
+
+
+@dataclass
+class BodyStats:
+    """What happened to one distinct request body."""
+
+    received: int = 0
+    completed: int = 0
+    kinds: list[str] = field(default_factory=list)
+    root: str | None = None  # hash of the original request when this body is a re-ask
+
+
+class Stats:
+    """Thread-safe request counts: what a test compares with the client's own counts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+        self.by_kind: Counter[str] = Counter()
+        self.bodies: dict[str, BodyStats] = {}
+        self.tokens: Counter[str] = Counter()
+        self.other = 0  # requests that were not chat completions (bad path, bad JSON)
+        self.connections = 0  # TCP connections that carried completions (keep-alive reuse)
+        self.first_at: float | None = None  # time.time() of the first and last request
+        self.last_at: float | None = None
+
+    def attempt(self, key: str, root: str | None) -> int:
+        """Register a received body and return how many times it was received before."""
+        with self._lock:
+            self.total += 1
+            self.last_at = time.time()
+            if self.first_at is None:
+                self.first_at = self.last_at
+            entry = self.bodies.get(key)
+            if entry is None:
+                entry = self.bodies[key] = BodyStats(root=root)
+            entry.received += 1
+            return entry.received - 1
+
+    def served(self, key: str, kind: str, usage: Mapping[str, int] | None) -> None:
+        """Record the kind a body was answered with (and its token usage when completed)."""
+        with self._lock:
+            self.by_kind[kind] += 1
+            entry = self.bodies[key]
+            entry.kinds.append(kind)
+            if kind in COMPLETED:
+                entry.completed += 1
+                self.tokens.update(usage or {})
+
+    def connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
+    def bad_request(self) -> None:
+        with self._lock:
+            self.total += 1
+            self.other += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            self.total = self.other = self.connections = 0
+            self.first_at = self.last_at = None
+            self.by_kind.clear()
+            self.bodies.clear()
+            self.tokens.clear()
+
+    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
+        """A JSON-able copy: totals, per kind, derived counts and (optionally) per body."""
+        with self._lock:
+            by_kind = {k: self.by_kind.get(k, 0) for k in KINDS}
+            data: dict[str, Any] = {
+                "total": self.total, "other": self.other, "connections": self.connections,
+                "by_kind": by_kind,
+                "transient": sum(by_kind[k] for k in TRANSIENT),
+                "completed": sum(by_kind[k] for k in COMPLETED),
+                "answered": self.total - by_kind["timeout"] - by_kind["drop"],
+                "distinct_bodies": len(self.bodies),
+                "roots": sum(1 for b in self.bodies.values() if b.root is None),
+                "reask_requests": sum(b.received for b in self.bodies.values() if b.root),
+                "reasks_completed": sum(b.completed for b in self.bodies.values() if b.root),
+                "max_completed_per_body": max(
+                    (b.completed for b in self.bodies.values()), default=0),
+                "tokens": dict(self.tokens),
+                "process_cpu_s": time.process_time(),  # the whole process: see ServerProcess
+                "first_request_at": self.first_at, "last_request_at": self.last_at,
+            }
+            if bodies:
+                data["bodies"] = {k: {"received": b.received, "completed": b.completed,
+                                      "kinds": list(b.kinds), "root": b.root}
+                                  for k, b in self.bodies.items()}
+            return data
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How to answer one request."""
+
+    key: str
+    root: str
+    kind: str
+    result_keys: tuple[str, ...]
+
+
+def result_keys(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """Which judgment keys the prompt asks for, read from its system message."""
+    messages = body.get("messages") or []
+    system = next((m.get("content") for m in messages
+                   if isinstance(m, dict) and m.get("role") == "system"), None)
+    if isinstance(system, str):
+        keys = tuple(k for k in ("incorrect_domain_slot", "missed_domain_slot")
+                     if f'"{k}"' in system)
+        if keys:
+            return keys
+    name = str(((body.get("response_format") or {}).get("json_schema") or {}).get("name", ""))
+    return ("missed_domain_slot",) if name.endswith("completeness") else ("incorrect_domain_slot",)
+
+
+def split_reask(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The root request of a body and whether the body is a re-ask of an invalid reply."""
+    messages = list(body.get("messages") or [])
+    for index, message in enumerate(messages):
+        if (isinstance(message, dict) and message.get("role") == "assistant"
+                and message.get("content") == INVALID_TEXT):
+            return {**body, "messages": messages[:index]}, True
+    return dict(body), False
+
+
+class Decider:
+    """Turns (seed, body, attempt number) into a fault kind; reproducible across runs."""
+
+    def __init__(self, config: FaultConfig, stats: Stats) -> None:
+        self.config = config
+        self.stats = stats
+
+    def decide(self, body: Mapping[str, Any]) -> Decision:
+        key = body_hash(body)
+        root_body, is_reask = split_reask(body)
+        root = body_hash(root_body) if is_reask else key
+        previous = self.stats.attempt(key, root if is_reask else None)
+        rates, seed = self.config.rates, self.config.seed
+        kind: str | None = None
+        if previous < self.config.transient_attempts:
+            kind = _pick(rates, TRANSIENT, _uniform(seed, "transient", key, previous))
+        if kind is None:
+            kind = _pick(rates, PERMANENT, _uniform(seed, "permanent", root)) or OK
+            if is_reask and kind != "invalid":
+                kind = OK  # invalid_once is answered when re-asked (nothing else is re-asked)
+        return Decision(key, root, kind, result_keys(body))
+
+
+def completion_json(body: Mapping[str, Any], decision: Decision,
+                    serial: int) -> tuple[dict[str, Any], dict[str, int]]:
+    """A chat.completion for the decision's kind, with usage that looks like a real server's."""
+    kind = decision.kind
+    content: str | None
+    refusal: str | None = None
+    finish = "stop"
+    if kind == "truncated":
+        content, finish = TRUNCATED_TEXT, "length"
+    elif kind == "refusal":
+        content, refusal = None, REFUSAL_TEXT
+    elif kind in ("invalid", "invalid_once"):
+        content = INVALID_TEXT
+    else:
+        content = json.dumps({"explanation": "ok", **{k: {} for k in decision.result_keys}})
+    texts = [m for m in body.get("messages") or []
+             if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    static = sum(len(m["content"]) for m in texts if m.get("role") == "system")
+    usage = {"prompt_tokens": sum(len(m["content"]) for m in texts) // 4 + 1,
+             "completion_tokens": len(content or refusal or "") // 4 + 1,
+             "cached_prompt_tokens": static // 4}  # as if the system prefix were cached
+    reply = {
+        "id": f"chatcmpl-fault-{serial}", "object": "chat.completion",
+        "created": int(time.time()), "model": str(body.get("model") or "fault-model"),
+        "choices": [{"index": 0, "finish_reason": finish,
+                     "message": {"role": "assistant", "content": content, "refusal": refusal}}],
+        "usage": {"prompt_tokens": usage["prompt_tokens"],
+                  "completion_tokens": usage["completion_tokens"],
+                  "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+                  "prompt_tokens_details": {"cached_tokens": usage["cached_prompt_tokens"]}},
+    }
+    return reply, usage
+
+
+class _Server(ThreadingHTTPServer):
+    """Threads per connection, a deep accept queue (64 clients connect at once) and a record
+    of open sockets so that stopping never waits on an idle keep-alive connection."""
+
+    daemon_threads = True
+    request_queue_size = 512
+    allow_reuse_address = True
+
+    def __init__(self, config: FaultConfig, port: int) -> None:
+        self.config = config
+        self.stats = Stats()
+        self.decider = Decider(config, self.stats)
+        self.stopping = threading.Event()
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+        self._serial = 0
+        super().__init__((HOST, port), _Handler)
+
+    def next_serial(self) -> int:
+        with self._open_lock:
+            self._serial += 1
+            return self._serial
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_open_connections(self) -> None:
+        with self._open_lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """``POST /v1/chat/completions`` with injected faults; ``GET /stats`` (``?bodies=0``: no
+    per-body table) and ``POST /reset`` for the counts; ``GET /health``."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers and the SDK expect
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
+    timeout = 60  # an idle connection's thread ends by itself
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self._carried_completions = False  # one handler per connection
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: thousands of requests per benchmark."""
+
+    def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:  # the client gave up (its timeout) or the server is stopping
+            self.close_connection = True
+
+    def _send_json(self, status: int, data: Any, headers: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(data).encode("utf-8"), headers)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/stats":
+            self._send_json(200, self.server.stats.snapshot(bodies="bodies=0" not in self.path))
+        elif path == "/health":
+            self._send_json(200, {"ok": True})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/reset":
+            self.server.stats.reset()
+            self._send_json(200, {"ok": True})
+            return
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            self.server.stats.bad_request()
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self.server.stats.bad_request()
+            self._send_json(400, {"error": {"message": f"request body is not JSON: {exc}"}})
+            return
+        server = self.server
+        if not self._carried_completions:
+            self._carried_completions = True
+            server.stats.connected()
+        decision = server.decider.decide(body)
+        kind = decision.kind
+        if kind == "timeout":
+            # Counted first (the client gives up long before we wake); then hang past the
+            # client's timeout and close without a word.
+            server.stats.served(decision.key, kind, None)
+            server.stopping.wait(server.config.hang)
+            self.close_connection = True
+            return
+        if server.config.latency:
+            server.stopping.wait(server.config.latency)
+        if kind == "drop":
+            server.stats.served(decision.key, kind, None)
+            self.close_connection = True
+            return
+        if kind in _STATUS:
+            server.stats.served(decision.key, kind, None)
+            headers = {}
+            if kind == "http_429" and server.config.retry_after is not None:
+                headers["retry-after"] = f"{server.config.retry_after:g}"
+            self._send_json(_STATUS[kind], {"error": {
+                "message": f"injected fault {kind}", "type": "fault_injection"}}, headers)
+            return
+        if kind == "malformed":
+            server.stats.served(decision.key, kind, None)
+            self._send(200, MALFORMED_BODY)
+            return
+        reply, usage = completion_json(body, decision, server.next_serial())
+        server.stats.served(decision.key, kind, usage)
+        self._send_json(200, reply)
+
+
+class FaultServer:
+    """The server in a background thread of this process: ``with FaultServer(cfg) as s:``."""
+
+    def __init__(self, config: FaultConfig | None = None, *, port: int = 0) -> None:
+        self.config = config or FaultConfig()
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FaultServer:
+        if self._server is not None:
+            raise RuntimeError("already started")
+        self._server = _Server(self.config, self._port)
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="fault-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake sleeping handlers, close connections and join every thread."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.stopping.set()
+        server.shutdown()
+        server.close_open_connections()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> _Server:
+        if self._server is None:
+            raise RuntimeError("the server is not running")
+        return self._server
+
+    @property
+    def port(self) -> int:
+        return int(self.running.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The ``base_url`` for the judge (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def stats(self) -> Stats:
+        return self.running.stats
+
+    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
+        return self.stats.snapshot(bodies=bodies)
+
+
+def _local_opener() -> urllib.request.OpenerDirector:
+    """urllib without proxies: the helpers only ever talk to 127.0.0.1."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def get_json(port: int, path: str, *, timeout: float = 10.0) -> Any:
+    """``GET http://127.0.0.1:PORT/path`` as JSON."""
+    with _local_opener().open(f"http://{HOST}:{port}{path}", timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def post_json(port: int, path: str, body: Any, *, timeout: float = 10.0) -> tuple[int, bytes]:
+    """``POST`` a JSON body to 127.0.0.1; returns status and raw reply (errors included)."""
+    request = urllib.request.Request(f"http://{HOST}:{port}{path}", method="POST",
+                                     data=json.dumps(body).encode("utf-8"),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with _local_opener().open(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class ServerProcess:
+    """The server as a subprocess (its CPU is not the client's): ``with ServerProcess(cfg)``.
+
+    The child exits when its stdin closes, on SIGTERM, or after ``max_seconds``.
+    """
+
+    def __init__(self, config: FaultConfig | None = None, *, max_seconds: float = 3600.0,
+                 start_timeout: float = 15.0) -> None:
+        self.config = config or FaultConfig()
+        self.max_seconds = max_seconds
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    def start(self) -> ServerProcess:
+        command = [sys.executable, str(Path(__file__).resolve()), "--port", "0", "--print-port",
+                   "--stop-on-eof", "--max-seconds", repr(self.max_seconds),
+                   *self.config.to_args()]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], self.start_timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line.strip().isdigit():
+            self.stop()
+            raise RuntimeError(f"the fault server did not start (said {line!r})")
+        self.port = int(line)
+        return self
+
+    def stop(self) -> int | None:
+        """End the child (stdin EOF, then SIGTERM, then SIGKILL) and return its exit code."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        with contextlib.suppress(OSError):
+            if process.stdin:
+                process.stdin.close()
+        try:
+            return process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                return process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                return process.wait(timeout=5)
+        finally:
+            if process.stdout:
+                process.stdout.close()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    def reset(self) -> None:
+        """``POST /reset``: zero the child's counts (between benchmark runs)."""
+        post_json(self.port, "/reset", {})
+
+    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
+        """``GET /stats`` of the child."""
+        return dict(get_json(self.port, "/stats" if bodies else "/stats?bodies=0"))
+
+
+# --- test data ---------------------------------------------------------------------------------
+
+def replicate_examples(examples: Path, out_dir: Path, copies: int) -> tuple[Path, Path, Path]:
+    """Write ``copies`` renamed copies of the example dialogues and predictions, each copy's
+    utterances tagged so every prompt (and so every request body) is distinct.
+
+    Returns the schema, dialogues and predictions paths.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dialogues = [json.loads(line) for line in
+                 (examples / "dialogues.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    predictions = [json.loads(line) for line in
+                   (examples / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+                   if line]
+    d_lines, p_lines = [], []
+    for copy in range(copies):
+        for dialogue in dialogues:
+            turns = [{**t, "user": f"{t['user']} (copy {copy})"} for t in dialogue["turns"]]
+            d_lines.append(json.dumps({**dialogue, "dialogue_id": _copy_id(dialogue, copy),
+                                       "turns": turns}))
+        for pred in predictions:
+            p_lines.append(json.dumps({**pred, "dialogue_id": _copy_id(pred, copy)}))
+    d_path, p_path = out_dir / "dialogues.jsonl", out_dir / "predictions.jsonl"
+    d_path.write_text("\n".join(d_lines) + "\n", encoding="utf-8")
+    p_path.write_text("\n".join(p_lines) + "\n", encoding="utf-8")
+    return examples / "schema.json", d_path, p_path
+
+
+def _copy_id(item: Mapping[str, Any], copy: int) -> str:
+    return f"{str(item['dialogue_id']).removesuffix('.json')}-C{copy:04d}"
+
+
+# --- command line ------------------------------------------------------------------------------
+
+def _parse_rate(text: str) -> tuple[str, float]:
+    kind, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected KIND=RATE, got {text!r}")
+    return kind.strip(), float(value)
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    """Stop when the parent closes our stdin (it ended or forgot us)."""
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.read(4096):
+            pass
+    stop.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGINT/SIGTERM, stdin EOF (``--stop-on-eof``) or ``--max-seconds``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--print-port", action="store_true", help="print the port, then serve")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rate", type=_parse_rate, action="append", default=[],
+                        metavar="KIND=RATE", help=f"fault rate; kinds: {', '.join(KINDS[1:])}")
+    parser.add_argument("--transient-attempts", type=int, default=1,
+                        help="transient faults only on the first N attempts of a body")
+    parser.add_argument("--retry-after", type=float, default=0.0,
+                        help="retry-after of 429 replies in seconds (negative: no header)")
+    parser.add_argument("--hang", type=float, default=5.0, help="seconds a timeout fault hangs")
+    parser.add_argument("--max-seconds", type=float, default=3600.0, help="lifetime bound")
+    parser.add_argument("--stop-on-eof", action="store_true", help="stop when stdin closes")
+    args = parser.parse_args(argv)
+    config = FaultConfig(latency=args.latency, rates=dict(args.rate), seed=args.seed,
+                         transient_attempts=args.transient_attempts,
+                         retry_after=args.retry_after if args.retry_after >= 0 else None,
+                         hang=args.hang)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with FaultServer(config, port=args.port) as server:
+        if args.print_port:
+            print(server.port, flush=True)
+        else:
+            print(f"fault server on {server.url}", flush=True)
+        if args.stop_on_eof:
+            threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
+        deadline = time.monotonic() + args.max_seconds
+        while not stop.is_set() and time.monotonic() < deadline:
+            stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+    return 0
+
+
+@contextlib.contextmanager
+def fault_server(config: FaultConfig | None = None) -> Iterator[FaultServer]:
+    """Fixture helper: a started in-thread server, always stopped afterwards."""
+    server = FaultServer(config).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
