@@ -63,23 +63,27 @@ class RunDirectory:
         return entries
 
     def start(self, manifest: dict[str, Any], *, resume: bool) -> list[dict[str, Any]]:
-        """Open the run: check or write the manifest; return the results logged so far."""
+        """Open the run: check or write the manifest; return the results logged so far.
+
+        A directory whose logged calls were made with the same inputs simply continues
+        (re-running a finished run sends nothing); one made with other inputs is refused,
+        so that paid work is never overwritten.
+        """
         self.path.mkdir(parents=True, exist_ok=True)
         previous = self.read_manifest()
         logged = self.read_log()
-        if resume:
-            if previous is None:
-                raise OptionError(f"nothing to resume in {self.path} (no {MANIFEST})")
+        if resume and previous is None:
+            raise OptionError(f"nothing to resume in {self.path} (no {MANIFEST})")
+        if previous is not None and (resume or logged):
             changed = [key for key in _COMPARED if previous.get(key) != manifest.get(key)]
             if changed:
                 details = _differences(previous, manifest)
                 raise OptionError(
-                    f"cannot resume {self.path}: {', '.join(changed)} changed since the run "
-                    f"started ({details}); use a new --out directory")
+                    f"{self.path} holds a run whose {', '.join(changed)} differ from this one "
+                    f"({details}); use a new --out directory")
         elif logged:
-            raise OptionError(
-                f"{self.path} holds {len(logged)} finished calls of an earlier run; pass "
-                "--resume to continue it, or choose another --out directory")
+            raise OptionError(f"{self.path} holds a call log without a manifest; use a new "
+                              "--out directory")
         self.manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
                                       encoding="utf-8")
         self._handle = self.log_path.open("a", encoding="utf-8")

@@ -62,11 +62,14 @@ def test_budget_stop_then_resume_repeats_no_finished_call(tmp_path, example_data
 
 def test_resume_refuses_changed_inputs(tmp_path, example_data):
     out = tmp_path / "run"
-    _run(_config(tmp_path), example_data, out)
-    with pytest.raises(OptionError, match=r"config.*changed.*config\.temperature"):
+    first, _ = _run(_config(tmp_path), example_data, out)
+    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
         _run(_config(tmp_path, temperature=0.7), example_data, out, resume=True)
-    with pytest.raises(OptionError, match="pass --resume"):
-        _run(_config(tmp_path), example_data, out)
+    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
+        _run(_config(tmp_path, temperature=0.7), example_data, out)  # without --resume too
+    again, sent = _run(_config(tmp_path), example_data, out)  # same inputs: reuse, send nothing
+    assert sent == 0 and again.summary["calls"]["resumed"] == 22
+    assert [r["verdict"] for r in again.rows] == [r["verdict"] for r in first.rows]
     with pytest.raises(OptionError, match="nothing to resume"):
         _run(_config(tmp_path), example_data, tmp_path / "empty", resume=True)
 
