@@ -503,6 +503,7 @@ def _add_systems(commands: _Sub) -> None:
         "with a PNG chart (the paper's Figures 2-3)")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="one judge run per system")
     p.add_argument("--schema", required=True)
+    p.add_argument("--dialogues", help="dialogues file (default: the one each run recorded)")
     p.add_argument("--names", nargs="+", help="system names (default: from the runs)")
     p.add_argument("--json", dest="json_out", metavar="OUT")
     p.add_argument("--png", metavar="OUT", help="write a bar chart")
@@ -517,7 +518,8 @@ def _run_systems(args: argparse.Namespace, console: Console) -> int:
     runs = [load_run(path) for path in args.runs]
     if args.names and len(args.names) != len(runs):
         raise OptionError(f"--names has {len(args.names)} names for {len(runs)} runs")
-    table = system_table(runs, load_schema(args.schema), names=args.names)
+    table = system_table(runs, load_schema(args.schema), names=args.names,
+                         dialogues_path=args.dialogues)
     print_systems(table, console)
     _write_json(args.json_out, table, console)
     if args.png:

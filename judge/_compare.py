@@ -58,15 +58,24 @@ def method_table(runs: Sequence[Run],
 
 
 def system_table(runs: Sequence[Run], schema: Schema, *,
-                 names: Sequence[str] | None = None) -> dict[str, Any]:
+                 names: Sequence[str] | None = None,
+                 dialogues_path: str | Path | None = None) -> dict[str, Any]:
     """Per DST system: judge TSA and JGA next to RULE TSA and exact-match JGA per version,
-    all on the dialogues the judge run covered."""
+    all on the dialogues the judge run covered. Data files are the ones each run recorded
+    (``dialogues_path`` overrides the dialogues file, e.g. after moving the data)."""
     systems = []
     for position, run in enumerate(runs):
         data = run.summary.get("data", {})
-        dialogues = load_dialogues(data["dialogues"])
+        source = dialogues_path or data.get("dialogues")
+        if not source or not Path(source).exists():
+            raise DataMismatchError(f"the dialogues file of this run ({source}) is not there; "
+                                    "pass --dialogues", path=run.path)
+        dialogues = load_dialogues(source)
         ids = list(dict.fromkeys(r["dialogue_id"] for r in run.rows))
         dialogues = dialogues.subset(ids)
+        if not Path(data.get("predictions", "")).exists():
+            raise DataMismatchError(f"the predictions file of this run ({data.get('predictions')})"
+                                    " is not there", path=run.path)
         predictions = load_predictions(data["predictions"], dialogues, schema)
         entry: dict[str, Any] = {
             "system": names[position] if names else data.get("system", run.path.name),
