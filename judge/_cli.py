@@ -71,6 +71,8 @@ def _judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help="seconds per request")
     g.add_argument("--max-retries", type=int)
     g.add_argument("--concurrency", type=int, help="requests in flight at once")
+    g.add_argument("--http-backend", choices=["httpx", "aiohttp"],
+                   help="HTTP stack (aiohttp is faster at high concurrency; extra 'aiohttp')")
     g.add_argument("--reasks", type=int, help="re-asks after an invalid reply (default 1)")
     g.add_argument("--cache-dir", help="reply cache directory")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -89,7 +91,7 @@ def _config(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
     names = ("model", "base_url", "method", "semantics", "rule_match", "prompt_variant",
              "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
              "max_retries", "concurrency", "reasks", "cache_dir", "rpm", "tpm",
-             "prompt_cache_key", "budget", "prices")
+             "prompt_cache_key", "budget", "prices", "http_backend")
     values = {name: getattr(args, name, None) for name in names}
     if getattr(args, "no_cache", False):
         values["use_cache"] = False

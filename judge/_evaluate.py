@@ -363,7 +363,7 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
                 "incorrect": verdict.incorrect, "missed": verdict.missed,
                 "rule": {v: rules_here[v][i] for v in versions},
                 "gold_turn_state": {v: _gold_turn(dialogue, turn.turn_index, v) for v in versions},
-                "calls": [asdict(r) for r in res],
+                "calls": [dict(vars(r)) for r in res],  # shallow: results are not mutated
                 "trace": verdict.trace,
                 "state": {"incorrect": verdict.state_incorrect, "missed": verdict.state_missed,
                           "correct": verdict.state_correct},

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -92,7 +91,7 @@ class RunDirectory:
     def append(self, result: Any) -> None:
         """Log one finished call and flush it to the operating system at once."""
         assert self._handle is not None, "start() first"
-        self._handle.write(json.dumps(asdict(result), ensure_ascii=False) + "\n")
+        self._handle.write(json.dumps(vars(result), ensure_ascii=False) + "\n")
         self._handle.flush()
 
     def drop_errors(self) -> int:
