@@ -260,7 +260,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
     if cassette is not None:
         cassette.save()
         console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
-    return _finish(result, args.out, console)
+    return _finish(result, args.out, console, written=True)
 
 
 def _with_progress(show: bool, console: Console, run: Any) -> Any:
@@ -343,14 +343,17 @@ def _run_retry_errors(args: argparse.Namespace, console: Console) -> int:
         config, schema, dialogues, predictions, rules=rules, out_dir=args.run, resume=True,
         sources={"schema": sources["schema"], "rules": sources.get("rules")},
         on_progress=on_progress, refresh=True))
-    return _finish(result, args.run, console)
+    return _finish(result, args.run, console, written=True)
 
 
-def _finish(result: EvaluationResult, out: str, console: Console) -> int:
-    """Write a judge run's files and print its summary."""
-    paths = result.write(out)
+def _finish(result: EvaluationResult, out: str, console: Console, *,
+            written: bool = False) -> int:
+    """Write a judge run's files (unless the run already did) and print its summary."""
+    folder = Path(out)
+    if not written:
+        result.write(folder)
     print_evaluation(result.summary, console)
-    console.print(f"wrote {paths[0]} and {paths[1]}")
+    console.print(f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}")
     return 0
 
 
