@@ -491,11 +491,10 @@ def _run_compare(args: argparse.Namespace, console: Console) -> int:
     runs = [load_run(path) for path in args.runs]
     human = None
     if args.human:
-        labels = load_labels(args.human)
-        human = {(r["dialogue_id"], r["turn_index"]): bool(labels.per_turn()[key])
+        majority = load_labels(args.human).per_turn()
+        human = {(r["dialogue_id"], r["turn_index"]): bool(majority[key])
                  for r in runs[0].rows
-                 if (key := (dialogue_key(r["dialogue_id"]), r["turn_index"]))
-                 in labels.per_turn()}
+                 if (key := (dialogue_key(r["dialogue_id"]), r["turn_index"])) in majority}
     table = method_table(runs, human)
     print_methods(table, console)
     _write_json(args.json_out, table, console)

@@ -9,20 +9,18 @@ from typing import Any
 
 from ._data import load_dialogues, load_predictions
 from ._errors import DataMismatchError
+from ._integrate import agreement
 from ._metrics._options import MetricOptions
 from ._metrics._suite import compute_metrics
 from ._runs import Run
 from ._schema import Schema
 
 
-def _pct(hits: int, total: int) -> float | None:
-    return 100.0 * hits / total if total else None
-
-
 def _agreement(rows: Sequence[dict[str, Any]], other: dict[tuple[str, int], bool]) -> float | None:
-    pairs = [(r["verdict"], other[(r["dialogue_id"], r["turn_index"])]) for r in rows
-             if r["verdict"] is not None and (r["dialogue_id"], r["turn_index"]) in other]
-    return _pct(sum(a == b for a, b in pairs), len(pairs))
+    """Judge verdicts against another rater's labels, on the turns that rater labelled."""
+    labelled = [r for r in rows if (r["dialogue_id"], r["turn_index"]) in other]
+    return agreement([r["verdict"] for r in labelled],
+                     [other[(r["dialogue_id"], r["turn_index"])] for r in labelled])
 
 
 def method_table(runs: Sequence[Run],

@@ -6,9 +6,8 @@ table has no cost (``None``), which the reports say instead of printing a made-u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -72,7 +71,6 @@ class Spend:
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     usd: float = 0.0
-    by_call: list[float] = field(default_factory=list, repr=False)
 
     def add(self, usage: dict[str, int]) -> None:
         self.prompt_tokens += int(usage.get("prompt_tokens", 0))
@@ -81,9 +79,3 @@ class Spend:
         cost = usage_cost(usage, self.price, batch_discount=self.batch_discount)
         if cost is not None:
             self.usd += cost
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"prompt_tokens": self.prompt_tokens,
-                "cached_prompt_tokens": self.cached_prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "usd": self.usd if self.price is not None else None}

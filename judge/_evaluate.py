@@ -21,12 +21,13 @@ from ._data import Dialogue, DialogueSet, PredDialogue, PredictionSet, State, di
 from ._errors import DSTJudgeError, ModelError
 from ._integrate import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ._metrics._rule import rule_policy, rule_verdicts
+from ._metrics._types import ratio
 from ._parse import InvalidOutput, parse_reply
 from ._prompts import Dimension, PromptSet, RenderedPrompt
 from ._rules import RuleSet, default_rules
 from ._rundir import MANIFEST_FORMAT, RunDirectory, file_digest, text_digest
 from ._schema import Schema
-from ._states import judged_turn_states
+from ._states import judged_turn_states, turn_state
 
 ID_SEPARATOR = "::"
 _REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
@@ -130,6 +131,8 @@ class CompletionSource(Protocol):
     """Where completions come from: a live model or a finished batch."""
 
     can_reask: bool
+    batch: bool
+    """Replies came through the Batch API (priced with its discount)."""
 
     async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion: ...
 
@@ -138,6 +141,7 @@ class LiveSource:
     """Completions from the model (through the cache)."""
 
     can_reask = True
+    batch = False
 
     def __init__(self, client: ModelClient) -> None:
         self.client = client
@@ -150,6 +154,7 @@ class RecordedSource:
     """Completions read from a Batch API output file; a missing line is an error row."""
 
     can_reask = False
+    batch = True
 
     def __init__(self, records: dict[tuple[str, int, str], Completion | ModelError]) -> None:
         self.records = records
@@ -327,11 +332,11 @@ async def run_plan(plan: EvaluationPlan, source: CompletionSource,
     for index, turn in enumerate(plan.turns):
         by_turn[index] = list(answers[position:position + len(turn.calls)])
         position += len(turn.calls)
-    return _integrate(plan, by_turn, answers)
+    return _integrate(plan, by_turn, answers, batch=source.batch)
 
 
 def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
-               answers: Sequence[CallResult]) -> EvaluationResult:
+               answers: Sequence[CallResult], *, batch: bool = False) -> EvaluationResult:
     config = plan.config
     policy, ignore_none = rule_policy(config.effective_rule_match, plan.schema)
     versions = plan.dialogues.versions
@@ -373,6 +378,8 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
     run = totals(verdicts)
     judge_verdicts = [v.verdict for v in verdicts]
     made = [r for r in answers if not r.skipped]
+    tokens = _usage(made)
+    prices = load_prices(config.prices)
     static = sum(c.prompt.static_chars for c in plan.calls)
     total = sum(c.prompt.total_chars for c in plan.calls)
     errors = [row for row in rows if row["error"]]
@@ -380,7 +387,7 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
         "method": config.method, "semantics": config.semantics,
         "turns": run.turns, "scored_turns": run.scored, "error_turns": run.errors,
         "tsa": run.tsa, "judge_jga": run.judge_jga, "judge_jga_turns": run.jga_turns,
-        "rule": {v: {"tsa": 100.0 * sum(h) / len(h) if h else None,
+        "rule": {v: {"tsa": ratio(sum(h), len(h)),
                      "agreement": agreement(judge_verdicts, h)}
                  for v, h in rule_by_version.items()},
         "rule_match": config.effective_rule_match,
@@ -389,7 +396,9 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
                                              if a.get("cached")),
                   "reasks": sum(max(0, len(r.attempts) - 1) for r in made),
                   "failed": sum(1 for r in made if r.error)},
-        "tokens": _usage(made),
+        "tokens": tokens,
+        "cost_usd": usage_cost(tokens, prices.price(config.model),
+                               batch_discount=prices.batch_discount if batch else 0.0),
         "static_prompt_share": static / total if total else None,
         "templates": {d: plan.prompts.template_hash(d) for d in plan.prompts.dimensions},
         "prompt_variant": config.prompt_variant,
@@ -407,9 +416,8 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
 
 
 def _gold_turn(dialogue: Dialogue, index: int, version: str) -> State:
-    current = dialogue.turns[index].gold_states[version]
     previous = dialogue.turns[index - 1].gold_states[version] if index else {}
-    return {s: v for s, v in current.items() if previous.get(s) != v}
+    return turn_state(previous, dialogue.turns[index].gold_states[version])
 
 
 @dataclass
@@ -543,7 +551,6 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     calls = result.summary["calls"]
     calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
                  resumed=len(hooks.done))
-    result.summary["cost_usd"] = hooks.spend.as_dict()["usd"] if hooks.spend else None
     result.summary["budget_usd"] = config.budget
     if out_dir is not None:
         result.write(out_dir)

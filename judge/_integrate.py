@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._metrics._types import ratio
 from ._rules import RuleSet, Semantics, canonical_key, check_semantics, check_value
 from ._schema import Schema
 
@@ -288,21 +289,17 @@ class Totals:
     judge_jga: float | None
 
 
-def _percent(part: int, whole: int) -> float | None:
-    return 100.0 * part / whole if whole else None
-
-
 def totals(verdicts: Iterable[TurnVerdict]) -> Totals:
     """TSA over scored turns and judge JGA over turns with a determined JGA reading."""
     items = list(verdicts)
     scored = [v.verdict for v in items if v.verdict is not None]
     readings = [v.jga for v in items if v.jga is not None]
     return Totals(turns=len(items), scored=len(scored), errors=len(items) - len(scored),
-                  tsa=_percent(sum(scored), len(scored)), jga_turns=len(readings),
-                  judge_jga=_percent(sum(readings), len(readings)))
+                  tsa=ratio(sum(scored), len(scored)), jga_turns=len(readings),
+                  judge_jga=ratio(sum(readings), len(readings)))
 
 
 def agreement(judge: Sequence[bool | None], rule: Sequence[bool]) -> float | None:
     """Percent of turns with a judge verdict on which judge and RULE verdicts agree."""
     pairs = [(j, r) for j, r in zip(judge, rule, strict=True) if j is not None]
-    return _percent(sum(j == r for j, r in pairs), len(pairs))
+    return ratio(sum(j == r for j, r in pairs), len(pairs))
