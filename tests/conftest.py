@@ -80,17 +80,23 @@ EXAMPLES = ROOT / "examples"
 
 def mount_cassette(router, name: str) -> None:
     """Serve a recorded cassette through respx: one route per recorded request (method, API
-    path and exact JSON body). Anything else is unmatched and, with ``assert_all_mocked``,
-    fails instead of reaching the network."""
+    path and exact JSON body). Any other request hits a last catch-all route that raises
+    :class:`judge.CassetteMiss`, which stops the run: it never reaches the network."""
     import re
 
     from judge._cassette import Cassette, response_from_record
+    from judge._errors import CassetteMiss
 
     cassette = Cassette.load(CASSETTES / name)
     for item in cassette:
         request = item["request"]
         router.route(method=request["method"], path__regex=re.escape(request["path"]) + "$",
                      json=request["body"]).mock(return_value=response_from_record(item["response"]))
+
+    def unmatched(request):
+        raise CassetteMiss(f"request not in cassette {name}: {request.method} {request.url}")
+
+    router.route(name="unmatched").mock(side_effect=unmatched)
 
 
 @pytest.fixture
