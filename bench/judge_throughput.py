@@ -8,7 +8,7 @@ ideal rate (concurrency / latency) and the client's CPU time per call.
 Targets: >= 80 % of ideal up to concurrency 32; < 2 ms client CPU per call.
 
     python bench/judge_throughput.py [--latency 0.3] [--concurrency 1 8 32 64] [--waves 20]
-                                     [--client default|aiohttp] [--profile]
+                                     [--backend aiohttp|httpx] [--profile]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from tests.fault_server import FaultConfig, ServerProcess, replicate_examples  #
 IDEAL_TARGET = 0.80
 IDEAL_UP_TO = 32
 CPU_TARGET_MS = 2.0
+MIN_CALLS = 100
 Data = tuple[Any, Any, Any]
 LEGEND = """\
 %ideal: calls/s over the whole evaluate() call / (concurrency / latency); %win: the same over
@@ -109,25 +110,16 @@ def _subset(data: Data, config: Any, calls: int) -> Data:
     return schema, dialogues.subset(ids), predictions
 
 
-def _config(url: str, concurrency: int, cache_dir: Path) -> Any:
+def _config(url: str, concurrency: int, cache_dir: Path, backend: str) -> Any:
     return judge.load_config({"model": "bench", "base_url": url, "use_cache": False,
                               "cache_dir": str(cache_dir), "concurrency": concurrency,
-                              "timeout": 30.0})
-
-
-def _http_client(kind: str) -> Any:
-    """None lets the package build its own client (the default we measure)."""
-    if kind == "default":
-        return None
-    import openai
-
-    return openai.DefaultAioHttpClient(timeout=30.0)  # needs the httpx-aiohttp package
+                              "timeout": 30.0, "http_backend": backend})
 
 
 def measure(server: ServerProcess, data: Data, concurrency: int, calls: int, latency: float,
-            cache_dir: Path, client: str) -> Run:
+            cache_dir: Path, backend: str) -> Run:
     """One evaluation at one concurrency level (planning CPU is also measured on its own)."""
-    config = _config(server.url, concurrency, cache_dir)
+    config = _config(server.url, concurrency, cache_dir, backend)
     subset = _subset(data, config, calls)
     cpu = time.process_time()
     plan_evaluation(config, *subset)
@@ -135,7 +127,7 @@ def measure(server: ServerProcess, data: Data, concurrency: int, calls: int, lat
     server.reset()
     before = server.snapshot(bodies=False)["process_cpu_s"]
     start, cpu = time.time(), time.process_time()
-    result = judge.evaluate(config, *subset, http_client=_http_client(client))
+    result = judge.evaluate(config, *subset)
     wall, cpu = time.time() - start, time.process_time() - cpu
     stats = server.snapshot(bodies=False)
     sent = result.summary["calls"]["sent"]
@@ -159,17 +151,17 @@ def _package(filename: str) -> str:
 
 
 def profile(server: ServerProcess, data: Data, concurrency: int, calls: int, cache_dir: Path,
-            client: str) -> None:
+            backend: str) -> None:
     """Where the client's time goes in one run: own time per package and the top functions.
 
     cProfile measures wall time, so the event loop's idle wait (epoll) shows up as time; it
     is listed apart from the rest.
     """
-    config = _config(server.url, concurrency, cache_dir)
+    config = _config(server.url, concurrency, cache_dir, backend)
     subset = _subset(data, config, calls)
     profiler = cProfile.Profile()
     profiler.enable()
-    result = judge.evaluate(config, *subset, http_client=_http_client(client))
+    result = judge.evaluate(config, *subset)
     profiler.disable()
     sent = result.summary["calls"]["sent"]
     raw: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
@@ -198,31 +190,25 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.3, help="server seconds per request")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--waves", type=int, default=20,
-                        help="calls per level = concurrency x waves (at least 24)")
-    parser.add_argument("--client", choices=("default", "aiohttp"), default="default",
-                        help="default: the package's own httpx client; aiohttp: openai's "
-                        "DefaultAioHttpClient (needs httpx-aiohttp), for comparison")
+                        help="calls per level = concurrency x waves, at least 100 (so that "
+                        "per-run set-up does not dominate at low concurrency)")
+    parser.add_argument("--backend", choices=("aiohttp", "httpx"), default="aiohttp",
+                        help="the judge's http_backend (default aiohttp, the package default)")
     parser.add_argument("--profile", action="store_true",
                         help="profile the client at the highest level even if targets are met")
     args = parser.parse_args()
-    if args.client == "aiohttp":
-        try:
-            _http_client("aiohttp")
-        except RuntimeError as exc:
-            print(f"--client aiohttp: {exc} (pip install httpx-aiohttp)")
-            return 2
     _local_only()
-    targets = {c: max(24, c * args.waves) for c in args.concurrency}
+    targets = {c: max(MIN_CALLS, c * args.waves) for c in args.concurrency}
     with tempfile.TemporaryDirectory(prefix="dst-judge-bench-") as tmp:
         work = Path(tmp)
         data = _data(work, copies=math.ceil(max(targets.values()) / 22) + 1)
         print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; server: subprocess, "
               f"latency {args.latency * 1000:.0f} ms, no faults; cache off; method two-dim; "
-              f"HTTP client: {args.client}")
+              f"http_backend: {args.backend}")
         with ServerProcess(FaultConfig(latency=args.latency), max_seconds=1800) as server:
             # warm-up: imports, template compilation, first sockets
-            measure(server, data, 4, 8, args.latency, work / "cache", args.client)
-            small = measure(server, data, 1, 1, args.latency, work / "cache", args.client)
+            measure(server, data, 4, 8, args.latency, work / "cache", args.backend)
+            small = measure(server, data, 1, 1, args.latency, work / "cache", args.backend)
             print(f"one small evaluate() ({small.calls} calls): {1000 * small.cpu:.0f} ms client "
                   "CPU, mostly per-run set-up; 'marg.' below excludes it")
             print(f"{'conc':>4} {'turns':>5} {'calls':>5} {'wall s':>6} {'turns/s':>7} "
@@ -232,7 +218,7 @@ def main() -> int:
             runs = []
             for concurrency in args.concurrency:
                 run = measure(server, data, concurrency, targets[concurrency], args.latency,
-                              work / "cache", args.client)
+                              work / "cache", args.backend)
                 runs.append(run)
                 print(f"{run.concurrency:>4} {run.turns:>5} {run.calls:>5} {run.wall:>6.2f} "
                       f"{run.turns / run.wall:>7.1f} {run.calls / run.wall:>7.1f} "
@@ -257,7 +243,7 @@ def main() -> int:
                       f"{IDEAL_UP_TO}, < {CPU_TARGET_MS:g} ms client CPU per call")
             if missed or args.profile:
                 top = max(args.concurrency)
-                profile(server, data, top, targets[top], work / "cache", args.client)
+                profile(server, data, top, targets[top], work / "cache", args.backend)
     return 0
 
 

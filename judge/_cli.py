@@ -71,8 +71,9 @@ def _judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, help="seconds per request")
     g.add_argument("--max-retries", type=int)
     g.add_argument("--concurrency", type=int, help="requests in flight at once")
-    g.add_argument("--http-backend", choices=["httpx", "aiohttp"],
-                   help="HTTP stack (aiohttp is faster at high concurrency; extra 'aiohttp')")
+    g.add_argument("--http-backend", choices=["aiohttp", "httpx"],
+                   help="HTTP stack of live calls (default aiohttp: several times less CPU per "
+                   "call than httpx at high concurrency)")
     g.add_argument("--reasks", type=int, help="re-asks after an invalid reply (default 1)")
     g.add_argument("--cache-dir", help="reply cache directory")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")

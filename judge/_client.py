@@ -1,21 +1,22 @@
-"""The one place dst-judge calls a model: the ``openai`` SDK against any OpenAI-compatible
+"""The one place dst-judge calls a model: a chat-completions POST to any OpenAI-compatible
 endpoint, with tenacity retries, bounded concurrency, the response cache and usage counts.
 
-The SDK's own retries are off so that one policy (exponential backoff with jitter, honouring
-``retry-after``) applies to timeouts, connection errors, 429 and 5xx alike.
+One retry policy (exponential backoff with jitter, honouring ``retry-after``) applies to
+timeouts, connection errors, 429 and 5xx alike. The bytes travel through a small transport
+(:mod:`judge._transport`): aiohttp for live calls, httpx for cassettes and respx.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
-import openai
 from aiolimiter import AsyncLimiter
 from tenacity import (
     AsyncRetrying,
@@ -28,14 +29,23 @@ from tenacity import (
 
 from ._cache import ResponseCache, cache_key
 from ._config import JudgeConfig
-from ._errors import CassetteMiss, ModelError, OptionError
+from ._errors import CassetteMiss, ModelError
 from ._parse import response_schema
 from ._prompts import Dimension
+from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
 
 _MAX_RETRY_AFTER = 120.0
 BACKOFF_INITIAL = 1.0
 """First backoff in seconds (doubling, with jitter, up to a minute) when no retry-after."""
-_LOCAL_KEY = "not-needed"
+
+
+class HTTPStatusError(Exception):
+    """A response with a status other than 2xx (internal: becomes a :class:`ModelError`)."""
+
+    def __init__(self, response: RawResponse) -> None:
+        super().__init__(f"HTTP {response.status}")
+        self.response = response
+        self.status = response.status
 
 
 @dataclass
@@ -118,10 +128,9 @@ def estimate_tokens(body: dict[str, Any]) -> int:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    if response is None:
+    if not isinstance(exc, HTTPStatusError):
         return None
-    value = response.headers.get("retry-after")
+    value = exc.response.headers.get("retry-after")
     try:
         return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
     except ValueError:
@@ -140,10 +149,10 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _is_transient(exc: BaseException) -> bool:
     if any(isinstance(e, CassetteMiss) for e in _chain(exc)):
         return False
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+    if isinstance(exc, NoResponse):
         return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
+    if isinstance(exc, HTTPStatusError):
+        return exc.status == 429 or exc.status >= 500
     return False
 
 
@@ -161,39 +170,43 @@ def _as_model_error(exc: BaseException) -> ModelError:
     for inner in _chain(exc):
         if isinstance(inner, CassetteMiss):
             return inner
-    if isinstance(exc, openai.APIStatusError):
-        fatal = exc.status_code in (401, 403, 404)
-        message = _status_message(exc)
-        return ModelError(f"HTTP {exc.status_code}: {message}", fatal=fatal,
-                          status=exc.status_code)
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelError("the request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError(f"connection error: {exc.__cause__ or exc}")
+    if isinstance(exc, HTTPStatusError):
+        fatal = exc.status in (401, 403, 404)
+        return ModelError(f"HTTP {exc.status}: {_status_message(exc.response)}", fatal=fatal,
+                          status=exc.status)
+    if isinstance(exc, NoResponse):
+        if exc.timeout:
+            return ModelError("the request timed out")
+        return ModelError(f"connection error: {exc}")
     return ModelError(f"{type(exc).__name__}: {exc}")
 
 
-def _status_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _status_message(response: RawResponse) -> str:
+    """The server's own words: ``{"error": {"message": ...}}`` when it sent that, else the body."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])[:300]
-    return str(exc.message)[:300]
+        if isinstance(inner, str):
+            return inner[:300]
+    text = response.content.decode("utf-8", "replace").strip()
+    return text[:300] or "(empty body)"
 
 
-def _default_http_client(config: JudgeConfig) -> httpx.AsyncClient:
-    """httpx by default; aiohttp (through openai's adapter) when asked for: httpx's pool
-    reopens connections above about 20 in flight and costs more CPU per call."""
-    limits = httpx.Limits(max_connections=config.concurrency,
-                          max_keepalive_connections=config.concurrency)
-    if config.http_backend == "aiohttp":
-        try:
-            return openai.DefaultAioHttpClient(timeout=config.timeout, limits=limits)
-        except RuntimeError as exc:  # httpx-aiohttp missing
-            raise OptionError("http_backend 'aiohttp' needs: pip install 'dst-judge[aiohttp]'"
-                              ) from exc
-    return httpx.AsyncClient(timeout=config.timeout, limits=limits)
+def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> Transport:
+    """A given httpx client (cassettes, respx, custom proxies) wins; otherwise the configured
+    backend: aiohttp by default, httpx on request."""
+    if http_client is not None:
+        return HttpxTransport(http_client)
+    if config.http_backend == "httpx":
+        limits = httpx.Limits(max_connections=config.concurrency,
+                              max_keepalive_connections=config.concurrency)
+        return HttpxTransport(httpx.AsyncClient(timeout=config.timeout, limits=limits))
+    return AiohttpTransport(timeout=config.timeout, connections=config.concurrency)
 
 
 class ModelClient:
@@ -207,11 +220,13 @@ class ModelClient:
         """Called inside the concurrency slot right before a request goes out (budget)."""
         self.cache = cache
         self.read_cache = read_cache
-        key = config.api_key.get_secret_value() if config.api_key else _LOCAL_KEY
         self._secret = config.api_key.get_secret_value() if config.api_key else None
-        self._sdk = openai.AsyncOpenAI(
-            api_key=key, base_url=config.endpoint, max_retries=0, timeout=config.timeout,
-            http_client=http_client or _default_http_client(config))
+        self._url = config.endpoint.rstrip("/") + "/chat/completions"
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+                         "User-Agent": f"dst-judge/{_version()}"}
+        if self._secret:
+            self._headers["Authorization"] = f"Bearer {self._secret}"
+        self._transport = _transport(config, http_client)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
         self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
@@ -244,6 +259,7 @@ class ModelClient:
         retrying = AsyncRetrying(stop=stop_after_attempt(self.config.max_retries + 1),
                                  wait=self._wait, retry=retry_if_exception(_is_transient),
                                  before_sleep=self._count_retry, reraise=True)
+        content = json.dumps(body, ensure_ascii=False).encode()
         try:
             async with self._slots:
                 async for attempt in retrying:
@@ -252,10 +268,11 @@ class ModelClient:
                             self.before_send()
                         await self._respect_limits(body)
                         self.calls += 1
-                        raw = await self._sdk.post("/chat/completions", body=body,
-                                                   cast_to=httpx.Response)
+                        raw = await self._transport.post(self._url, content, self._headers)
                         self._read_limit_headers(raw.headers)
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+                        if not 200 <= raw.status < 300:
+                            raise HTTPStatusError(raw)
+        except (HTTPStatusError, NoResponse, httpx.HTTPError) as exc:
             error = _as_model_error(exc)
             message = redact(str(error), self._secret) or ""
             if message != str(error):
@@ -263,9 +280,12 @@ class ModelClient:
                     message, fatal=error.fatal, status=error.status)
             raise error from None
         try:
-            completion = Completion.from_chat_json(raw.json())
+            reply = json.loads(raw.content)
         except ValueError as exc:
             raise ModelError(f"the server's reply is not JSON: {exc}") from None
+        if not isinstance(reply, dict):
+            raise ModelError("the server's reply is not a chat completion object")
+        completion = Completion.from_chat_json(reply)
         completion.text = redact(completion.text, self._secret)
         completion.refusal = redact(completion.refusal, self._secret)
         if caching:
@@ -282,7 +302,7 @@ class ModelClient:
         if self._tpm is not None:
             await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm or 1))
 
-    def _read_limit_headers(self, headers: httpx.Headers) -> None:
+    def _read_limit_headers(self, headers: Mapping[str, str]) -> None:
         """When the server reports no requests or tokens left, pause every call until reset."""
         for kind in ("requests", "tokens"):
             remaining = headers.get(f"x-ratelimit-remaining-{kind}")
@@ -292,4 +312,13 @@ class ModelClient:
                                          time.monotonic() + min(reset, _MAX_RETRY_AFTER))
 
     async def aclose(self) -> None:
-        await self._sdk.close()
+        await self._transport.aclose()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dst-judge")
+    except PackageNotFoundError:  # running from a source tree
+        return "dev"

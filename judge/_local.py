@@ -777,7 +777,7 @@ def _describe_running(info: ServerInfo, path: Path) -> str:
 
 
 def serve(model: str = DEFAULT_MODEL, *, port: int | None = None, host: str = "127.0.0.1",
-          ctx: int = 8192, threads: int | None = None, parallel: int = 2,
+          ctx: int = 16384, threads: int | None = None, parallel: int = 2,
           cache_dir: str | Path | None = None, wait: float = 120.0,
           binary: str | Path | None = None, console: Console | None = None) -> ServerInfo:
     """Start ``llama-server`` detached, record it in ``server.json`` and wait until healthy.

@@ -47,8 +47,9 @@ def add_local_parser(commands: argparse._SubParsersAction[Any]) -> None:
     v.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
     v.add_argument("--parallel", type=int, default=2,
                    help="requests served at once (llama-server -np; default 2)")
-    v.add_argument("--ctx", type=int, default=8192,
-                   help="context size shared by the parallel slots (default 8192)")
+    v.add_argument("--ctx", type=int, default=16384,
+                   help="context size shared by the parallel slots (default 16384:"
+                        " 8192 tokens each, room for few-shot prompts and long dialogues)")
     v.add_argument("--threads", type=int, help="CPU threads (default: all available)")
     v.add_argument("--wait", type=float, default=120.0,
                    help="seconds to wait for the server to become healthy (default 120)")

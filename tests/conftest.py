@@ -73,6 +73,15 @@ def shared_path(*parts: str) -> Path:
 
 # --- recorded model traffic ------------------------------------------------------------------
 
+
+@pytest.fixture(autouse=True)
+def _httpx_backend_by_default(monkeypatch):
+    """respx sees only httpx traffic, so every test talks httpx unless it names another
+    backend in its config (tests that do use the real local fault server on 127.0.0.1).
+    Together with the catch-all cassette route this keeps any request off the network."""
+    monkeypatch.setenv("DST_JUDGE_HTTP_BACKEND", "httpx")
+
+
 ROOT = Path(__file__).resolve().parents[1]
 CASSETTES = ROOT / "cassettes"
 EXAMPLES = ROOT / "examples"

@@ -93,9 +93,10 @@ def two_turns() -> Data:
 
 
 def _config(server: FaultServer, tmp_path: Path, **values: Any) -> Any:
+    """The production transport (aiohttp) against the real local fault server."""
     return judge.load_config({"model": "fault-model", "base_url": server.url,
                               "use_cache": False, "cache_dir": str(tmp_path / "cache"),
-                              "timeout": CLIENT_TIMEOUT, **values})
+                              "timeout": CLIENT_TIMEOUT, "http_backend": "aiohttp", **values})
 
 
 def _planned(config: Any, data: Data) -> dict[str, str]:
