@@ -3,7 +3,7 @@
 A cassette is a JSON file of request/response pairs. Requests are matched on method, the API
 path (``/chat/completions``, whatever the base URL) and the JSON body; headers are never
 stored except the content type, and anything that looks like an API key is scrubbed before
-writing. :func:`replay_transport` serves a cassette to the SDK at run time (the README's example
+writing. :func:`replay_transport` serves a cassette to the judge at run time (the README's example
 job); tests serve the same cassette through respx.
 """
 

@@ -8,6 +8,7 @@ file a dimension uses and goes into every result.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -53,6 +54,15 @@ class RenderedPrompt:
     total_chars: int
 
 
+@functools.lru_cache(maxsize=8)
+def _environment(directory: str) -> jinja2.Environment:
+    """One Jinja2 environment per template folder, so templates compile once per process
+    (jinja2 re-reads a template whose file changed)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory), undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False, autoescape=False)
+
+
 class PromptSet:
     """The templates of one method and prompt variant, bound to a schema."""
 
@@ -63,9 +73,7 @@ class PromptSet:
         self.method = method
         self.variant = variant
         self.directory = Path(directory) if directory else package_dir("prompts")
-        self._env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(self.directory)), undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=False, autoescape=False)
+        self._env = _environment(str(self.directory))
         self._static: dict[str, list[dict[str, str]]] = {}
         self._hashes: dict[str, str] = {}
 

@@ -16,7 +16,6 @@ Two transports share one small interface:
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -68,20 +67,12 @@ class HttpxTransport:
         await self.client.aclose()
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """certifi's roots, as httpx and the openai SDK use, so both transports trust the same CAs."""
-    try:
-        import certifi
-    except ImportError:  # pragma: no cover - certifi comes with httpx
-        return ssl.create_default_context()
-    return ssl.create_default_context(cafile=certifi.where())
-
-
 class AiohttpTransport:
     """Requests through one ``aiohttp.ClientSession``, created in the running event loop.
 
-    Proxy variables are honoured (``trust_env``) as httpx does; the pool holds up to
-    ``connections`` keep-alive connections.
+    Proxy variables are honoured (``trust_env``) as httpx does; TLS uses the system's
+    certificate store (``SSL_CERT_FILE`` applies); the pool holds up to ``connections``
+    keep-alive connections.
     """
 
     def __init__(self, *, timeout: float, connections: int) -> None:
@@ -93,8 +84,7 @@ class AiohttpTransport:
         import aiohttp
 
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0,
-                                             ssl=_ssl_context())
+            connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0)
             self._session = aiohttp.ClientSession(
                 connector=connector, trust_env=True,
                 timeout=aiohttp.ClientTimeout(total=self.timeout))
