@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -61,9 +61,9 @@ class Completion:
     cached: bool = False
 
     def record(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("cached")
-        return data
+        return {"text": self.text, "finish_reason": self.finish_reason, "refusal": self.refusal,
+                "usage": dict(self.usage), "model": self.model,
+                "response_id": self.response_id}
 
     @classmethod
     def from_record(cls, data: dict[str, Any], *, cached: bool = False) -> Completion:

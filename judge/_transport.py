@@ -16,9 +16,11 @@ Two transports share one small interface:
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -67,18 +69,28 @@ class HttpxTransport:
         await self.client.aclose()
 
 
+def env_proxy(scheme: str, host: str) -> str | None:
+    """The proxy the environment names for ``scheme://host``, or None (``NO_PROXY`` applies)."""
+    if not host or urllib.request.proxy_bypass(host):
+        return None
+    return urllib.request.getproxies().get(scheme)
+
+
 class AiohttpTransport:
     """Requests through one ``aiohttp.ClientSession``, created in the running event loop.
 
-    Proxy variables are honoured (``trust_env``) as httpx does; TLS uses the system's
-    certificate store (``SSL_CERT_FILE`` applies); the pool holds up to ``connections``
-    keep-alive connections.
+    Proxy variables (``HTTPS_PROXY``, ``NO_PROXY``, ...) are honoured as httpx does, but read
+    once per host rather than through aiohttp's ``trust_env``, which looks them (and
+    ``.netrc``) up in a worker thread on every request; TLS uses the system's certificate
+    store (``SSL_CERT_FILE`` applies); the pool holds up to ``connections`` keep-alive
+    connections; cookies are not kept.
     """
 
     def __init__(self, *, timeout: float, connections: int) -> None:
         self.timeout = timeout
         self.connections = connections
         self._session: object | None = None
+        self._proxies: dict[tuple[str, str], str | None] = {}
 
     def _open(self) -> object:
         import aiohttp
@@ -86,9 +98,16 @@ class AiohttpTransport:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0)
             self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=True,
+                connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                 timeout=aiohttp.ClientTimeout(total=self.timeout))
         return self._session
+
+    def _proxy(self, url: str) -> str | None:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        if key not in self._proxies:
+            self._proxies[key] = env_proxy(*key)
+        return self._proxies[key]
 
     async def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
         import aiohttp
@@ -96,7 +115,8 @@ class AiohttpTransport:
         session = self._open()
         assert isinstance(session, aiohttp.ClientSession)
         try:
-            async with session.post(url, data=content, headers=headers) as response:
+            async with session.post(url, data=content, headers=headers,
+                                    proxy=self._proxy(url)) as response:
                 body = await response.read()
                 return RawResponse(response.status, response.headers, body)
         except asyncio.TimeoutError as exc:

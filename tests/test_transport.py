@@ -13,7 +13,7 @@ import pytest
 import judge
 from judge._client import ModelClient
 from judge._errors import ModelError
-from judge._transport import AiohttpTransport, HttpxTransport
+from judge._transport import AiohttpTransport, HttpxTransport, env_proxy
 
 from .fault_server import FaultConfig, FaultServer
 
@@ -115,3 +115,16 @@ def test_request_carries_json_body_and_bearer_key_only_when_set():
     assert seen[0].headers["content-type"] == "application/json"
     assert seen[0].headers["authorization"] == "Bearer sk-test"
     assert "authorization" not in seen[1].headers
+
+
+def test_proxy_from_the_environment_is_read_like_httpx_does(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "HTTP_PROXY",
+                 "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https", "api.openai.com") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1,.corp.example")
+    assert env_proxy("https", "api.openai.com") == "http://proxy.internal:3128"
+    assert env_proxy("http", "api.openai.com") is None  # no HTTP_PROXY set
+    assert env_proxy("http", "127.0.0.1") is None
+    assert env_proxy("https", "llm.corp.example") is None
