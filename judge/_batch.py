@@ -79,6 +79,7 @@ def _completion_or_error(item: dict[str, Any], *, path: str | Path,
 def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
     key = config.api_key.get_secret_value() if config.api_key else "not-needed"
     return openai.AsyncOpenAI(api_key=key, base_url=config.endpoint, max_retries=2,
+                              organization=config.organization, project=config.project,
                               timeout=config.timeout, http_client=http_client)
 
 

@@ -226,6 +226,10 @@ class ModelClient:
                          "User-Agent": f"dst-judge/{_version()}"}
         if self._secret:
             self._headers["Authorization"] = f"Bearer {self._secret}"
+        if config.organization:
+            self._headers["OpenAI-Organization"] = config.organization
+        if config.project:
+            self._headers["OpenAI-Project"] = config.project
         self._transport = _transport(config, http_client)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None

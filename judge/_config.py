@@ -48,6 +48,13 @@ class JudgeConfig(BaseSettings):
     api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("api_key", "DST_JUDGE_API_KEY", "OPENAI_API_KEY"),
         description="API key; never written to any file or message.")
+    organization: str | None = Field(
+        None, validation_alias=AliasChoices("organization", "DST_JUDGE_ORGANIZATION",
+                                            "OPENAI_ORG_ID"),
+        description="Sent as the OpenAI-Organization header when set.")
+    project: str | None = Field(
+        None, validation_alias=AliasChoices("project", "DST_JUDGE_PROJECT", "OPENAI_PROJECT_ID"),
+        description="Sent as the OpenAI-Project header when set.")
     model: str = "gpt-4-turbo"
     # --- generation ---------------------------------------------------------------------------
     temperature: float = Field(0.0, ge=0.0, le=2.0)

@@ -19,10 +19,13 @@ import asyncio
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 import httpx
+
+if TYPE_CHECKING:  # imported when first used: `dst-judge metrics` never needs aiohttp
+    import aiohttp
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,10 @@ class AiohttpTransport:
     def __init__(self, *, timeout: float, connections: int) -> None:
         self.timeout = timeout
         self.connections = connections
-        self._session: object | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str], str | None] = {}
 
-    def _open(self) -> object:
+    def _open(self) -> aiohttp.ClientSession:
         import aiohttp
 
         if self._session is None:
@@ -113,7 +116,6 @@ class AiohttpTransport:
         import aiohttp
 
         session = self._open()
-        assert isinstance(session, aiohttp.ClientSession)
         try:
             async with session.post(url, data=content, headers=headers,
                                     proxy=self._proxy(url)) as response:
@@ -127,4 +129,4 @@ class AiohttpTransport:
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            await session.close()  # type: ignore[attr-defined]
+            await session.close()

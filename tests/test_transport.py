@@ -98,7 +98,7 @@ def test_bad_responses_become_model_errors(response, message, fatal):
     assert info.value.fatal is fatal
 
 
-def test_request_carries_json_body_and_bearer_key_only_when_set():
+def test_request_carries_json_body_and_key_and_org_headers_only_when_set():
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -107,14 +107,18 @@ def test_request_carries_json_body_and_bearer_key_only_when_set():
                                                       "finish_reason": "stop"}]})
 
     keyed = judge.load_config({"model": "m", "base_url": "http://fixture/v1",
-                               "api_key": "sk-test", "use_cache": False})
+                               "api_key": "sk-test", "use_cache": False,
+                               "organization": "org-1", "project": "proj-1"})
     _complete(ModelClient(keyed, http_client=_fixture_client(handler)))
     _complete(ModelClient(_config("http://fixture/v1"), http_client=_fixture_client(handler)))
     assert [str(r.url) for r in seen] == ["http://fixture/v1/chat/completions"] * 2
     assert json.loads(seen[0].content) == BODY
     assert seen[0].headers["content-type"] == "application/json"
     assert seen[0].headers["authorization"] == "Bearer sk-test"
+    assert seen[0].headers["openai-organization"] == "org-1"
+    assert seen[0].headers["openai-project"] == "proj-1"
     assert "authorization" not in seen[1].headers
+    assert "openai-organization" not in seen[1].headers
 
 
 def test_proxy_from_the_environment_is_read_like_httpx_does(monkeypatch):
