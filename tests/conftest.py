@@ -74,6 +74,57 @@ def shared_path(*parts: str) -> Path:
 # --- recorded model traffic ------------------------------------------------------------------
 
 
+class NetworkBlocked(OSError):
+    """A test tried to open a connection beyond the loopback interface."""
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+BLOCKED: list[str] = []
+"""Hosts the guard refused, in order (tests check that the guard, not chance, stopped them)."""
+
+
+def _loopback_only(address: object) -> None:
+    host = address[0] if isinstance(address, tuple) else None
+    if isinstance(address, (str, bytes)):  # AF_UNIX socket paths
+        return
+    if host not in _LOOPBACK:
+        BLOCKED.append(str(host))
+        raise NetworkBlocked(f"tests never reach the network: connection to {address!r} "
+                             "refused (replay it from cassettes/ or use a local server)")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network():
+    """Every request to api.openai.com (the default endpoint) must come from a cassette; this
+    guard makes any other attempt, over httpx or aiohttp alike, fail at connect time."""
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def connect(self, address):
+        _loopback_only(address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        _loopback_only(address)
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is not None and name not in _LOOPBACK:
+            BLOCKED.append(name)
+            raise NetworkBlocked(f"tests never reach the network: lookup of {name!r} refused "
+                                 "(replay it from cassettes/ or use a local server)")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", connect)
+        patch.setattr(socket.socket, "connect_ex", connect_ex)
+        patch.setattr(socket, "getaddrinfo", getaddrinfo)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _httpx_backend_by_default(monkeypatch):
     """respx sees only httpx traffic, so every test talks httpx unless it names another

@@ -15,6 +15,7 @@ from judge._client import ModelClient
 from judge._errors import ModelError
 from judge._transport import AiohttpTransport, HttpxTransport, env_proxy
 
+from .conftest import BLOCKED
 from .fault_server import FaultConfig, FaultServer
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -132,3 +133,16 @@ def test_proxy_from_the_environment_is_read_like_httpx_does(monkeypatch):
     assert env_proxy("http", "api.openai.com") is None  # no HTTP_PROXY set
     assert env_proxy("http", "127.0.0.1") is None
     assert env_proxy("https", "llm.corp.example") is None
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
+def test_an_unreplayed_request_to_the_default_endpoint_never_leaves_the_machine(backend):
+    """No respx, no cassette: the test suite's guard refuses the connection to
+    api.openai.com, and the judge reports it as an error rather than an answer."""
+    config = judge.load_config({"model": "m", "use_cache": False, "max_retries": 0,
+                                "http_backend": backend, "api_key": "sk-test"})
+    assert config.endpoint == "https://api.openai.com/v1"
+    BLOCKED.clear()
+    with pytest.raises(ModelError, match=r"^connection error: "):
+        _complete(ModelClient(config))
+    assert BLOCKED == ["api.openai.com"]
