@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 
 from ._errors import InputError, OptionError
-from ._io import iter_jsonl_lines, read_json
+from ._io import format_loc, iter_jsonl_lines, read_json
+from ._resources import package_dir
 
 FileKind = Literal["schema", "dialogues", "predictions", "labels"]
 FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
@@ -27,15 +27,8 @@ def json_schema(kind: FileKind) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one input file kind (one record, for JSON Lines)."""
     if kind not in FILE_KINDS:
         raise OptionError(f"unknown file kind {kind!r}; choose from {', '.join(FILE_KINDS)}")
-    text = resources.files("judge").joinpath("formats", f"{kind}.schema.json").read_text("utf-8")
+    text = (package_dir("formats") / f"{kind}.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
-
-
-def _field(error: jsonschema.ValidationError) -> str | None:
-    out = ""
-    for part in error.absolute_path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or None
 
 
 def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list[InputError]:
@@ -47,7 +40,7 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
         for error in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path)):
             if len(problems) < limit:
                 problems.append(InputError(error.message, path=path, line=line,
-                                           field=_field(error)))
+                                           field=format_loc(tuple(error.absolute_path)) or None))
 
     if kind == "schema":
         check(read_json(path), None)

@@ -63,12 +63,8 @@ def turn_states(
 def judged_turn_states(pred_states: Sequence[State], given: Sequence[State | None]) -> list[State]:
     """What is judged per turn: the model's own turn output where given, else the change
     between consecutive predicted states (METHOD.md §1)."""
-    out = []
-    previous: State = {}
-    for state, own in zip(pred_states, given, strict=True):
-        out.append(own if own is not None else turn_state(previous, state))
-        previous = state
-    return out
+    return [own if own is not None else derived
+            for own, derived in zip(given, turn_states(pred_states), strict=True)]
 
 
 def apply_turn_state(previous: State, update: State, *,

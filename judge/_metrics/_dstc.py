@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .._matching import MatchPolicy
-from .._states import State, turn_state
+from .._states import NONE, State, turn_states
 from ._types import HypDialogue
 
-NONE = "none"
 _MIN_P = 1e-4
 """Floor of ``p`` in ``-ln p``, so a missing correct hypothesis costs a finite amount."""
 _REST_EPS = 1e-12
@@ -98,19 +97,15 @@ def _joint_list(dialogue: HypDialogue, t: int) -> list[tuple[State, float]]:
     return list(_at(dialogue.joint_hyps, t) or [])
 
 
-def _gold_turn(dialogue: HypDialogue, t: int) -> State:
-    return turn_state(dialogue.gold[t - 1] if t else {}, dialogue.gold[t])
-
-
-def _slot_observable(dialogue: HypDialogue, t: int, slot: str) -> bool:
+def _slot_observable(dialogue: HypDialogue, gold_turn: State, t: int, slot: str) -> bool:
     """Whether turn ``t`` carries information about ``slot`` (gold change or a non-empty list)."""
-    return slot in _gold_turn(dialogue, t) or bool(_slot_list(dialogue, t, slot))
+    return slot in gold_turn or bool(_slot_list(dialogue, t, slot))
 
 
-def _joint_observable(dialogue: HypDialogue, t: int) -> bool:
+def _joint_observable(dialogue: HypDialogue, gold_turn: State, t: int) -> bool:
     """Whether turn ``t`` carries information about any slot, or has a non-empty joint list."""
     lists = _at(dialogue.slot_hyps, t) or {}
-    return (bool(_gold_turn(dialogue, t)) or any(bool(h) for h in lists.values())
+    return (bool(gold_turn) or any(bool(h) for h in lists.values())
             or bool(_joint_list(dialogue, t)))
 
 
@@ -268,21 +263,22 @@ def scored_hypothesis_metrics(
     joint_samples = ([[_joint_sample(policy, d, t) for t in range(len(d.gold))]
                       for d in dialogues] if any_joint else None)
 
+    gold_turns = [turn_states(d.gold) for d in dialogues]
     result: dict = {}
     for schedule in schedules:
         per_slot: dict[str, Metrics] = {}
         for slot in slots:
             chosen = [slot_samples[slot][i][t]
                       for i, d in enumerate(dialogues)
-                      for t in _turns(len(d.gold), schedule,
-                                      lambda t, d=d, slot=slot: _slot_observable(d, t, slot))]
+                      for t in _turns(len(d.gold), schedule, lambda t, d=d, i=i, slot=slot:
+                                      _slot_observable(d, gold_turns[i][t], t, slot))]
             per_slot[slot] = component_metrics(chosen, fa_points)
         joint = None
         if joint_samples is not None:
             chosen = [joint_samples[i][t]
                       for i, d in enumerate(dialogues)
-                      for t in _turns(len(d.gold), schedule,
-                                      lambda t, d=d: _joint_observable(d, t))]
+                      for t in _turns(len(d.gold), schedule, lambda t, d=d, i=i:
+                                      _joint_observable(d, gold_turns[i][t], t))]
             joint = component_metrics(chosen, fa_points)
         result[f"schedule{schedule}"] = {
             "slots": per_slot,

@@ -5,16 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .._states import State
+from .._states import State, turn_state
 from ._types import Prepared, ratio
 
 _EXACT = -1  # marker: the turn's state is exactly right
 _ERROR = 0  # marker: a type-1 error (the turn itself is wrong)
-
-
-def _changes(previous: State, current: State) -> State:
-    """Additions and value changes only (removals are not part of FGA's turn-level match)."""
-    return {s: v for s, v in current.items() if previous.get(s) != v}
 
 
 def fga_turn_marks(gold: Sequence[State], pred: Sequence[State]) -> list[int]:
@@ -31,8 +26,8 @@ def fga_turn_marks(gold: Sequence[State], pred: Sequence[State]) -> list[int]:
             marks.append(_ERROR)
             last_error = t
         else:
-            delta_g = _changes(prev_g, g)
-            delta_p = _changes(prev_p, p)
+            delta_g = turn_state(prev_g, g)
+            delta_p = turn_state(prev_p, p)
             if (any(p.get(s) != v for s, v in delta_g.items())
                     or any(g.get(s) != v for s, v in delta_p.items())):
                 marks.append(_ERROR)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from .._states import State, turn_state
-from ._types import Prepared, ratio
+from ._types import Prepared, f1, ratio
 
 
 def joint_goal_accuracy(dialogues: Sequence[Prepared]) -> float | None:
@@ -93,10 +93,7 @@ def slot_prf(dialogues: Sequence[Prepared]) -> dict[str, float | None]:
             tp += sum(1 for s, v in p.items() if g.get(s) == v)
     precision = ratio(tp, n_pred)
     recall = ratio(tp, n_gold)
-    f1 = None
-    if precision is not None and recall is not None:
-        f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    return {"precision": precision, "recall": recall, "f1": f1}
+    return {"precision": precision, "recall": recall, "f1": f1(precision, recall)}
 
 
 def turn_update_accuracy(dialogues: Sequence[Prepared], *,

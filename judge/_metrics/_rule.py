@@ -20,12 +20,14 @@ def rule_verdicts(
     """Per turn: does the predicted turn state equal the gold turn state?
 
     The gold turn state holds the pairs of the gold cumulative state that are new or changed
-    since the previous turn (alternatives-aware when the policy accepts alternatives). Under
-    ``nospace`` the reference ignores the prediction's ``none`` deletion pairs.
+    since the previous turn (alternatives-aware when the policy accepts alternatives); gold
+    pairs with a ``none`` value are not part of the state. Under ``nospace`` the reference
+    ignores the prediction's ``none`` deletion pairs.
     """
     nones = frozenset(none_values)
     separator = policy.separator if policy.alternatives else None
-    gold_turns = turn_states(gold_states, separator=separator)
+    gold_turns = turn_states([{s: v for s, v in g.items() if v not in nones} for g in gold_states],
+                             separator=separator)
     verdicts = []
     for gold, pred in zip(gold_turns, pred_turns, strict=True):
         if ignore_none_pairs:

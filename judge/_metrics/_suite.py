@@ -25,7 +25,7 @@ from ._joint import (
 )
 from ._options import MetricOptions
 from ._rule import rule_policy, rule_verdicts
-from ._types import HypDialogue, Prepared, ratio
+from ._types import HypDialogue, Prepared, f1, ratio
 
 _ISSUES_SHOWN = 5
 
@@ -124,17 +124,10 @@ def _per_slot(prepared: Sequence[Prepared], schema: Schema) -> dict[str, dict[st
     out = {}
     for slot, (n_gold, n_pred, tp, wrong) in stats.items():
         precision, recall = ratio(tp, n_pred), ratio(tp, n_gold)
-        f1 = None
-        if precision is not None and recall is not None:
-            f1 = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
         out[slot] = {"in_schema": slot in schema.slots, "gold_turns": n_gold,
                      "pred_turns": n_pred, "accuracy": ratio(turns - wrong, turns),
-                     "precision": precision, "recall": recall, "f1": f1}
+                     "precision": precision, "recall": recall, "f1": f1(precision, recall)}
     return out
-
-
-def _rule_policy(options: MetricOptions, schema: Schema) -> tuple[MatchPolicy, bool]:
-    return rule_policy(options.rule_match or options.match, schema)
 
 
 def _system(
@@ -144,13 +137,14 @@ def _system(
     version: str,
     options: MetricOptions,
     policy: MatchPolicy,
+    rule: MatchPolicy,
+    ignore_none: bool,
 ) -> SystemMetrics:
     num_slots = options.num_slots or len(schema.slot_names)
     domain_of = schema.domain_of
     prepared: list[Prepared] = []
     keep_none: list[Prepared] | None = [] if options.keep_explicit_none else None
     hyps: list[HypDialogue] = []
-    rule_policy, ignore_none = _rule_policy(options, schema)
     rule_hits: dict[str, list[bool]] = {v: [] for v in dialogues.versions}
     per_dialogue_rule: dict[str, dict[str, list[bool]]] = {}
     nones = frozenset(options.none_values)
@@ -170,10 +164,8 @@ def _system(
         outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
         verdicts_by_version = {}
         for other in dialogues.versions:
-            states = [{s: v for s, v in t.gold_states[other].items() if v not in nones}
-                      for t in dialogue.turns]
-            verdicts = rule_verdicts(states, outputs, rule_policy, ignore_none_pairs=ignore_none,
-                                     none_values=nones)
+            verdicts = rule_verdicts([t.gold_states[other] for t in dialogue.turns], outputs,
+                                     rule, ignore_none_pairs=ignore_none, none_values=nones)
             rule_hits[other].extend(verdicts)
             verdicts_by_version[other] = verdicts
         per_dialogue_rule[dialogue.dialogue_id] = verdicts_by_version
@@ -200,11 +192,12 @@ def _system(
     if options.breakdowns:
         result.per_domain = {}
         for domain in schema.domains:
-            names = {s.name for s in domain.slots}
-            subset = _restrict(prepared, lambda s, d=domain.domain: domain_of(s) == d)
-            sub_none = (_restrict(keep_none, lambda s, d=domain.domain: domain_of(s) == d)
-                        if keep_none is not None else None)
-            figures = _core(subset, options, len(names), domain_of, sub_none)
+            def keep(slot: str, name: str = domain.domain) -> bool:
+                return domain_of(slot) == name
+
+            subset = _restrict(prepared, keep)
+            sub_none = _restrict(keep_none, keep) if keep_none is not None else None
+            figures = _core(subset, options, len(domain.slots), domain_of, sub_none)
             figures["dialogues"] = len(subset)
             figures["turns"] = sum(len(d.gold) for d in subset)
             result.per_domain[domain.domain] = figures
@@ -242,7 +235,8 @@ def compute_metrics(
     recorded = options.model_dump(mode="json")
     recorded["match"] = policy.name
     recorded["num_slots"] = options.num_slots or len(schema.slot_names)
-    recorded["rule_match"] = _rule_policy(options, schema)[0].name
+    rule, ignore_none = rule_policy(options.rule_match or options.match, schema)
+    recorded["rule_match"] = rule.name
     recorded["gold"] = version
     report = MetricsReport(
         options=recorded,
@@ -251,5 +245,6 @@ def compute_metrics(
               "versions": list(dialogues.versions), "scale": "percent"},
     )
     for system in systems:
-        report.systems.append(_system(dialogues, system, schema, version, options, policy))
+        report.systems.append(_system(dialogues, system, schema, version, options, policy,
+                                      rule, ignore_none))
     return report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._data import Hypotheses
 from .._states import State
 
 
@@ -21,7 +22,11 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return None if denominator == 0 else 100.0 * numerator / denominator
 
 
-Hypotheses = list[tuple[str, float]]
+def f1(precision: float | None, recall: float | None) -> float | None:
+    """Harmonic mean of two percentages; None when either is undefined, 0 when both are 0."""
+    if precision is None or recall is None:
+        return None
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
 
 @dataclass(slots=True)
