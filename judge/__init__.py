@@ -37,8 +37,7 @@ from ._states import (
     turn_state,
     turn_states,
 )
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "CassetteMiss",

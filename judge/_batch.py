@@ -8,6 +8,8 @@ feed the very same parsing, filters and integration as live calls.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,48 +78,46 @@ def _completion_or_error(item: dict[str, Any], *, path: str | Path,
     return Completion.from_chat_json(body)
 
 
-def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> openai.AsyncOpenAI:
-    key = config.api_key.get_secret_value() if config.api_key else "not-needed"
-    return openai.AsyncOpenAI(api_key=key, base_url=config.endpoint, max_retries=2,
-                              organization=config.organization, project=config.project,
-                              timeout=config.timeout, http_client=http_client)
+@asynccontextmanager
+async def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None,
+               what: str) -> AsyncIterator[openai.AsyncOpenAI]:
+    """An SDK client for one Batch API step; its errors stop the command, naming the step."""
+    client = openai.AsyncOpenAI(api_key=config.secret or "not-needed", base_url=config.endpoint,
+                                max_retries=2, organization=config.organization,
+                                project=config.project, timeout=config.timeout,
+                                http_client=http_client)
+    try:
+        yield client
+    except openai.OpenAIError as exc:
+        raise ModelError(f"batch {what} failed: {exc}", fatal=True) from None
+    finally:
+        await client.close()
 
 
 async def submit(config: JudgeConfig, requests: str | Path, *,
                  http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
     """Upload a request file and create a batch; returns the batch object as a dict."""
-    client = _sdk(config, http_client)
-    try:
+    async with _sdk(config, http_client, "submit") as client:
         with Path(requests).open("rb") as handle:
             uploaded = await client.files.create(file=handle, purpose="batch")
         batch = await client.batches.create(input_file_id=uploaded.id, endpoint=CHAT_URL,
                                             completion_window="24h",
                                             metadata={"source": "dst-judge"})
-    except openai.OpenAIError as exc:
-        raise ModelError(f"batch submit failed: {exc}", fatal=True) from None
-    finally:
-        await client.close()
     return batch.model_dump(mode="json")
 
 
 async def status(config: JudgeConfig, batch_id: str, *,
                  http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
-    client = _sdk(config, http_client)
-    try:
+    async with _sdk(config, http_client, "status") as client:
         batch = await client.batches.retrieve(batch_id)
-    except openai.OpenAIError as exc:
-        raise ModelError(f"batch status failed: {exc}", fatal=True) from None
-    finally:
-        await client.close()
     return batch.model_dump(mode="json")
 
 
 async def download(config: JudgeConfig, batch_id: str, directory: str | Path, *,
                    http_client: httpx.AsyncClient | None = None) -> list[Path]:
     """Save a finished batch's output (and error) file; returns the paths written."""
-    client = _sdk(config, http_client)
     written: list[Path] = []
-    try:
+    async with _sdk(config, http_client, "download") as client:
         batch = await client.batches.retrieve(batch_id)
         if batch.status != "completed" and not batch.output_file_id:
             raise ModelError(f"batch {batch_id} is {batch.status}, not completed", fatal=True)
@@ -129,8 +129,4 @@ async def download(config: JudgeConfig, batch_id: str, directory: str | Path, *,
                 target = folder / f"{batch_id}.{kind}.jsonl"
                 target.write_bytes(content.read())
                 written.append(target)
-    except openai.OpenAIError as exc:
-        raise ModelError(f"batch download failed: {exc}", fatal=True) from None
-    finally:
-        await client.close()
     return written

@@ -19,17 +19,19 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def text_digest(value: Any) -> str:
+    """sha256 of a JSON value's canonical text: equal values, equal digests."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
 def cache_key(endpoint: str, body: dict[str, Any], template_hash: str) -> str:
     """Stable key of one request."""
-    response_format = body.get("response_format") or {}
-    identity = {
+    return text_digest({
         "endpoint": endpoint,
         "body": body,
         "template_hash": template_hash,
-        "response_schema_hash": hashlib.sha256(canonical_json(response_format).encode())
-        .hexdigest(),
-    }
-    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()
+        "response_schema_hash": text_digest(body.get("response_format") or {}),
+    })
 
 
 class ResponseCache:

@@ -230,7 +230,7 @@ def _http_client(args: argparse.Namespace,
     if args.replay:
         return httpx.AsyncClient(transport=replay_transport(Cassette.load(args.replay))), None
     if args.record:
-        secret = config.api_key.get_secret_value() if config.api_key else ""
+        secret = config.secret or ""
         cassette = Cassette(Path(args.record), source=f"{config.endpoint} model={config.model}",
                             secrets=(secret,))
         return httpx.AsyncClient(transport=RecordingTransport(cassette),
@@ -295,7 +295,7 @@ def _dry_run(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     keys: set[str] = set()
     if config.use_cache and Path(config.cache_dir).exists():
         cache = ResponseCache(config.cache_dir)
-        keys = set(cache._cache.iterkeys())
+        keys = cache.keys()
         cache.close()
     figures = estimate(plan, cached_keys=keys)
     print_estimate(figures, console)

@@ -29,10 +29,11 @@ from tenacity import (
 
 from ._cache import ResponseCache, cache_key
 from ._config import JudgeConfig
-from ._errors import CassetteMiss, ModelError
+from ._errors import ModelError
 from ._parse import response_schema
 from ._prompts import Dimension
 from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
+from ._version import __version__
 
 _MAX_RETRY_AFTER = 120.0
 BACKOFF_INITIAL = 1.0
@@ -137,18 +138,8 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
 def _is_transient(exc: BaseException) -> bool:
-    if any(isinstance(e, CassetteMiss) for e in _chain(exc)):
-        return False
+    """Worth another attempt: no response at all, 429 or a 5xx (a CassetteMiss is neither)."""
     if isinstance(exc, NoResponse):
         return True
     if isinstance(exc, HTTPStatusError):
@@ -167,9 +158,6 @@ def redact(text: str | None, secret: str | None) -> str | None:
 
 
 def _as_model_error(exc: BaseException) -> ModelError:
-    for inner in _chain(exc):
-        if isinstance(inner, CassetteMiss):
-            return inner
     if isinstance(exc, HTTPStatusError):
         fatal = exc.status in (401, 403, 404)
         return ModelError(f"HTTP {exc.status}: {_status_message(exc.response)}", fatal=fatal,
@@ -220,10 +208,10 @@ class ModelClient:
         """Called inside the concurrency slot right before a request goes out (budget)."""
         self.cache = cache
         self.read_cache = read_cache
-        self._secret = config.api_key.get_secret_value() if config.api_key else None
-        self._url = config.endpoint.rstrip("/") + "/chat/completions"
+        self._secret = config.secret
+        self._url = config.endpoint + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "User-Agent": f"dst-judge/{_version()}"}
+                         "User-Agent": f"dst-judge/{__version__}"}
         if self._secret:
             self._headers["Authorization"] = f"Bearer {self._secret}"
         if config.organization:
@@ -280,8 +268,7 @@ class ModelClient:
             error = _as_model_error(exc)
             message = redact(str(error), self._secret) or ""
             if message != str(error):
-                error = type(error)(message) if isinstance(error, CassetteMiss) else ModelError(
-                    message, fatal=error.fatal, status=error.status)
+                error = ModelError(message, fatal=error.fatal, status=error.status)
             raise error from None
         try:
             reply = json.loads(raw.content)
@@ -304,7 +291,7 @@ class ModelClient:
         if self._rpm is not None:
             await self._rpm.acquire()
         if self._tpm is not None:
-            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm or 1))
+            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm))
 
     def _read_limit_headers(self, headers: Mapping[str, str]) -> None:
         """When the server reports no requests or tokens left, pause every call until reset."""
@@ -317,12 +304,3 @@ class ModelClient:
 
     async def aclose(self) -> None:
         await self._transport.aclose()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dst-judge")
-    except PackageNotFoundError:  # running from a source tree
-        return "dev"

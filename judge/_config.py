@@ -107,7 +107,13 @@ class JudgeConfig(BaseSettings):
 
     @property
     def endpoint(self) -> str:
+        """The base URL to call, without a trailing slash."""
         return self.base_url or DEFAULT_BASE_URL
+
+    @property
+    def secret(self) -> str | None:
+        """The API key in clear, for the request header and for redaction only."""
+        return self.api_key.get_secret_value() if self.api_key else None
 
     @property
     def effective_rule_match(self) -> Literal["exact", "nospace"]:

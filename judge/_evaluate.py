@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._cache import text_digest
 from ._client import Completion, ModelClient, build_body
 from ._config import JudgeConfig
 from ._cost import Spend, load_prices, usage_cost
@@ -25,7 +26,7 @@ from ._metrics._types import ratio
 from ._parse import InvalidOutput, parse_reply
 from ._prompts import Dimension, PromptSet, RenderedPrompt
 from ._rules import RuleSet, default_rules
-from ._rundir import MANIFEST_FORMAT, RunDirectory, file_digest, text_digest
+from ._rundir import MANIFEST_FORMAT, RunDirectory, file_digest
 from ._schema import Schema
 from ._states import judged_turn_states, turn_state
 

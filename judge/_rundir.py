@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._cache import canonical_json
 from ._errors import OptionError
 
 RUN_LOG = "calls.jsonl"
@@ -29,10 +28,6 @@ def file_digest(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def text_digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 class RunDirectory:
