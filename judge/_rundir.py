@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._errors import OptionError
+from ._io import iter_jsonl_lines
 
 RUN_LOG = "calls.jsonl"
 MANIFEST = "manifest.json"
@@ -49,7 +50,9 @@ class RunDirectory:
         if not self.log_path.is_file():
             return []
         entries = []
-        for text in self.log_path.read_text(encoding="utf-8").splitlines():
+        # iter_jsonl_lines splits on "\n" only: str.splitlines() would also split inside a
+        # reply holding U+2028 or U+0085, which json.dumps(ensure_ascii=False) leaves raw
+        for _, text in iter_jsonl_lines(self.log_path):
             try:
                 entries.append(json.loads(text))
             except json.JSONDecodeError:
@@ -91,8 +94,9 @@ class RunDirectory:
 
     def drop_errors(self) -> int:
         """Remove logged calls that ended in an error (for ``retry-errors``); returns count."""
-        kept = [e for e in self.read_log() if not e.get("error")]
-        removed = len(self.read_log()) - len(kept)
+        logged = self.read_log()
+        kept = [e for e in logged if not e.get("error")]
+        removed = len(logged) - len(kept)
         tmp = self.log_path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in kept),
                        encoding="utf-8")

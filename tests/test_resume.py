@@ -135,3 +135,19 @@ def test_dry_run_makes_no_call_and_counts_cached_calls(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", *data, "--dry-run", "--out", str(tmp_path / "d")]) == 0
     assert "22 / 22 / 0" in capsys.readouterr().out
+
+
+def test_run_log_keeps_replies_with_unicode_line_separators(tmp_path):
+    """U+2028, U+0085 and U+001E are written raw by json.dumps(ensure_ascii=False); reading
+    the log back must not split a record at them (it would look torn and be paid for again)."""
+    from types import SimpleNamespace
+
+    from judge._rundir import RunDirectory
+
+    run = RunDirectory(tmp_path / "run")
+    run.start({"inputs": {}, "config": {}, "templates": {}}, resume=False)
+    text = "line one\u2028line two\x85three\x1efour"
+    run.append(SimpleNamespace(custom_id="D::0::accuracy", explanation=text, error=None))
+    run.close()
+    assert RunDirectory(tmp_path / "run").read_log() == [
+        {"custom_id": "D::0::accuracy", "explanation": text, "error": None}]
