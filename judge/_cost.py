@@ -66,7 +66,6 @@ class Spend:
     """Running totals of a run: tokens and money."""
 
     price: ModelPrice | None
-    batch_discount: float = 0.0
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -76,6 +75,6 @@ class Spend:
         self.prompt_tokens += int(usage.get("prompt_tokens", 0))
         self.cached_prompt_tokens += int(usage.get("cached_prompt_tokens", 0))
         self.completion_tokens += int(usage.get("completion_tokens", 0))
-        cost = usage_cost(usage, self.price, batch_discount=self.batch_discount)
+        cost = usage_cost(usage, self.price)
         if cost is not None:
             self.usd += cost

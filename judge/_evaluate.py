@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ from ._prompts import Dimension, PromptSet, RenderedPrompt
 from ._rules import RuleSet, default_rules
 from ._rundir import MANIFEST_FORMAT, RunDirectory, file_digest
 from ._schema import Schema
-from ._states import judged_turn_states, turn_state
+from ._states import judged_turn_states, turn_states
 
 ID_SEPARATOR = "::"
 _REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
@@ -183,6 +183,17 @@ class CallResult:
     results: dict[str, dict[str, Any]] | None = None
     error: str | None = None
 
+    @property
+    def from_cache(self) -> bool:
+        """Answered by the response cache (its first attempt was never sent)."""
+        return bool(self.attempts and self.attempts[0].get("cached"))
+
+    def billed_usage(self) -> Iterator[dict[str, int]]:
+        """Token usage of the attempts that were really sent (cache answers cost nothing)."""
+        for attempt in self.attempts:
+            if not attempt.get("cached"):
+                yield attempt.get("usage") or {}
+
 
 class BudgetReached(DSTJudgeError):
     """The run spent its budget; completed calls are in the run log, so it can resume."""
@@ -206,9 +217,8 @@ class RunHooks:
     def finished_before(self, result: CallResult) -> None:
         """Account a call finished by an earlier attempt of this run (resume)."""
         if self.spend is not None:
-            for attempt in result.attempts:
-                if not attempt.get("cached"):
-                    self.spend.add(attempt.get("usage") or {})
+            for usage in result.billed_usage():
+                self.spend.add(usage)
 
     def finished(self, result: CallResult) -> None:
         self.finished_before(result)
@@ -306,11 +316,9 @@ def _turn_input(turn: PlannedTurn, results: Sequence[CallResult]) -> TurnInput:
 def _usage(results: Sequence[CallResult]) -> dict[str, int]:
     totals_ = {"prompt_tokens": 0, "completion_tokens": 0, "cached_prompt_tokens": 0}
     for r in results:
-        for attempt in r.attempts:
-            if attempt.get("cached"):
-                continue
+        for usage in r.billed_usage():
             for key in totals_:
-                totals_[key] += int((attempt.get("usage") or {}).get(key, 0))
+                totals_[key] += int(usage.get(key, 0))
     return totals_
 
 
@@ -318,9 +326,8 @@ async def run_plan(plan: EvaluationPlan, source: CompletionSource,
                    hooks: RunHooks | None = None) -> EvaluationResult:
     """Answer every call of the plan and integrate the results."""
     config = plan.config
-    flat = [(t, c) for t in plan.turns for c in t.calls]
     tasks = [asyncio.ensure_future(judge_call(c, source, config.reasks, hooks))
-             for _, c in flat]
+             for t in plan.turns for c in t.calls]
     try:
         answers = await asyncio.gather(*tasks)
     except BaseException:
@@ -328,15 +335,12 @@ async def run_plan(plan: EvaluationPlan, source: CompletionSource,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    by_turn: dict[int, list[CallResult]] = {}
-    position = 0
-    for index, turn in enumerate(plan.turns):
-        by_turn[index] = list(answers[position:position + len(turn.calls)])
-        position += len(turn.calls)
-    return _integrate(plan, by_turn, answers, batch=source.batch)
+    remaining = iter(answers)
+    per_turn = [[next(remaining) for _ in turn.calls] for turn in plan.turns]
+    return _integrate(plan, per_turn, answers, batch=source.batch)
 
 
-def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
+def _integrate(plan: EvaluationPlan, per_turn: list[list[CallResult]],
                answers: Sequence[CallResult], *, batch: bool = False) -> EvaluationResult:
     config = plan.config
     policy, ignore_none = rule_policy(config.effective_rule_match, plan.schema)
@@ -348,13 +352,14 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
     for dialogue in plan.dialogues.dialogues:
         count = len(dialogue.turns)
         turns = plan.turns[position:position + count]
-        results = [by_turn[position + i] for i in range(count)]
+        results = per_turn[position:position + count]
         inputs = [_turn_input(turn, res) for turn, res in zip(turns, results, strict=True)]
         dialogue_verdicts = integrate_dialogue(inputs, plan.schema, plan.rules, config.semantics)
-        rules_here = {}
+        rules_here, gold_turns = {}, {}
         judged = [t.judged_state for t in turns]
         for version in versions:
             gold = [t.gold_states[version] for t in dialogue.turns]
+            gold_turns[version] = turn_states(gold)
             rules_here[version] = rule_verdicts(gold, judged, policy, ignore_none_pairs=ignore_none)
             rule_by_version[version].extend(rules_here[version])
         for i, (turn, res, verdict) in enumerate(
@@ -368,7 +373,7 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
                 "error": inputs[i].error,
                 "incorrect": verdict.incorrect, "missed": verdict.missed,
                 "rule": {v: rules_here[v][i] for v in versions},
-                "gold_turn_state": {v: _gold_turn(dialogue, turn.turn_index, v) for v in versions},
+                "gold_turn_state": {v: gold_turns[v][turn.turn_index] for v in versions},
                 "calls": [dict(vars(r)) for r in res],  # shallow: results are not mutated
                 "trace": verdict.trace,
                 "state": {"incorrect": verdict.state_incorrect, "missed": verdict.state_missed,
@@ -393,8 +398,7 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
                  for v, h in rule_by_version.items()},
         "rule_match": config.effective_rule_match,
         "calls": {"planned": len(made), "skipped": sum(r.skipped for r in answers),
-                  "answered_from_cache": sum(1 for r in made for a in r.attempts[:1]
-                                             if a.get("cached")),
+                  "answered_from_cache": sum(r.from_cache for r in made),
                   "reasks": sum(max(0, len(r.attempts) - 1) for r in made),
                   "failed": sum(1 for r in made if r.error)},
         "tokens": tokens,
@@ -416,11 +420,6 @@ def _integrate(plan: EvaluationPlan, by_turn: dict[int, list[CallResult]],
     return EvaluationResult(rows, summary)
 
 
-def _gold_turn(dialogue: Dialogue, index: int, version: str) -> State:
-    previous = dialogue.turns[index - 1].gold_states[version] if index else {}
-    return turn_state(previous, dialogue.turns[index].gold_states[version])
-
-
 @dataclass
 class RunProgress:
     """Live counters of a run, passed to the progress callback after every finished call."""
@@ -433,7 +432,7 @@ class RunProgress:
 
     def update(self, result: CallResult) -> None:
         self.done += 1
-        self.cache_hits += bool(result.attempts and result.attempts[0].get("cached"))
+        self.cache_hits += result.from_cache
         self.errors += bool(result.error)
 
 
@@ -571,7 +570,7 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     """Integrate a finished batch's completions exactly as live ones (no re-asks)."""
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     result = asyncio.run(run_plan(plan, RecordedSource(records)))
-    expected = {(dialogue_key(c.dialogue_id), c.turn_index, c.dimension) for c in plan.calls}
+    expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
     result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
     result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
     return result

@@ -18,9 +18,9 @@ from typing import Any, Literal
 import jsonschema
 
 from ._errors import InputError, OptionError
-from ._io import read_json
+from ._io import format_loc, read_json
 from ._resources import package_dir
-from ._schema import Schema
+from ._schema import Schema, normalize_key
 
 Semantics = Literal["default", "paper"]
 SEMANTICS: tuple[Semantics, ...] = ("default", "paper")
@@ -34,8 +34,6 @@ _SPECIALS_BY_KIND: dict[str, dict[str, tuple[str, ...]]] = {
     "categorical": {"default": ("dontcare", "none"), "paper": ("dontcare", "none")},
 }
 _WHOLE_NUMBER = re.compile(r"^[0-9]+$")
-_SPACES = re.compile(r"\s+")
-_DASH = re.compile(r"\s*-\s*")
 
 
 @dataclass(frozen=True)
@@ -105,19 +103,12 @@ def rules_json_schema() -> dict[str, Any]:
     return json.loads((package_dir("formats") / "rules.schema.json").read_text("utf-8"))
 
 
-def _json_path(parts: Any) -> str | None:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or None
-
-
 def _validate(data: Any, path: str | Path) -> None:
     validator = jsonschema.Draft202012Validator(rules_json_schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         raise InputError(f"invalid rule file: {error.message}", path=path,
-                         field=_json_path(error.absolute_path))
+                         field=format_loc(tuple(error.absolute_path)) or None)
 
 
 def _value_rule(raw: dict[str, Any], index: int, path: str | Path) -> ValueRule:
@@ -166,13 +157,6 @@ def default_rules(schema: Schema) -> RuleSet:
 # --- slot names -------------------------------------------------------------------------------
 
 
-def normalize_key(key: str) -> str:
-    """Spelling-neutral form of a slot key: ``' Train - Leave_At '`` → ``'train-leave at'``."""
-    text = key.strip().lower().replace("_", " ")
-    text = _SPACES.sub(" ", text)
-    return _DASH.sub("-", text)
-
-
 def canonical_key(key: str, schema: Schema, rules: RuleSet) -> str | None:
     """The schema slot a model-written key means, or None when it names no slot.
 
@@ -182,18 +166,16 @@ def canonical_key(key: str, schema: Schema, rules: RuleSet) -> str | None:
     wanted = normalize_key(key)
     if not wanted:
         return None
-    names = {normalize_key(name): name for name in schema.slot_names}
-    if wanted in names:
-        return names[wanted]
-    for alias, target in schema.aliases.items():
-        if normalize_key(alias) == wanted:
-            return target
+    index = schema.key_index  # normalised once per schema: this runs for every judged pair
+    if wanted in index.names:
+        return index.names[wanted]
+    if wanted in index.aliases:
+        return index.aliases[wanted]
     for alias, target in rules.slot_aliases.items():
         if normalize_key(alias) == wanted:
             return schema.canonical_slot(target)
-    squeezed = wanted.replace(" ", "")
-    hits = {name for norm, name in names.items() if norm.replace(" ", "") == squeezed}
-    return hits.pop() if len(hits) == 1 else None
+    hits = index.squeezed.get(wanted.replace(" ", ""), ())
+    return next(iter(hits)) if len(hits) == 1 else None
 
 
 # --- values -----------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ domains, each with a list of slots named ``<domain>-<slot>``. Extra fields are k
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -61,6 +63,29 @@ class DomainSpec(BaseModel):
         return self
 
 
+_SPACES = re.compile(r"\s+")
+_DASH = re.compile(r"\s*-\s*")
+
+
+def normalize_key(key: str) -> str:
+    """Spelling-neutral form of a slot key: ``' Train - Leave_At '`` → ``'train-leave at'``."""
+    text = key.strip().lower().replace("_", " ")
+    text = _SPACES.sub(" ", text)
+    return _DASH.sub("-", text)
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """Normalised slot spellings of a schema, for resolving model-written keys."""
+
+    names: dict[str, str]
+    """normalised slot name → slot name"""
+    aliases: dict[str, str]
+    """normalised alias → slot name (the first alias wins when two normalise alike)"""
+    squeezed: dict[str, frozenset[str]]
+    """normalised name with all spaces removed → the slot names that squeeze to it"""
+
+
 class Schema(BaseModel):
     """A DST schema: domains and slots, plus the conventions of the data set."""
 
@@ -108,6 +133,17 @@ class Schema(BaseModel):
                 if alias and alias != slot.name:
                     table[alias] = slot.name
         return table
+
+    @cached_property
+    def key_index(self) -> KeyIndex:
+        names = {normalize_key(name): name for name in self.slot_names}
+        aliases: dict[str, str] = {}
+        for alias, target in self.aliases.items():
+            aliases.setdefault(normalize_key(alias), target)
+        squeezed: dict[str, set[str]] = {}
+        for norm, name in names.items():
+            squeezed.setdefault(norm.replace(" ", ""), set()).add(name)
+        return KeyIndex(names, aliases, {k: frozenset(v) for k, v in squeezed.items()})
 
     @cached_property
     def time_slots(self) -> frozenset[str]:
