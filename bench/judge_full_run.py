@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -24,6 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import current_rss_mb, local_only, peak_rss_mb  # noqa: E402
+
 import judge  # noqa: E402 - after the path set-up that makes tests/ importable
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
 
@@ -31,22 +32,6 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multiwoz"
 PEAK_TARGET_MB = 500.0
 CACHED_TARGET_S = 10.0
 
-
-def _rss_mb(kind: str) -> float:
-    """Peak (``ru_maxrss``) or current resident memory of this process in MB."""
-    if kind == "peak":
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak / 1024 if sys.platform != "darwin" else peak / (1024 * 1024)
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _local_only() -> None:
-    """No proxy may sit between the judge and 127.0.0.1."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy"):
-        os.environ.pop(name, None)
-    os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 
 def _run(label: str, config: Any, data: tuple[Any, Any, Any],
@@ -61,7 +46,7 @@ def _run(label: str, config: Any, data: tuple[Any, Any, Any],
           f", error turns {result.summary['error_turns']}; calls planned {calls['planned']}, "
           f"sent {calls['sent']}, cache hits {calls['cache_hits']}; server received "
           f"{stats['total']} over {stats['connections']} connection(s); RSS now "
-          f"{_rss_mb('now'):.0f} MB, peak {_rss_mb('peak'):.0f} MB", flush=True)
+          f"{current_rss_mb():.0f} MB, peak {peak_rss_mb():.0f} MB", flush=True)
     if stats["total"] != calls["sent"]:
         print(f"  !! the server received {stats['total']} requests, the client reports "
               f"{calls['sent']}")
@@ -80,14 +65,14 @@ def main() -> int:
         print(f"skipped: no MultiWOZ data at {args.data} (the shared data of the development "
               "workspace); pass --data DIR")
         return 0
-    _local_only()
+    local_only()
     start = time.perf_counter()
     schema = judge.load_schema(args.data / "schema.json")
     dialogues = judge.load_dialogues(args.data / "dialogues.jsonl.gz")
     predictions = judge.load_predictions(predictions_path, dialogues, schema)
     print(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; data: {len(dialogues)} "
           f"dialogues, {dialogues.num_turns} turns, system {args.system!r}, loaded in "
-          f"{time.perf_counter() - start:.2f} s; RSS {_rss_mb('now'):.0f} MB")
+          f"{time.perf_counter() - start:.2f} s; RSS {current_rss_mb():.0f} MB")
     print(f"server: subprocess, latency {args.latency * 1000:g} ms, no faults; concurrency "
           f"{args.concurrency}; fresh cache dir", flush=True)
     data = (schema, dialogues, predictions)
@@ -100,7 +85,7 @@ def main() -> int:
         second, second_wall, second_stats = _run("run 2 (cached)     ", config, data, server)
         cache_mb = sum(p.stat().st_size for p in Path(cache_dir).rglob("*") if p.is_file())
         print(f"cache dir: {cache_mb / 2**20:.0f} MB on disk")
-    peak = _rss_mb("peak")
+    peak = peak_rss_mb()
     same = [r["verdict"] for r in first.rows] == [r["verdict"] for r in second.rows]
     calls = first.summary["calls"]["sent"]
     print(f"\ncalls: {calls} (run 1, {calls / first_wall:.0f} calls/s); wall: run 1 "

@@ -29,6 +29,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import local_only  # noqa: E402
+
 import judge  # noqa: E402 - after the path set-up that makes tests/ importable
 from judge._evaluate import plan_evaluation  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess, replicate_examples  # noqa: E402
@@ -78,14 +80,6 @@ class Run:
     @property
     def cpu_ms(self) -> float:
         return 1000 * self.cpu / self.calls
-
-
-def _local_only() -> None:
-    """No proxy may sit between the judge and 127.0.0.1."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy"):
-        os.environ.pop(name, None)
-    os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 
 def _data(work: Path, copies: int) -> Data:
@@ -197,7 +191,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="profile the client at the highest level even if targets are met")
     args = parser.parse_args()
-    _local_only()
+    local_only()
     targets = {c: max(MIN_CALLS, c * args.waves) for c in args.concurrency}
     with tempfile.TemporaryDirectory(prefix="dst-judge-bench-") as tmp:
         work = Path(tmp)

@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
+from _common import peak_rss_mb  # the script's own folder is on sys.path
+
 from judge import MetricOptions, compute_metrics, load_dialogues, load_predictions, load_schema
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multiwoz"
-
-
-def _peak_mb() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1024 if sys.platform != "darwin" else peak / (1024 * 1024)
 
 
 def main() -> int:
@@ -55,7 +51,7 @@ def main() -> int:
         jga = report.systems[0].metrics["jga"]
         print(f"{name:9s} load {load_s:.3f} s  suite {best:.3f} s (best of {args.repeat})  "
               f"total {load_s + best:.3f} s  JGA {jga:.2f}")
-    print(f"peak RSS: {_peak_mb():.0f} MB")
+    print(f"peak RSS: {peak_rss_mb():.0f} MB")
     return 0
 
 

@@ -398,15 +398,14 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     human_block: dict[str, Any] | None = None
     reevaluation: list[dict[str, Any]] | None = None
     if human is not None:
-        in_run = seen
-        majority = {k: v for k, v in human.per_turn().items() if k in in_run}
+        majority = {k: v for k, v in human.per_turn().items() if k in seen}
         tied = set(human.tied_turns())
         unknown = human._unknown_indices(rows)
         raters["human"] = majority
         human_block = {
             "path": human.path, "labels": len(human.records),
             "annotators": list(human.annotators),
-            "turns": len(majority), "tied_turns": len(tied & in_run),
+            "turns": len(majority), "tied_turns": len(tied & seen),
             "unknown": {"count": len(unknown), "examples": [
                 {"line": human.line_of(i), "dialogue_id": human.records[i].dialogue_id,
                  "turn_index": human.records[i].turn_index,

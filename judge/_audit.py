@@ -14,7 +14,6 @@ import hashlib
 import io
 import json
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,7 +23,7 @@ from typing import Any
 import jinja2
 
 from ._errors import InputError
-from ._io import open_text
+from ._io import read_text
 from ._matching import normalize_time
 from ._resources import package_dir
 from ._runs import load_run
@@ -330,12 +329,7 @@ def write_audit(run_dir: str | Path, out_html: str | Path) -> int:
 
 def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line, record) pairs of a CSV or JSON Lines export, chosen by suffix, else by content."""
-    try:
-        with open_text(path) as handle:
-            text = handle.read()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file: {exc}", path=path) from exc
-    text = text.removeprefix("\ufeff")
+    text = read_text(path).removeprefix("\ufeff")
     suffix = path.suffix.lower()
     is_jsonl = suffix in (".jsonl", ".json", ".ndjson") or (
         suffix != ".csv" and text.lstrip().startswith("{"))
@@ -442,22 +436,3 @@ def write_labels(records: Iterable[dict[str, Any]], path: str | Path) -> int:
             count += 1
     return count
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m judge._audit RUN_DIR [OUT_HTML]`` (default RUN_DIR/audit.html)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not 1 <= len(args) <= 2:
-        print("usage: python -m judge._audit RUN_DIR [OUT_HTML]", file=sys.stderr)
-        return 2
-    out = Path(args[1]) if len(args) == 2 else Path(args[0]) / "audit.html"
-    try:
-        count = write_audit(args[0], out)
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{count} items → {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

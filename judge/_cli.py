@@ -19,7 +19,6 @@ from ._config import METHODS, JudgeConfig, load_config
 from ._data import (
     DialogueSet,
     PredictionSet,
-    dialogue_key,
     load_dialogues,
     load_predictions,
     read_id_list,
@@ -119,8 +118,9 @@ def _load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
     return schema, dialogues
 
 
-def _rules(args: argparse.Namespace, schema: Schema) -> RuleSet:
-    return load_rules(args.rules) if getattr(args, "rules", None) else default_rules(schema)
+def _rules(path: str | None, schema: Schema) -> RuleSet:
+    """The rule file given, else the packaged rules that fit the schema."""
+    return load_rules(path) if path else default_rules(schema)
 
 
 # --- metrics -------------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
     config = _config(args, **overrides)
     schema, dialogues = _load_data(args)
     predictions = load_predictions(args.predictions, dialogues, schema)
-    rules = _rules(args, schema)
+    rules = _rules(args.rules, schema)
     if args.dry_run:
         return _dry_run(config, schema, dialogues, predictions, rules, console)
     if not (args.replay or config.base_url or config.api_key):
@@ -254,8 +254,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
                           "OpenAI-compatible server, or --replay a cassette")
     http_client, cassette = _http_client(args, config)
     sources = {"schema": args.schema, "rules": args.rules}
-    show = console.is_terminal if args.progress is None else args.progress
-    result = _with_progress(show, console, lambda on_progress: evaluate(
+    result = _with_progress(args.progress, console, lambda on_progress: evaluate(
         config, schema, dialogues, predictions, rules=rules, http_client=http_client,
         out_dir=args.out, resume=args.resume, sources=sources, on_progress=on_progress))
     if cassette is not None:
@@ -264,9 +263,10 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
     return _finish(result, args.out, console, written=True)
 
 
-def _with_progress(show: bool, console: Console, run: Any) -> Any:
-    """Run with a live progress bar (calls, ETA, cache hits, errors, tokens, cost)."""
-    if not show:
+def _with_progress(progress: bool | None, console: Console, run: Any) -> Any:
+    """Run with a live progress bar (calls, ETA, cache hits, errors, tokens, cost): when
+    ``--progress`` says so, or by default when the terminal is interactive."""
+    if not (console.is_terminal if progress is None else progress):
         return run(None)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -336,11 +336,10 @@ def _run_retry_errors(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema(sources["schema"])
     dialogues = load_dialogues(sources["dialogues"]).subset(sources["dialogue_ids"])
     predictions = load_predictions(sources["predictions"], dialogues, schema)
-    rules = load_rules(sources["rules"]) if sources.get("rules") else default_rules(schema)
+    rules = _rules(sources.get("rules"), schema)
     removed = run_dir.drop_errors()
     console.print(f"re-running {removed} failed call(s); the others come from the run log")
-    show = console.is_terminal if args.progress is None else args.progress
-    result = _with_progress(show, console, lambda on_progress: evaluate(
+    result = _with_progress(args.progress, console, lambda on_progress: evaluate(
         config, schema, dialogues, predictions, rules=rules, out_dir=args.run, resume=True,
         sources={"schema": sources["schema"], "rules": sources.get("rules")},
         on_progress=on_progress, refresh=True))
@@ -392,7 +391,7 @@ def _run_prepare(args: argparse.Namespace, console: Console) -> int:
     config = _config(args)
     schema, dialogues = _load_data(args)
     predictions = load_predictions(args.predictions, dialogues, schema)
-    plan = plan_evaluation(config, schema, dialogues, predictions, rules=_rules(args, schema))
+    plan = plan_evaluation(config, schema, dialogues, predictions, rules=_rules(args.rules, schema))
     count = write_requests(plan, args.out)
     console.print(f"wrote {count} requests to {args.out} ({len(plan.turns)} turns)")
     return 0
@@ -433,7 +432,8 @@ def _run_collect(args: argparse.Namespace, console: Console) -> int:
     records = {}
     for path in files:
         records.update(read_output(path))
-    result = collect(config, schema, dialogues, predictions, records, rules=_rules(args, schema))
+    rules = _rules(args.rules, schema)
+    result = collect(config, schema, dialogues, predictions, records, rules=rules)
     return _finish(result, args.out, console)
 
 
@@ -490,12 +490,7 @@ def _run_compare(args: argparse.Namespace, console: Console) -> int:
     from ._runs import load_run
 
     runs = [load_run(path) for path in args.runs]
-    human = None
-    if args.human:
-        majority = load_labels(args.human).per_turn()
-        human = {(r["dialogue_id"], r["turn_index"]): bool(majority[key])
-                 for r in runs[0].rows
-                 if (key := (dialogue_key(r["dialogue_id"]), r["turn_index"])) in majority}
+    human = load_labels(args.human).per_turn() if args.human else None
     table = method_table(runs, human)
     print_methods(table, console)
     _write_json(args.json_out, table, console)

@@ -3,11 +3,12 @@ systems under the judge and the exact-match metrics (the paper's Figures 2-3).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._data import load_dialogues, load_predictions
+from ._agreement import TurnKey, _row_key
+from ._data import DialogueSet, load_dialogues, load_predictions
 from ._errors import DataMismatchError
 from ._integrate import agreement
 from ._metrics._options import MetricOptions
@@ -16,15 +17,16 @@ from ._runs import Run
 from ._schema import Schema
 
 
-def _agreement(rows: Sequence[dict[str, Any]], other: dict[tuple[str, int], bool]) -> float | None:
-    """Judge verdicts against another rater's labels, on the turns that rater labelled."""
-    labelled = [r for r in rows if (r["dialogue_id"], r["turn_index"]) in other]
-    return agreement([r["verdict"] for r in labelled],
-                     [other[(r["dialogue_id"], r["turn_index"])] for r in labelled])
+def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
+    """Judge verdicts against another rater's labels (turn key → 0/1), on the turns that
+    rater labelled; dialogue ids join in any spelling."""
+    labelled = [(r["verdict"], label) for r in rows
+                if (label := other.get(_row_key(r))) is not None]
+    return agreement([v for v, _ in labelled], [bool(label) for _, label in labelled])
 
 
 def method_table(runs: Sequence[Run],
-                 human: dict[tuple[str, int], bool] | None = None) -> dict[str, Any]:
+                 human: Mapping[TurnKey, int] | None = None) -> dict[str, Any]:
     """One row per run: agreement with each RULE version (and humans), TSA, judge JGA, calls,
     tokens, errors. Runs must cover the same turns, so that the figures are comparable."""
     if not runs:
@@ -62,16 +64,18 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
     all on the dialogues the judge run covered. Data files are the ones each run recorded
     (``dialogues_path`` overrides the dialogues file, e.g. after moving the data)."""
     systems = []
+    loaded: dict[str, DialogueSet] = {}  # runs of several systems usually share one file
     for position, run in enumerate(runs):
         data = run.summary.get("data", {})
         source = dialogues_path or data.get("dialogues")
         if not source or not Path(source).exists():
             raise DataMismatchError(f"the dialogues file of this run ({source}) is not there; "
                                     "pass --dialogues", path=run.path)
-        dialogues = load_dialogues(source)
+        if str(source) not in loaded:
+            loaded[str(source)] = load_dialogues(source)
         ids = list(dict.fromkeys(r["dialogue_id"] for r in run.rows))
-        dialogues = dialogues.subset(ids)
-        if not Path(data.get("predictions", "")).exists():
+        dialogues = loaded[str(source)].subset(ids)
+        if not data.get("predictions") or not Path(data["predictions"]).exists():
             raise DataMismatchError(f"the predictions file of this run ({data.get('predictions')})"
                                     " is not there", path=run.path)
         predictions = load_predictions(data["predictions"], dialogues, schema)

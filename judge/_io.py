@@ -41,13 +41,18 @@ def iter_jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 
-def read_json(path: str | Path) -> Any:
-    """Parse a whole JSON file, reporting syntax errors with line and column."""
+def read_text(path: str | Path) -> str:
+    """A whole text file (gzip detected by content); unreadable files raise InputError."""
     try:
         with open_text(path) as handle:
-            text = handle.read()
+            return handle.read()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a whole JSON file, reporting syntax errors with line and column."""
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -54,6 +54,7 @@ from rich.progress import (
 )
 
 from ._errors import DSTJudgeError, OptionError
+from ._rundir import file_digest
 
 # --- errors ------------------------------------------------------------------------------------
 
@@ -290,17 +291,6 @@ def is_verified(path: Path, sha256: str) -> bool:
             and mark.get("size") == stat.st_size and mark.get("mtime_ns") == stat.st_mtime_ns)
 
 
-def file_sha256(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
-    """Stream-hash a file (weights are too large to read at once)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-            if on_bytes is not None:
-                on_bytes(len(chunk))
-    return digest.hexdigest()
-
-
 def assemble_parts(parts: Sequence[Path], dest: Path, *, sha256: str, size: int | None = None,
                    on_bytes: Callable[[int], None] | None = None) -> Path:
     """Concatenate ``parts`` in order into ``dest`` while hashing, and verify the result.
@@ -421,7 +411,7 @@ def ensure_model(model: str = DEFAULT_MODEL, *, cache_dir: str | Path | None = N
         _say(console, f"verifying {dest} ...")
         with _progress(console, progress, *_bytes_columns("sha256")) as bar:
             task = bar.add_task("hash", total=dest.stat().st_size)
-            actual = file_sha256(dest, lambda n: bar.advance(task, n))
+            actual = file_digest(dest, lambda n: bar.advance(task, n))
         if actual == spec.sha256:
             _mark_verified(dest, spec.sha256)
             return dest, False
@@ -688,6 +678,11 @@ def is_llama_server(pid: int, port: int | None = None) -> bool:
     return any(a == "--port" and b == str(port) for a, b in itertools.pairwise(argv))
 
 
+def _is_our_server(info: ServerInfo) -> bool:
+    """The recorded process is alive and is still the llama-server we started on its port."""
+    return _alive(info.pid) and is_llama_server(info.pid, info.port)
+
+
 # --- server ------------------------------------------------------------------------------------
 
 
@@ -796,7 +791,7 @@ def serve(model: str = DEFAULT_MODEL, *, port: int | None = None, host: str = "1
         _say(console, f"removing unreadable {path}")
         path.unlink(missing_ok=True)
     if existing is not None:
-        if _alive(existing.pid) and is_llama_server(existing.pid, existing.port):
+        if _is_our_server(existing):
             raise LocalServerError(_describe_running(existing, path))
         _say(console, f"removing stale {path} (pid {existing.pid} is no longer a llama-server)")
         path.unlink(missing_ok=True)
@@ -935,7 +930,7 @@ def status(*, cache_dir: str | Path | None = None) -> LocalStatus:
         return LocalStatus(cache, "stale", None, models, binary, f"{path} is unreadable")
     if info is None:
         return LocalStatus(cache, "stopped", None, models, binary, "no local server is running")
-    if not _alive(info.pid) or not is_llama_server(info.pid, info.port):
+    if not _is_our_server(info):
         return LocalStatus(cache, "stale", info, models, binary,
                            f"{path} names pid {info.pid}, which is no longer a llama-server")
     if _health(info.host, info.port):
@@ -953,7 +948,7 @@ def local_base_url(cache_dir: str | Path | None = None) -> str | None:
         info = _read_state(state_file(cache_dir))
     except ValueError:
         return None
-    if info is None or not _alive(info.pid) or not is_llama_server(info.pid, info.port):
+    if info is None or not _is_our_server(info):
         return None
     return info.base_url if _health(info.host, info.port) else None
 

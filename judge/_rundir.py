@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,11 +24,15 @@ MANIFEST_FORMAT = 1
 _COMPARED = ("inputs", "config", "templates")
 
 
-def file_digest(path: str | Path) -> str:
+def file_digest(path: str | Path, on_bytes: Callable[[int], None] | None = None) -> str:
+    """sha256 of a file, streamed in 1 MiB blocks (model weights are too large to read at
+    once); ``on_bytes`` hears of every block, for a progress bar."""
     digest = hashlib.sha256()
     with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        while block := handle.read(1 << 20):
             digest.update(block)
+            if on_bytes is not None:
+                on_bytes(len(block))
     return digest.hexdigest()
 
 

@@ -41,7 +41,7 @@ from judge._audit import (
     write_labels,
 )
 
-from .conftest import EXAMPLES, mount_cassette
+from .conftest import EXAMPLES, mount_cassette, write_jsonl
 
 RUNS = {"two-dim": "example-two-dim.json", "direct": "example-direct.json",
         "two-dim-cot": "example-two-dim-cot.json"}
@@ -391,11 +391,6 @@ def write_csv(path: Path, records: list[dict]) -> Path:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(records)
-    return path
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
 
 
