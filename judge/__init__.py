@@ -1,22 +1,13 @@
 """dst-judge: score dialogue state tracking with an LLM judge and exact-match metrics.
 
-The public surface is what ``__all__`` lists; every ``judge._*`` module is private.
+The public surface is what ``__all__`` lists here and in each stage's subpackage
+(``judge.data``, ``judge.metrics``, ``judge.method``, ``judge.model``, ``judge.store``,
+``judge.pipeline``, ``judge.analysis``); every module whose name starts with ``_`` is private.
 """
 
 from ._config import JudgeConfig, load_config
-from ._data import (
-    Dialogue,
-    DialogueSet,
-    PredDialogue,
-    PredictionSet,
-    PredTurn,
-    State,
-    Turn,
-    load_dialogues,
-    load_predictions,
-    read_id_list,
-)
 from ._errors import (
+    BudgetReached,
     CassetteMiss,
     DataMismatchError,
     DSTJudgeError,
@@ -24,22 +15,65 @@ from ._errors import (
     ModelError,
     OptionError,
 )
-from ._evaluate import EvaluationResult, collect, evaluate, evaluate_async
-from ._matching import MatchPolicy, normalize_value, parse_policy
-from ._metrics._options import MetricOptions
-from ._metrics._suite import MetricsReport, SystemMetrics, compute_metrics
-from ._schema import DomainSpec, Schema, SlotSpec, load_schema
-from ._states import (
+from ._version import __version__
+from .analysis import (
+    HumanLabels,
+    agreement_report,
+    audit_items,
+    import_decisions,
+    load_labels,
+    method_table,
+    plot_systems,
+    system_table,
+    write_audit,
+    write_labels,
+)
+from .data import (
+    Dialogue,
+    DialogueSet,
+    DomainSpec,
     IntegrationIssue,
+    PredDialogue,
+    PredictionSet,
+    PredTurn,
+    Schema,
+    SlotSpec,
+    State,
+    Turn,
     apply_turn_state,
     check_integration,
     cumulative_states,
+    load_dialogues,
+    load_predictions,
+    load_schema,
+    read_id_list,
     turn_state,
     turn_states,
+    validate_file,
 )
-from ._version import __version__
+from .metrics import (
+    MatchPolicy,
+    MetricOptions,
+    MetricsReport,
+    SystemMetrics,
+    compute_metrics,
+    normalize_value,
+    parse_policy,
+)
+from .pipeline import (
+    EvaluationResult,
+    Run,
+    collect,
+    estimate,
+    evaluate,
+    evaluate_async,
+    load_run,
+    plan_evaluation,
+    write_requests,
+)
 
 __all__ = [
+    "BudgetReached",
     "CassetteMiss",
     "DSTJudgeError",
     "DataMismatchError",
@@ -47,6 +81,7 @@ __all__ = [
     "DialogueSet",
     "DomainSpec",
     "EvaluationResult",
+    "HumanLabels",
     "InputError",
     "IntegrationIssue",
     "JudgeConfig",
@@ -58,26 +93,41 @@ __all__ = [
     "PredDialogue",
     "PredTurn",
     "PredictionSet",
+    "Run",
     "Schema",
     "SlotSpec",
     "State",
     "SystemMetrics",
     "Turn",
     "__version__",
+    "agreement_report",
     "apply_turn_state",
+    "audit_items",
     "check_integration",
     "collect",
     "compute_metrics",
     "cumulative_states",
+    "estimate",
     "evaluate",
     "evaluate_async",
+    "import_decisions",
     "load_config",
     "load_dialogues",
+    "load_labels",
     "load_predictions",
+    "load_run",
     "load_schema",
+    "method_table",
     "normalize_value",
     "parse_policy",
+    "plan_evaluation",
+    "plot_systems",
     "read_id_list",
+    "system_table",
     "turn_state",
     "turn_states",
+    "validate_file",
+    "write_audit",
+    "write_labels",
+    "write_requests",
 ]

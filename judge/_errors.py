@@ -7,12 +7,18 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     ├── InputError          a user-supplied file is malformed (names file, line, field)
     │   └── DataMismatchError   files are individually valid but do not fit together
     ├── OptionError         an option value is invalid or unsupported for the input
-    └── ModelError          a model call failed after retries (``fatal`` ones stop the run)
-        └── CassetteMiss    a replayed run sent a request its cassette does not hold
+    ├── ModelError          a model call failed after retries (``fatal`` ones stop the run)
+    │   └── CassetteMiss    a replayed run sent a request its cassette does not hold
+    ├── BudgetReached       the run spent its budget (resumable)
+    ├── LocalSetupError     installing local weights or building llama-server failed
+    │   ├── ChecksumError
+    │   └── BuildToolMissing
+    └── LocalServerError    starting, finding or stopping the local server failed
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -77,3 +83,28 @@ class CassetteMiss(ModelError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, fatal=True)
+
+
+class BudgetReached(DSTJudgeError):
+    """The run spent its budget; completed calls are in the run log, so it can resume."""
+
+
+
+class LocalSetupError(DSTJudgeError):
+    """Installing the weights or building the server failed (the message says how to fix it)."""
+
+
+class ChecksumError(LocalSetupError):
+    """The assembled weights do not have the published size or sha256."""
+
+
+class BuildToolMissing(LocalSetupError):
+    """cmake, a build tool or a compiler needed for ``llama-server`` is not installed."""
+
+    def __init__(self, message: str, missing: Sequence[str]) -> None:
+        self.missing = list(missing)
+        super().__init__(message)
+
+
+class LocalServerError(DSTJudgeError):
+    """Starting, finding or stopping the local server failed."""

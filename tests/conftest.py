@@ -144,8 +144,8 @@ def mount_cassette(router, name: str) -> None:
     :class:`judge.CassetteMiss`, which stops the run: it never reaches the network."""
     import re
 
-    from judge._cassette import Cassette, response_from_record
-    from judge._errors import CassetteMiss
+    from judge import CassetteMiss
+    from judge.model._cassette import Cassette, response_from_record
 
     cassette = Cassette.load(CASSETTES / name)
     for item in cassette:

@@ -3,6 +3,8 @@ modules kept behind it."""
 
 from __future__ import annotations
 
+import importlib
+
 import judge
 
 EXPECTED = {
@@ -14,7 +16,13 @@ EXPECTED = {
     "parse_policy", "read_id_list", "turn_state", "turn_states",
     "CassetteMiss", "EvaluationResult", "JudgeConfig", "ModelError", "collect", "evaluate",
     "evaluate_async", "load_config",
+    # what the CLI does, callable from Python too
+    "BudgetReached", "HumanLabels", "Run", "agreement_report", "audit_items", "estimate",
+    "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
+    "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
+    "write_requests",
 }
+STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 
 
 def test_all_is_the_curated_surface():
@@ -25,7 +33,32 @@ def test_all_is_the_curated_surface():
 
 def test_public_names_do_not_leak_private_modules():
     public = {n for n in dir(judge) if not n.startswith("_")}
-    assert public <= set(judge.__all__)
+    assert public <= set(judge.__all__) | set(STAGES)
+
+
+def test_every_stage_declares_its_face():
+    for stage in (*STAGES, "model.local"):
+        module = importlib.import_module(f"judge.{stage}")
+        assert module.__all__, stage
+        for name in module.__all__:
+            assert hasattr(module, name), f"judge.{stage}.{name}"
+        public = {n for n in dir(module) if not n.startswith("_")}
+        subpackages = {"local"} if stage == "model" else set()
+        assert public <= set(module.__all__) | subpackages, stage
+
+
+def test_every_exception_class_lives_in_one_module():
+    import judge._errors as errors
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    for stage in (*STAGES, "model.local"):
+        importlib.import_module(f"judge.{stage}")
+    for cls in subclasses(judge.DSTJudgeError):
+        assert cls.__module__ == errors.__name__, cls
 
 
 def test_exception_tree():

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import respx
 
-from judge._cli import main
+from judge.cli import main
 
 from .conftest import EXAMPLES
 

@@ -1,1 +1,0 @@
-"""Exact-match DST metrics, one module per family (see METRICS.md for the definitions)."""

@@ -1,0 +1,438 @@
+"""Annotation audit: the turns where the judge and the gold annotation disagree, as one page.
+
+A judge is only as trustworthy as its agreement with people, and the gold annotation it is
+compared against has known flaws. The audit lists every turn where the judge's verdict differs
+from the RULE (exact-match) verdict under some annotation version, broken down per slot with a
+*kind* that guesses why, so an annotator can decide who is right. The page exports those
+decisions; :func:`import_decisions` turns them into human labels (one per turn).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .._errors import InputError
+from .._io import read_text
+from .._resources import package_dir
+from ..metrics import normalize_time
+from ..pipeline import load_run
+
+MISSED_DONTCARE = "missed dontcare"
+SURFACE_VARIANT = "surface variant"
+STALE_CARRY_OVER = "stale carry-over"
+ACCEPTED_RECOMMENDATION = "accepted recommendation"
+VERSION_DISAGREEMENT = "annotation version disagreement"
+VALUE_ERROR = "value error"
+
+#: Every kind, in the order the rules are tried (the first that applies wins).
+KINDS = (MISSED_DONTCARE, SURFACE_VARIANT, STALE_CARRY_OVER, ACCEPTED_RECOMMENDATION,
+         VERSION_DISAGREEMENT, VALUE_ERROR)
+
+DONTCARE = "dontcare"
+NONE_VALUE = "none"
+ALTERNATIVE_SEPARATOR = "|"
+
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
+_DECISIONS = {"correct": 1, "1": 1, "true": 1, "incorrect": 0, "0": 0, "false": 0}
+
+Value = str | None
+
+
+@dataclass(frozen=True)
+class AuditItem:
+    """One (turn, slot) where judge and annotation disagree, with all the page shows of it."""
+
+    dialogue_id: str
+    turn_index: int
+    slot: str
+    kind: str
+    predicted: Value
+    gold: dict[str, Value]
+    history: list[tuple[str, str]]
+    system: str
+    user: str
+    pred_turn_state: dict[str, str]
+    gold_turn_state: dict[str, dict[str, str]]
+    verdict: bool
+    rule: dict[str, bool]
+    explanations: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+    incorrect: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+
+    @property
+    def turn_key(self) -> str:
+        """The turn an item belongs to; decisions are made per turn."""
+        return f"{self.dialogue_id}::{self.turn_index}"
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.turn_key}::{self.slot}"
+
+    @property
+    def disagreeing_versions(self) -> list[str]:
+        """Annotation versions whose RULE verdict differs from the judge's."""
+        return [v for v, ok in self.rule.items() if ok != self.verdict]
+
+
+# --- classification --------------------------------------------------------------------------
+
+
+def _alternatives(value: str) -> list[str]:
+    return value.split(ALTERNATIVE_SEPARATOR) if ALTERNATIVE_SEPARATOR in value else [value]
+
+
+def _same(predicted: Value, gold: Value) -> bool:
+    """Equal as RULE sees it at its strictest: identical, or one of the gold alternatives."""
+    if predicted is None or gold is None:
+        return predicted is gold
+    return predicted == gold or predicted in _alternatives(gold)
+
+
+def surface_form(value: str) -> str:
+    """A value stripped of what annotators spell freely: case, spacing (so ``guesthouse`` =
+    ``guest house``), a leading article and the time format (``7pm`` = ``19:00``)."""
+    text = " ".join(value.lower().split())
+    text = normalize_time(text)
+    text = _ARTICLE.sub("", text)
+    return text.replace(" ", "")
+
+
+def _surface_equal(predicted: str, gold: str) -> bool:
+    form = surface_form(predicted)
+    return any(form == surface_form(option) for option in _alternatives(gold))
+
+
+def _is_dontcare(value: Value) -> bool:
+    return value is not None and value.strip().lower() == DONTCARE
+
+
+def _mentions(utterance: str, value: str) -> bool:
+    """Whether ``value`` (or its article-less or re-spaced form) occurs as words in the text."""
+    text = " ".join(utterance.lower().split())
+    base = " ".join(value.lower().split())
+    candidates = {base, _ARTICLE.sub("", base)}
+    candidates |= {c.replace("guesthouse", "guest house") for c in candidates}
+    candidates |= {c.replace("guest house", "guesthouse") for c in candidates}
+    return any(
+        c and re.search(r"(?<!\w)" + re.escape(c) + r"(?!\w)", text) for c in candidates)
+
+
+def classify(slot: str, predicted: Value, gold: dict[str, Value], system: str,
+             earlier: set[tuple[str, str]]) -> str:
+    """The kind of one slot-level difference; the rules are tried in the order of KINDS.
+
+    ``gold`` maps each version to its gold turn-state value (None: no change this turn) and
+    ``earlier`` holds the (slot, surface form) pairs the dialogue had before this turn.
+    """
+    values = list(gold.values())
+    if any(_is_dontcare(g) for g in values) and not _is_dontcare(predicted):
+        return MISSED_DONTCARE
+    if predicted is not None and values and all(
+            g is not None and _surface_equal(predicted, g) for g in values):
+        return SURFACE_VARIANT
+    if (predicted is not None and all(g is None for g in values)
+            and (slot, surface_form(predicted)) in earlier):
+        return STALE_CARRY_OVER
+    if any(_mentions(system, option) for g in values if g is not None
+           for option in _alternatives(g) if option.strip().lower() not in (NONE_VALUE, "")):
+        return ACCEPTED_RECOMMENDATION
+    if len(set(values)) > 1:
+        return VERSION_DISAGREEMENT
+    return VALUE_ERROR
+
+
+def _explanations(calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"dimension": c.get("dimension"), "explanation": c.get("explanation"),
+             "results": c.get("results"), "error": c.get("error"),
+             "attempts": len(c.get("attempts") or [])} for c in calls]
+
+
+def _row_pairs(row: dict[str, Any]) -> Iterable[tuple[str, str]]:
+    """Every (slot, surface form) a row's prediction or any gold version sets."""
+    for slot, value in (row.get("pred_turn_state") or {}).items():
+        if isinstance(value, str):
+            yield slot, surface_form(value)
+    for state in (row.get("gold_turn_state") or {}).values():
+        for slot, value in (state or {}).items():
+            if isinstance(value, str):
+                for option in _alternatives(value):
+                    yield slot, surface_form(option)
+
+
+def audit_items(rows: list[dict[str, Any]], *, ignore_none_pairs: bool = False
+                ) -> list[AuditItem]:
+    """Items of every turn whose judge verdict differs from a RULE verdict (error rows skipped).
+
+    ``ignore_none_pairs`` drops the prediction's ``none`` deletions before comparing, as RULE
+    does under the ``nospace`` policy.
+    """
+    history: dict[str, list[tuple[str, str]]] = {}
+    earlier: dict[str, set[tuple[str, str]]] = {}
+    items: list[AuditItem] = []
+    for row in rows:
+        dialogue_id = str(row["dialogue_id"])
+        said = history.setdefault(dialogue_id, [])
+        seen = earlier.setdefault(dialogue_id, set())
+        verdict, rule = row.get("verdict"), row.get("rule") or {}
+        if verdict is not None and any(ok != verdict for ok in rule.values()):
+            items.extend(_turn_items(row, list(said), seen, ignore_none_pairs))
+        if row.get("system"):
+            said.append(("system", str(row["system"])))
+        said.append(("user", str(row.get("user") or "")))
+        seen.update(_row_pairs(row))
+    return items
+
+
+def _turn_items(row: dict[str, Any], history: list[tuple[str, str]],
+                earlier: set[tuple[str, str]], ignore_none_pairs: bool) -> list[AuditItem]:
+    pred = dict(row.get("pred_turn_state") or {})
+    if ignore_none_pairs:
+        pred = {s: v for s, v in pred.items() if v != NONE_VALUE}
+    gold_states = {v: dict(s or {}) for v, s in (row.get("gold_turn_state") or {}).items()}
+    slots = list(dict.fromkeys([*pred, *(s for g in gold_states.values() for s in g)]))
+    system = str(row.get("system") or "")
+    common = {
+        "dialogue_id": str(row["dialogue_id"]), "turn_index": int(row["turn_index"]),
+        "history": history, "system": system, "user": str(row.get("user") or ""),
+        "pred_turn_state": dict(row.get("pred_turn_state") or {}),
+        "gold_turn_state": gold_states, "verdict": bool(row["verdict"]),
+        "rule": dict(row.get("rule") or {}),
+        "explanations": _explanations(row.get("calls") or []),
+        "trace": list(row.get("trace") or []),
+        "incorrect": list(row.get("incorrect") or []), "missed": list(row.get("missed") or []),
+    }
+    items = []
+    for slot in slots:
+        gold = {v: g.get(slot) for v, g in gold_states.items()}
+        predicted = pred.get(slot)
+        if all(_same(predicted, g) for g in gold.values()):
+            continue
+        kind = classify(slot, predicted, gold, system, earlier)
+        items.append(AuditItem(slot=slot, kind=kind, predicted=predicted, gold=gold, **common))
+    if not items:
+        gold = {v: None for v in gold_states}
+        items.append(AuditItem(slot="", kind=VALUE_ERROR, predicted=None, gold=gold, **common))
+    return items
+
+
+# --- reading a run and writing the page ------------------------------------------------------
+
+
+def load_run_dir(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``summary.json`` and the rows of ``judgments.jsonl`` (see ``judge.pipeline.load_run``)."""
+    run = load_run(run_dir)
+    return run.summary, run.rows
+
+
+def _percent(value: Any) -> str:
+    return f"{value:.1f} %" if isinstance(value, int | float) else "—"
+
+
+def _header(summary: dict[str, Any], rows: list[dict[str, Any]],
+            items: list[AuditItem]) -> dict[str, Any]:
+    """What the page's header shows, formatted here so the template stays plain."""
+    data = summary.get("data") or {}
+    options = summary.get("options") or {}
+    counts = Counter(i.kind for i in items)
+    rule = summary.get("rule") or {}
+    return {
+        "system": data.get("system") or "",
+        "model": options.get("model") or "",
+        "facts": [
+            ("Method", str(summary.get("method") or "—")),
+            ("Semantics", str(summary.get("semantics") or "—")),
+            ("TSA", _percent(summary.get("tsa"))),
+            ("Judge JGA", _percent(summary.get("judge_jga"))),
+            ("RULE match", str(summary.get("rule_match") or "—")),
+            ("Turns", str(summary.get("turns", len(rows)))),
+            ("Error turns", str(summary.get("error_turns",
+                                            sum(r.get("verdict") is None for r in rows)))),
+            ("Disagreeing turns", str(len({i.turn_key for i in items}))),
+            ("Items", str(len(items))),
+        ],
+        "rule": [(v, _percent((r or {}).get("tsa")), _percent((r or {}).get("agreement")))
+                 for v, r in rule.items()],
+        "kinds": [(k, counts.get(k, 0)) for k in KINDS],
+    }
+
+
+def _item_record(item: AuditItem) -> dict[str, Any]:
+    return {"id": item.item_id, "turn": item.turn_key, "dialogue_id": item.dialogue_id,
+            "turn_index": item.turn_index, "slot": item.slot, "kind": item.kind,
+            "predicted": item.predicted, "gold": item.gold, "verdict": item.verdict,
+            "rule": item.rule, "disagree": item.disagreeing_versions}
+
+
+def _turn_record(item: AuditItem) -> dict[str, Any]:
+    details = asdict(item)
+    for name in ("slot", "kind", "predicted", "gold", "dialogue_id", "turn_index"):
+        details.pop(name)
+    details["history"] = [list(pair) for pair in item.history]
+    return details
+
+
+def embed_json(data: Any) -> str:
+    """JSON safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` can end it early."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(char, escape)
+    return text
+
+
+def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
+                 items: list[AuditItem]) -> str:
+    """The self-contained HTML page (inline CSS and JS, data embedded as JSON)."""
+    versions = list((summary.get("data") or {}).get("versions") or [])
+    for row in rows:
+        versions.extend(v for v in (row.get("rule") or {}) if v not in versions)
+    turns = {}
+    for item in items:
+        turns.setdefault(item.turn_key, _turn_record(item))
+    data = {"versions": versions, "kinds": list(KINDS),
+            "items": [_item_record(i) for i in items], "turns": turns}
+    payload = embed_json(data)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(package_dir("analysis/templates")),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    template = env.get_template("audit.html.j2")
+    return template.render(header=_header(summary, rows, items), versions=versions,
+                           kinds=KINDS, data_json=payload,
+                           report_id=hashlib.sha256(payload.encode()).hexdigest()[:16])
+
+
+def write_audit(run_dir: str | Path, out_html: str | Path) -> int:
+    """Write the audit page of a run directory; returns the number of items listed."""
+    summary, rows = load_run_dir(run_dir)
+    ignore_none = "nospace" in str(summary.get("rule_match") or "")
+    items = audit_items(rows, ignore_none_pairs=ignore_none)
+    out = Path(out_html)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_audit(summary, rows, items), encoding="utf-8")
+    return len(items)
+
+
+# --- annotator decisions → human labels ------------------------------------------------------
+
+
+def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line, record) pairs of a CSV or JSON Lines export, chosen by suffix, else by content."""
+    text = read_text(path).removeprefix("\ufeff")
+    suffix = path.suffix.lower()
+    is_jsonl = suffix in (".jsonl", ".json", ".ndjson") or (
+        suffix != ".csv" and text.lstrip().startswith("{"))
+    if is_jsonl:
+        records = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
+            if not isinstance(record, dict):
+                raise InputError("each line must be a JSON object", path=path, line=number)
+            records.append((number, record))
+        return records
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if not reader.fieldnames:
+        return []
+    missing = [f for f in ("dialogue_id", "turn_index", "decision") if f not in reader.fieldnames]
+    if missing:
+        raise InputError("the CSV header lacks this column", path=path, line=1, field=missing[0])
+    records = []
+    for record in reader:
+        # line_num is the record's last line; quoted line breaks tell how far back it began
+        breaks = sum(v.count("\n") for v in record.values() if isinstance(v, str))
+        records.append((reader.line_num - breaks, dict(record)))
+    return records
+
+
+def _decision(value: Any) -> int | None:
+    """1, 0, or None for blank; raises ValueError for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and value in (0, 1):
+        return value
+    text = str(value).strip().lower()
+    if not text:
+        return None
+    if text in _DECISIONS:
+        return _DECISIONS[text]
+    raise ValueError(value)
+
+
+def import_decisions(path: str | Path, *, annotator: str | None = None) -> list[dict[str, Any]]:
+    """Human labels from an annotator's export: one record per decided turn.
+
+    Several items of one turn must carry the same decision; a blank decision is skipped.
+    ``annotator`` fills in for rows that name none.
+    """
+    path = Path(path)
+    labels: dict[tuple[str, int], dict[str, Any]] = {}
+    for line, record in _read_export(path):
+        try:
+            label = _decision(record.get("decision"))
+        except ValueError:
+            raise InputError(f"unknown decision {record.get('decision')!r} (use correct, "
+                             "incorrect, 1, 0 or leave it blank)", path=path, line=line,
+                             field="decision") from None
+        if label is None:
+            continue
+        dialogue_id = str(record.get("dialogue_id") or "").strip()
+        if not dialogue_id:
+            raise InputError("missing dialogue id", path=path, line=line, field="dialogue_id")
+        try:
+            turn_index = int(str(record.get("turn_index")).strip())
+        except ValueError:
+            turn_index = -1
+        if turn_index < 0:
+            raise InputError(f"turn index must be a whole number ≥ 0, not "
+                             f"{record.get('turn_index')!r}", path=path, line=line,
+                             field="turn_index")
+        note = str(record.get("note") or "").strip()
+        who = str(record.get("annotator") or "").strip() or annotator
+        key = (dialogue_id, turn_index)
+        known = labels.get(key)
+        if known is None:
+            labels[key] = {"dialogue_id": dialogue_id, "turn_index": turn_index,
+                           "label": label, "annotator": who, "notes": [note] if note else [],
+                           "line": line}
+            continue
+        if known["label"] != label:
+            raise InputError(f"conflicting decisions for {dialogue_id} turn {turn_index}: "
+                             f"line {known['line']} says {known['label']}, this line {label}",
+                             path=path, line=line, field="decision")
+        if note and note not in known["notes"]:
+            known["notes"].append(note)
+        known["annotator"] = known["annotator"] or who
+    return [{"dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "label": r["label"],
+             "annotator": r["annotator"], "note": "; ".join(r["notes"])}
+            for r in labels.values()]
+
+
+def write_labels(records: Iterable[dict[str, Any]], path: str | Path) -> int:
+    """Write human-label records as JSON Lines; returns how many were written."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with out.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+

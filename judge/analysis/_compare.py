@@ -1,0 +1,122 @@
+"""Side-by-side comparisons: judge methods on the same turns (the paper's Table 2) and DST
+systems under the judge and the exact-match metrics (the paper's Figures 2-3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import DataMismatchError
+from ..data import DialogueSet, Schema, load_dialogues, load_predictions
+from ..method import agreement
+from ..metrics import MetricOptions, compute_metrics
+from ..pipeline import Run
+from ._agreement import TurnKey, _row_key
+
+
+def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
+    """Judge verdicts against another rater's labels (turn key → 0/1), on the turns that
+    rater labelled; dialogue ids join in any spelling."""
+    labelled = [(r["verdict"], label) for r in rows
+                if (label := other.get(_row_key(r))) is not None]
+    return agreement([v for v, _ in labelled], [bool(label) for _, label in labelled])
+
+
+def method_table(runs: Sequence[Run],
+                 human: Mapping[TurnKey, int] | None = None) -> dict[str, Any]:
+    """One row per run: agreement with each RULE version (and humans), TSA, judge JGA, calls,
+    tokens, errors. Runs must cover the same turns, so that the figures are comparable."""
+    if not runs:
+        raise DataMismatchError("no runs to compare")
+    reference = set(runs[0].turn_keys)
+    for run in runs[1:]:
+        if set(run.turn_keys) != reference:
+            raise DataMismatchError(
+                f"runs cover different turns ({len(run.rows)} vs {len(runs[0].rows)}); compare "
+                "methods on the same dialogues", path=run.path)
+    table = []
+    for run in runs:
+        s = run.summary
+        versions = list(s.get("rule", {}))
+        row: dict[str, Any] = {
+            "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
+            "rule_match": s.get("rule_match"),
+            "agreement": {v: s["rule"][v]["agreement"] for v in versions},
+            "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
+            "calls": s.get("calls", {}).get("planned"),
+            "tokens": sum((s.get("tokens") or {}).get(k, 0)
+                          for k in ("prompt_tokens", "completion_tokens")),
+            "errors": s.get("error_turns"), "turns": s.get("turns"),
+        }
+        if human is not None:
+            row["agreement"]["human"] = _agreement(run.rows, human)
+        table.append(row)
+    return {"turns": len(reference), "methods": table}
+
+
+def system_table(runs: Sequence[Run], schema: Schema, *,
+                 names: Sequence[str] | None = None,
+                 dialogues_path: str | Path | None = None) -> dict[str, Any]:
+    """Per DST system: judge TSA and JGA next to RULE TSA and exact-match JGA per version,
+    all on the dialogues the judge run covered. Data files are the ones each run recorded
+    (``dialogues_path`` overrides the dialogues file, e.g. after moving the data)."""
+    systems = []
+    loaded: dict[str, DialogueSet] = {}  # runs of several systems usually share one file
+    for position, run in enumerate(runs):
+        data = run.summary.get("data", {})
+        source = dialogues_path or data.get("dialogues")
+        if not source or not Path(source).exists():
+            raise DataMismatchError(f"the dialogues file of this run ({source}) is not there; "
+                                    "pass --dialogues", path=run.path)
+        if str(source) not in loaded:
+            loaded[str(source)] = load_dialogues(source)
+        ids = list(dict.fromkeys(r["dialogue_id"] for r in run.rows))
+        dialogues = loaded[str(source)].subset(ids)
+        if not data.get("predictions") or not Path(data["predictions"]).exists():
+            raise DataMismatchError(f"the predictions file of this run ({data.get('predictions')})"
+                                    " is not there", path=run.path)
+        predictions = load_predictions(data["predictions"], dialogues, schema)
+        entry: dict[str, Any] = {
+            "system": names[position] if names else data.get("system", run.path.name),
+            "run": str(run.path), "method": run.label,
+            "tsa": {"judge": run.summary.get("tsa")},
+            "jga": {"judge": run.summary.get("judge_jga")},
+        }
+        for version in dialogues.versions:
+            entry["tsa"][f"RULE-{version}"] = run.summary["rule"][version]["tsa"]
+            report = compute_metrics(dialogues, predictions, schema,
+                                     MetricOptions(breakdowns=False), gold=version)
+            entry["jga"][f"RULE-{version}"] = report.systems[0].metrics["jga"]
+        systems.append(entry)
+    return {"systems": systems}
+
+
+def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
+    """A PNG with two panels (TSA, JGA): one bar group per system, one bar per evaluator."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = table["systems"]
+    evaluators = list(systems[0]["tsa"])
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    width = 0.8 / len(evaluators)
+    for axis, metric in zip(axes, ("tsa", "jga"), strict=True):
+        for k, evaluator in enumerate(evaluators):
+            values = [s[metric].get(evaluator) or 0.0 for s in systems]
+            positions = [i + (k - (len(evaluators) - 1) / 2) * width for i in range(len(systems))]
+            bars = axis.bar(positions, values, width, label=evaluator)
+            axis.bar_label(bars, fmt="%.1f", fontsize=7)
+        axis.set_xticks(range(len(systems)), [s["system"] for s in systems])
+        axis.set_title("Turn state accuracy" if metric == "tsa" else "Joint goal accuracy")
+        axis.set_ylim(0, 100)
+        axis.set_ylabel("%")
+    axes[0].legend(fontsize=8, loc="lower left")
+    figure.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out

@@ -1,0 +1,197 @@
+"""Terminal rendering of results (rich tables); JSON lives with the result objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..metrics import MetricsReport
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
+    systems = [s.metrics for s in report.systems]
+    rows: list[tuple[str, list[Any]]] = [
+        ("JGA", [m["jga"] for m in systems]),
+        ("Slot accuracy (SA)", [m["sa"] for m in systems]),
+        ("Average goal accuracy (AGA)", [m["aga"] for m in systems]),
+        ("Relative slot accuracy (RSA)", [m["rsa"] for m in systems]),
+    ]
+    for lam in systems[0]["fga"]:
+        rows.append((f"FGA λ={lam}", [m["fga"][lam] for m in systems]))
+    rows += [
+        ("TurnMatch", [m["turn_match"] for m in systems]),
+        ("Turn update accuracy", [m["turn_update_accuracy"] for m in systems]),
+        ("GCA", [m["gca"]["gca"] for m in systems]),
+        ("  GCA value P / R", [_pair(m["gca"]["vp"], m["gca"]["vr"]) for m in systems]),
+        ("  GCA label P / R", [_pair(m["gca"]["lp"], m["gca"]["lr"]) for m in systems]),
+        ("  GCA counts C/W/O/M", ["/".join(str(v) for v in m["gca"]["counts"].values())
+                                 for m in systems]),
+        ("Slot precision", [m["slot_precision"] for m in systems]),
+        ("Slot recall", [m["slot_recall"] for m in systems]),
+        ("Slot F1", [m["slot_f1"] for m in systems]),
+    ]
+    for version in systems[0]["rule_tsa"]:
+        rows.append((f"RULE TSA vs {version}", [m["rule_tsa"][version] for m in systems]))
+    if any(m.get("dstc") for m in systems):
+        for key, label in (("accuracy", "DSTC slot accuracy (sched. 1)"),
+                           ("l2", "DSTC slot L2 (sched. 1)"), ("mrr", "DSTC slot MRR (sched. 1)")):
+            rows.append((label, [(m["dstc"] or {}).get("schedule1", {}).get("slot_mean", {})
+                                 .get(key) for m in systems]))
+    return rows
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return f"{_fmt(a)} / {_fmt(b)}"
+
+
+def print_metrics(report: MetricsReport, console: Console | None = None) -> None:
+    """A readable table, one column per predictions file, then notes on the inputs."""
+    console = console or Console()
+    opts = report.options
+    title = (f"Exact-match metrics vs gold {opts['gold']} · match={opts['match']} · "
+             f"{report.data['num_dialogues']} dialogues, {report.data['num_turns']} turns")
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric (%)")
+    for system in report.systems:
+        table.add_column(system.name, justify="right")
+    for label, values in _rows(report):
+        table.add_row(label, *[_fmt(v) for v in values])
+    console.print(table)
+    for system in report.systems:
+        inputs = system.inputs
+        oos = inputs["out_of_schema_slots"]
+        if oos:
+            names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
+            console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
+                          f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
+                          f"({names}); they count as errors.")
+        if inputs["integration_mismatches"]:
+            console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
+                          "whose pred_turn_state does not integrate into pred_state, e.g. "
+                          f"{inputs['integration_examples'][0]}")
+
+
+def print_evaluation(summary: dict[str, Any], console: Console | None = None) -> None:
+    """The judge run at a glance: TSA, judge JGA, RULE agreement, calls and errors."""
+    console = console or Console()
+    table = Table(title=f"LLM judge · method={summary['method']} · "
+                  f"semantics={summary['semantics']} · {summary['data']['system']}",
+                  title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("turns scored / with errors",
+                  f"{summary['scored_turns']} / {summary['error_turns']}")
+    table.add_row("Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
+    table.add_row("Judge JGA (%)", _fmt(summary["judge_jga"]))
+    for version, figures in summary["rule"].items():
+        table.add_row(f"RULE TSA vs {version} (%, {summary['rule_match']})",
+                      _fmt(figures["tsa"]))
+        table.add_row(f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
+    calls = summary["calls"]
+    table.add_row("calls planned / skipped (empty state)",
+                  f"{calls['planned']} / {calls['skipped']}")
+    if "sent" in calls:
+        table.add_row("requests sent / cache hits / retries",
+                      f"{calls['sent']} / {calls['cache_hits']} / {calls['retries']}")
+    table.add_row("re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
+    tokens = summary["tokens"]
+    table.add_row("tokens prompt / completion / cached prompt",
+                  f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
+                  f"{tokens['cached_prompt_tokens']}")
+    share = summary.get("static_prompt_share")
+    table.add_row("static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
+    console.print(table)
+    for example in summary["errors"]["examples"]:
+        console.print(f"[yellow]error row[/] {example}", highlight=False)
+
+
+def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]],
+                  console: Console) -> None:
+    table = Table(title=title, title_justify="left")
+    for n, name in enumerate(header):
+        table.add_column(name, justify="left" if n == 0 else "right")
+    for row in rows:
+        table.add_row(*[_fmt(v) for v in row])
+    console.print(table)
+
+
+def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
+    """Pairwise agreement, then (with human labels) the re-evaluation figure and its caveat."""
+    from ..analysis import (
+        AGREEMENT_HEADER,
+        REEVALUATION_HEADER,
+        format_agreement,
+        format_reevaluation,
+    )
+
+    console = console or Console()
+    boot = report["bootstrap"]
+    _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
+                  f"dialogues; {int(100 * boot['confidence'])} % bootstrap intervals over "
+                  f"dialogues, {boot['n_boot']} replicates)", AGREEMENT_HEADER,
+                  format_agreement(report), console)
+    rows = format_reevaluation(report)
+    if rows:
+        _simple_table("Accuracy after human re-evaluation (the paper's figure)",
+                      REEVALUATION_HEADER, rows, console)
+        console.print(report["reevaluation"][0]["assumption"], highlight=False)
+    human = report.get("human")
+    if human and human["unknown"]["count"]:
+        console.print(f"[yellow]{human['unknown']['count']} human label(s) refer to turns this "
+                      "run does not contain[/]")
+
+
+def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    methods = table["methods"]
+    versions = list(methods[0]["agreement"])
+    header = ("method", *[f"agree {v}" for v in versions], "TSA", "judge JGA", "calls",
+              "tokens", "errors")
+    rows = [(m["method"], *[m["agreement"][v] for v in versions], m["tsa"], m["judge_jga"],
+             m["calls"], m["tokens"], m["errors"]) for m in methods]
+    _simple_table(f"Judge methods on the same {table['turns']} turns (%)", header, rows, console)
+
+
+def print_systems(table: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    systems = table["systems"]
+    evaluators = list(systems[0]["tsa"])
+    header = ("system", *[f"TSA {e}" for e in evaluators], *[f"JGA {e}" for e in evaluators])
+    rows = [(s["system"], *[s["tsa"][e] for e in evaluators], *[s["jga"][e] for e in evaluators])
+            for s in systems]
+    _simple_table("DST systems under the judge and exact match (%)", header, rows, console)
+
+
+def print_estimate(figures: dict[str, Any], console: Console | None = None) -> None:
+    """The dry run: what a run would send and cost, before any call."""
+    console = console or Console()
+    cost = figures["cost_usd"]
+
+    def usd(value: float | None) -> str:
+        return "no price for this model" if value is None else f"${value:,.2f}"
+
+    rows = [
+        ("calls (planned / already cached / to send)",
+         f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
+        ("skipped (empty turn state)", figures["skipped"]),
+        ("prompt tokens (static prefix)",
+         f"{figures['prompt_tokens']:,} ({figures['static_prompt_tokens']:,})"),
+        ("prompt tokens a provider can cache", f"{figures['provider_cacheable_tokens']:,}"),
+        ("completion tokens", f"{figures['completion_tokens']:,}"),
+        ("cost live", usd(cost["live"])),
+        ("cost live with prompt caching", usd(cost["live_with_prompt_caching"])),
+        ("cost through the Batch API", usd(cost["batch"])),
+    ]
+    _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
+                  rows, console)
+    console.print(figures["note"], highlight=False)

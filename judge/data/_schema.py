@@ -1,0 +1,171 @@
+"""The slot schema: which domains and slots exist, their values, descriptions and aliases.
+
+Any schema file in the layout of ``shared/data/*/schema.json`` loads as it is: a list of
+domains, each with a list of slots named ``<domain>-<slot>``. Extra fields are kept.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .._errors import InputError
+from .._io import read_json, validation_error
+
+
+class SlotSpec(BaseModel):
+    """One slot of the schema, e.g. ``hotel-pricerange``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(min_length=1, description="Slot name as written in the data.")
+    domain: str | None = None
+    slot: str | None = None
+    description: str = ""
+    is_categorical: bool = False
+    is_booking_slot: bool = False
+    possible_values: list[str] = Field(default_factory=list)
+    value_format: str | None = None
+    aliases: list[str] = Field(
+        default_factory=list, description="Other spellings of this slot name (e.g. MultiWOZ 2.2)."
+    )
+    multiwoz22_name: str | None = None
+
+    @property
+    def is_time(self) -> bool:
+        """Whether values are clock times (drives time normalisation)."""
+        if self.value_format and "HH:MM" in self.value_format:
+            return True
+        tail = self.name.split("-", 1)[-1].replace(" ", "")
+        return tail in {"leaveat", "arriveby", "booktime"}
+
+
+class DomainSpec(BaseModel):
+    """One domain (service) with its slots."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    domain: str = Field(min_length=1)
+    description: str = ""
+    slots: list[SlotSpec]
+
+    @model_validator(mode="after")
+    def _fill_slot_domain(self) -> DomainSpec:
+        for slot in self.slots:
+            if slot.domain is not None and slot.domain != self.domain:
+                raise ValueError(
+                    f"slot {slot.name!r} says domain {slot.domain!r} inside domain {self.domain!r}"
+                )
+        return self
+
+
+_SPACES = re.compile(r"\s+")
+_DASH = re.compile(r"\s*-\s*")
+
+
+def normalize_key(key: str) -> str:
+    """Spelling-neutral form of a slot key: ``' Train - Leave_At '`` → ``'train-leave at'``."""
+    text = key.strip().lower().replace("_", " ")
+    text = _SPACES.sub(" ", text)
+    return _DASH.sub("-", text)
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """Normalised slot spellings of a schema, for resolving model-written keys."""
+
+    names: dict[str, str]
+    """normalised slot name → slot name"""
+    aliases: dict[str, str]
+    """normalised alias → slot name (the first alias wins when two normalise alike)"""
+    squeezed: dict[str, frozenset[str]]
+    """normalised name with all spaces removed → the slot names that squeeze to it"""
+
+
+class Schema(BaseModel):
+    """A DST schema: domains and slots, plus the conventions of the data set."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = ""
+    domains: list[DomainSpec] = Field(min_length=1)
+    multi_value_separator: str = "|"
+    special_values: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Schema:
+        seen: set[str] = set()
+        for domain in self.domains:
+            for slot in domain.slots:
+                if slot.name in seen:
+                    raise ValueError(f"slot {slot.name!r} is defined twice")
+                seen.add(slot.name)
+        return self
+
+    @cached_property
+    def slots(self) -> dict[str, SlotSpec]:
+        """Slot name → spec, in schema order."""
+        return {slot.name: slot for domain in self.domains for slot in domain.slots}
+
+    @cached_property
+    def slot_names(self) -> tuple[str, ...]:
+        return tuple(self.slots)
+
+    @cached_property
+    def domain_names(self) -> tuple[str, ...]:
+        return tuple(d.domain for d in self.domains)
+
+    @cached_property
+    def slot_domain(self) -> dict[str, str]:
+        """Slot name → domain name, for every slot of the schema."""
+        return {slot.name: d.domain for d in self.domains for slot in d.slots}
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """Alternative slot spelling → canonical slot name (declared aliases, MultiWOZ 2.2)."""
+        table: dict[str, str] = {}
+        for slot in self.slots.values():
+            for alias in [*slot.aliases, slot.multiwoz22_name]:
+                if alias and alias != slot.name:
+                    table[alias] = slot.name
+        return table
+
+    @cached_property
+    def key_index(self) -> KeyIndex:
+        names = {normalize_key(name): name for name in self.slot_names}
+        aliases: dict[str, str] = {}
+        for alias, target in self.aliases.items():
+            aliases.setdefault(normalize_key(alias), target)
+        squeezed: dict[str, set[str]] = {}
+        for norm, name in names.items():
+            squeezed.setdefault(norm.replace(" ", ""), set()).add(name)
+        return KeyIndex(names, aliases, {k: frozenset(v) for k, v in squeezed.items()})
+
+    @cached_property
+    def time_slots(self) -> frozenset[str]:
+        return frozenset(name for name, spec in self.slots.items() if spec.is_time)
+
+    def domain_of(self, slot: str) -> str:
+        """Domain of a slot; for slots outside the schema, the part before the first ``-``."""
+        return self.slot_domain.get(slot) or slot.split("-", 1)[0]
+
+    def canonical_slot(self, name: str) -> str | None:
+        """The schema's name for ``name`` (itself or via an alias), or None if unknown."""
+        if name in self.slots:
+            return name
+        return self.aliases.get(name)
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Load and validate a schema file; errors name the file and the offending field."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError("a schema file must hold a JSON object with a 'domains' list", path=path)
+    try:
+        return Schema.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, path=path, line=None) from None

@@ -1,0 +1,58 @@
+"""Published JSON Schemas of the input files, and a validator that reports every problem.
+
+Loading (``load_dialogues`` etc.) stops at the first problem, which is what a scoring run wants.
+Dataset maintainers fixing a file want all problems at once: :func:`validate_file` checks every
+record against the JSON Schema with ``jsonschema`` and returns them all.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+
+from .._errors import InputError, OptionError
+from .._io import format_loc, iter_jsonl_lines, read_json
+from .._resources import package_dir
+
+FileKind = Literal["schema", "dialogues", "predictions", "labels"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
+
+
+@cache
+def json_schema(kind: FileKind) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one input file kind (one record, for JSON Lines)."""
+    if kind not in FILE_KINDS:
+        raise OptionError(f"unknown file kind {kind!r}; choose from {', '.join(FILE_KINDS)}")
+    text = (package_dir("data/formats") / f"{kind}.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list[InputError]:
+    """Every schema violation in ``path`` (up to ``limit``), each naming line and field."""
+    validator = jsonschema.Draft202012Validator(json_schema(kind))
+    problems: list[InputError] = []
+
+    def check(record: Any, line: int | None) -> None:
+        for error in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path)):
+            if len(problems) < limit:
+                problems.append(InputError(error.message, path=path, line=line,
+                                           field=format_loc(tuple(error.absolute_path)) or None))
+
+    if kind == "schema":
+        check(read_json(path), None)
+        return problems
+    for line, text in iter_jsonl_lines(path):
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problems.append(InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
+                                       path=path, line=line))
+            continue
+        check(record, line)
+        if len(problems) >= limit:
+            break
+    return problems

@@ -1,0 +1,44 @@
+"""The exact-match metric suite (JGA, SA, AGA, RSA, FGA, GCA, RULE, DSTC), one module per
+family, and the value matching every comparison uses (see METRICS.md for the definitions)."""
+
+from ._matching import (
+    POLICY_NAMES,
+    MatchPolicy,
+    normalize_time,
+    normalize_value,
+    parse_policy,
+)
+from ._options import (
+    DEFAULT_LAMBDAS,
+    MetricOptions,
+)
+from ._rule import (
+    rule_policy,
+    rule_verdicts,
+)
+from ._suite import (
+    MetricsReport,
+    SystemMetrics,
+    compute_metrics,
+)
+from ._types import (
+    f1,
+    ratio,
+)
+
+__all__ = [
+    "DEFAULT_LAMBDAS",
+    "POLICY_NAMES",
+    "MatchPolicy",
+    "MetricOptions",
+    "MetricsReport",
+    "SystemMetrics",
+    "compute_metrics",
+    "f1",
+    "normalize_time",
+    "normalize_value",
+    "parse_policy",
+    "ratio",
+    "rule_policy",
+    "rule_verdicts",
+]

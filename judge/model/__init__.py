@@ -1,0 +1,63 @@
+"""Model access: the one client, its transports, cassettes, the Batch API and prices."""
+
+from ._batch import (
+    CHAT_URL,
+    call_key,
+    custom_id,
+    download,
+    parse_custom_id,
+    read_output,
+    status,
+    submit,
+)
+from ._cassette import (
+    Cassette,
+    RecordingTransport,
+    replay_transport,
+    scrub,
+)
+from ._client import (
+    Completion,
+    ModelClient,
+    redact,
+)
+from ._cost import (
+    ModelPrice,
+    PriceTable,
+    Spend,
+    load_prices,
+    usage_cost,
+)
+from ._transport import (
+    AiohttpTransport,
+    HttpxTransport,
+    RawResponse,
+    Transport,
+)
+
+__all__ = [
+    "CHAT_URL",
+    "AiohttpTransport",
+    "Cassette",
+    "Completion",
+    "HttpxTransport",
+    "ModelClient",
+    "ModelPrice",
+    "PriceTable",
+    "RawResponse",
+    "RecordingTransport",
+    "Spend",
+    "Transport",
+    "call_key",
+    "custom_id",
+    "download",
+    "load_prices",
+    "parse_custom_id",
+    "read_output",
+    "redact",
+    "replay_transport",
+    "scrub",
+    "status",
+    "submit",
+    "usage_cost",
+]

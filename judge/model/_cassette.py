@@ -1,0 +1,151 @@
+"""Recorded HTTP traffic with a real OpenAI-compatible server, for replay without a key.
+
+A cassette is a JSON file of request/response pairs. Requests are matched on method, the API
+path (``/chat/completions``, whatever the base URL) and the JSON body; headers are never
+stored except the content type, and anything that looks like an API key is scrubbed before
+writing. :func:`replay_transport` serves a cassette to the judge at run time (the README's example
+job); tests serve the same cassette through respx.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .._digest import canonical_json
+from .._errors import CassetteMiss, InputError
+from .._io import read_json
+
+_API_PATH = re.compile(r"/(chat/completions|completions|embeddings|files|batches)(/.*)?$")
+# Key-shaped tokens: "sk-" + 20 or more key characters, not inside a word ("task-oriented").
+_KEY_LIKE = re.compile(r"(?<![A-Za-z0-9_-])(sk-[A-Za-z0-9_\-]{20,})|(Bearer\s+[A-Za-z0-9_\-.]{8,})")
+_KEPT_RESPONSE_HEADERS = ("content-type",)
+
+
+def api_path(url: httpx.URL | str) -> str:
+    """The API part of a URL: ``http://h:1/v1/chat/completions`` → ``/chat/completions``."""
+    path = httpx.URL(str(url)).path
+    match = _API_PATH.search(path)
+    return match.group(0) if match else path
+
+
+def scrub(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """Replace the given secrets and anything shaped like an API key or bearer token."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret:
+                value = value.replace(secret, "<scrubbed>")
+        return _KEY_LIKE.sub("<scrubbed>", value)
+    if isinstance(value, list):
+        return [scrub(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    return value
+
+
+def _body_json(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Cassette:
+    """Interactions in recording order; lookups match method, API path and JSON body."""
+
+    path: Path
+    interactions: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Exact strings (the API key) removed from everything recorded."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> Cassette:
+        data = read_json(path)
+        if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
+            raise InputError("a cassette is a JSON object with an 'interactions' list", path=path)
+        return cls(Path(path), data["interactions"], data.get("source", ""))
+
+    @staticmethod
+    def _key(method: str, path: str, body: Any) -> str:
+        return f"{method.upper()} {path} {canonical_json(body)}"
+
+    def _index(self) -> dict[str, dict[str, Any]]:
+        index: dict[str, dict[str, Any]] = {}
+        for item in self.interactions:
+            request = item["request"]
+            key = self._key(request["method"], request["path"], request.get("body"))
+            index.setdefault(key, item["response"])
+        return index
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.interactions)
+
+    def respond(self, request: httpx.Request) -> httpx.Response:
+        """The recorded response to ``request``; :class:`CassetteMiss` when there is none."""
+        if not hasattr(self, "_lookup"):
+            self._lookup = self._index()
+        key = self._key(request.method, api_path(request.url), _body_json(request.content))
+        found = self._lookup.get(key)
+        if found is None:
+            raise CassetteMiss(
+                f"request not in cassette {self.path}: {request.method} {api_path(request.url)} "
+                "(prompts, options or data differ from the recording; re-record as the README "
+                "says)")
+        return response_from_record(found)
+
+    def add(self, request: httpx.Request, response: httpx.Response) -> None:
+        self.interactions.append({
+            "request": {"method": request.method, "path": api_path(request.url),
+                        "body": scrub(_body_json(request.content), self.secrets)},
+            "response": {"status_code": response.status_code,
+                         "headers": {k: v for k, v in response.headers.items()
+                                     if k.lower() in _KEPT_RESPONSE_HEADERS},
+                         "body": scrub(_body_json(response.content), self.secrets)},
+        })
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"source": self.source, "interactions": self.interactions}
+        self.path.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
+
+
+def response_from_record(record: dict[str, Any]) -> httpx.Response:
+    body = record.get("body")
+    content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    headers = dict(record.get("headers") or {"content-type": "application/json"})
+    return httpx.Response(record["status_code"], headers=headers, content=content)
+
+
+def replay_transport(cassette: Cassette) -> httpx.MockTransport:
+    """An httpx transport that answers only from the cassette."""
+    return httpx.MockTransport(cassette.respond)
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Pass requests to a real server and add each exchange to a cassette."""
+
+    def __init__(self, cassette: Cassette, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.cassette = cassette
+        self.inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        content = await response.aread()
+        copy = httpx.Response(response.status_code, headers=response.headers, content=content,
+                              request=request)
+        self.cassette.add(request, copy)
+        return copy
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

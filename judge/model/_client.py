@@ -1,0 +1,285 @@
+"""The one place dst-judge calls a model: a chat-completions POST to any OpenAI-compatible
+endpoint, with tenacity retries, bounded concurrency, the response cache and usage counts.
+
+One retry policy (exponential backoff with jitter, honouring ``retry-after``) applies to
+timeouts, connection errors, 429 and 5xx alike. The bytes travel through a small transport
+(:mod:`judge.model._transport`): aiohttp for live calls, httpx for cassettes and respx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from aiolimiter import AsyncLimiter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
+
+from .._config import JudgeConfig
+from .._errors import ModelError
+from .._version import __version__
+from ..store import ResponseCache, cache_key
+from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
+
+_MAX_RETRY_AFTER = 120.0
+BACKOFF_INITIAL = 1.0
+"""First backoff in seconds (doubling, with jitter, up to a minute) when no retry-after."""
+
+
+class HTTPStatusError(Exception):
+    """A response with a status other than 2xx (internal: becomes a :class:`ModelError`)."""
+
+    def __init__(self, response: RawResponse) -> None:
+        super().__init__(f"HTTP {response.status}")
+        self.response = response
+        self.status = response.status
+
+
+@dataclass
+class Completion:
+    """What a call returned, in the form stored in caches, run logs and judgments."""
+
+    text: str | None
+    finish_reason: str | None
+    refusal: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    response_id: str | None = None
+    cached: bool = False
+
+    def record(self) -> dict[str, Any]:
+        return {"text": self.text, "finish_reason": self.finish_reason, "refusal": self.refusal,
+                "usage": dict(self.usage), "model": self.model,
+                "response_id": self.response_id}
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], *, cached: bool = False) -> Completion:
+        fields = {k: data.get(k) for k in ("text", "finish_reason", "refusal", "model",
+                                           "response_id")}
+        return cls(**fields, usage=dict(data.get("usage") or {}), cached=cached)
+
+    @classmethod
+    def from_chat_json(cls, body: dict[str, Any]) -> Completion:
+        """From a chat.completion JSON body (live responses and Batch API output lines)."""
+        choices = body.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        usage = body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return cls(
+            text=message.get("content"), finish_reason=choices[0].get("finish_reason"),
+            refusal=message.get("refusal"),
+            usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
+                   "completion_tokens": int(usage.get("completion_tokens") or 0),
+                   "cached_prompt_tokens": int(details.get("cached_tokens") or 0)},
+            model=body.get("model"), response_id=body.get("id"))
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_reset(value: str | None) -> float | None:
+    """``x-ratelimit-reset-*`` durations as seconds: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"0.5"``."""
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parts = _DURATION.findall(value)
+        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else None
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Rough request size for the tokens-per-minute limiter: characters / 4 plus the reply cap."""
+    chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+    return chars // 4 + int(body.get("max_tokens") or 0)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    if not isinstance(exc, HTTPStatusError):
+        return None
+    value = exc.response.headers.get("retry-after")
+    try:
+        return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Worth another attempt: no response at all, 429 or a 5xx (a CassetteMiss is neither)."""
+    if isinstance(exc, NoResponse):
+        return True
+    if isinstance(exc, HTTPStatusError):
+        return exc.status == 429 or exc.status >= 500
+    return False
+
+
+REDACTED = "<redacted>"
+
+
+def redact(text: str | None, secret: str | None) -> str | None:
+    """Remove the API key from text that will be stored or shown."""
+    if text is None or not secret:
+        return text
+    return text.replace(secret, REDACTED)
+
+
+def _as_model_error(exc: BaseException) -> ModelError:
+    if isinstance(exc, HTTPStatusError):
+        fatal = exc.status in (401, 403, 404)
+        return ModelError(f"HTTP {exc.status}: {_status_message(exc.response)}", fatal=fatal,
+                          status=exc.status)
+    if isinstance(exc, NoResponse):
+        if exc.timeout:
+            return ModelError("the request timed out")
+        return ModelError(f"connection error: {exc}")
+    return ModelError(f"{type(exc).__name__}: {exc}")
+
+
+def _status_message(response: RawResponse) -> str:
+    """The server's own words: ``{"error": {"message": ...}}`` when it sent that, else the body."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:300]
+        if isinstance(inner, str):
+            return inner[:300]
+    text = response.content.decode("utf-8", "replace").strip()
+    return text[:300] or "(empty body)"
+
+
+def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> Transport:
+    """A given httpx client (cassettes, respx, custom proxies) wins; otherwise the configured
+    backend: aiohttp by default, httpx on request."""
+    if http_client is not None:
+        return HttpxTransport(http_client)
+    if config.http_backend == "httpx":
+        limits = httpx.Limits(max_connections=config.concurrency,
+                              max_keepalive_connections=config.concurrency)
+        return HttpxTransport(httpx.AsyncClient(timeout=config.timeout, limits=limits))
+    return AiohttpTransport(timeout=config.timeout, connections=config.concurrency)
+
+
+class ModelClient:
+    """Async chat completions with retries, a concurrency bound and an optional cache."""
+
+    def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
+                 cache: ResponseCache | None = None, read_cache: bool = True,
+                 before_send: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.before_send = before_send
+        """Called inside the concurrency slot right before a request goes out (budget)."""
+        self.cache = cache
+        self.read_cache = read_cache
+        self._secret = config.secret
+        self._url = config.endpoint + "/chat/completions"
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+                         "User-Agent": f"dst-judge/{__version__}"}
+        if self._secret:
+            self._headers["Authorization"] = f"Bearer {self._secret}"
+        if config.organization:
+            self._headers["OpenAI-Organization"] = config.organization
+        if config.project:
+            self._headers["OpenAI-Project"] = config.project
+        self._transport = _transport(config, http_client)
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
+        self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
+        self._paused_until = 0.0
+        self.calls = 0
+        self.cache_hits = 0
+        self.retries = 0
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.retries += 1
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        after = _retry_after(exc) if exc else None
+        if after is not None:
+            return after
+        backoff = wait_exponential(multiplier=BACKOFF_INITIAL, max=60) + wait_random(
+            0, BACKOFF_INITIAL)
+        return backoff(state)
+
+    async def complete(self, body: dict[str, Any], *, template_hash: str) -> Completion:
+        """Answer one request body: from the cache, else from the model (with retries)."""
+        caching = self.cache is not None and self.config.use_cache
+        key = cache_key(self.config.endpoint, body, template_hash) if caching else ""
+        if caching and self.read_cache:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache_hits += 1
+                return Completion.from_record(hit, cached=True)
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.config.max_retries + 1),
+                                 wait=self._wait, retry=retry_if_exception(_is_transient),
+                                 before_sleep=self._count_retry, reraise=True)
+        content = json.dumps(body, ensure_ascii=False).encode()
+        try:
+            async with self._slots:
+                async for attempt in retrying:
+                    with attempt:
+                        if self.before_send is not None:
+                            self.before_send()
+                        await self._respect_limits(body)
+                        self.calls += 1
+                        raw = await self._transport.post(self._url, content, self._headers)
+                        self._read_limit_headers(raw.headers)
+                        if not 200 <= raw.status < 300:
+                            raise HTTPStatusError(raw)
+        except (HTTPStatusError, NoResponse, httpx.HTTPError) as exc:
+            error = _as_model_error(exc)
+            message = redact(str(error), self._secret) or ""
+            if message != str(error):
+                error = ModelError(message, fatal=error.fatal, status=error.status)
+            raise error from None
+        try:
+            reply = json.loads(raw.content)
+        except ValueError as exc:
+            raise ModelError(f"the server's reply is not JSON: {exc}") from None
+        if not isinstance(reply, dict):
+            raise ModelError("the server's reply is not a chat completion object")
+        completion = Completion.from_chat_json(reply)
+        completion.text = redact(completion.text, self._secret)
+        completion.refusal = redact(completion.refusal, self._secret)
+        if caching:
+            self.cache.set(key, completion.record())
+        return completion
+
+    async def _respect_limits(self, body: dict[str, Any]) -> None:
+        """Wait for the RPM/TPM limiters and for any pause the server's headers asked for."""
+        delay = self._paused_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if self._rpm is not None:
+            await self._rpm.acquire()
+        if self._tpm is not None:
+            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm))
+
+    def _read_limit_headers(self, headers: Mapping[str, str]) -> None:
+        """When the server reports no requests or tokens left, pause every call until reset."""
+        for kind in ("requests", "tokens"):
+            remaining = headers.get(f"x-ratelimit-remaining-{kind}")
+            reset = parse_reset(headers.get(f"x-ratelimit-reset-{kind}"))
+            if remaining is not None and reset is not None and remaining.strip() == "0":
+                self._paused_until = max(self._paused_until,
+                                         time.monotonic() + min(reset, _MAX_RETRY_AFTER))
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()

