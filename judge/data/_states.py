@@ -1,9 +1,8 @@
-"""Cumulative dialogue states ↔ turn states (per-turn changes), and integration checks."""
+"""Cumulative dialogue states ↔ turn states (per-turn changes)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -90,43 +89,3 @@ def cumulative_states(updates: Sequence[State], *,
         state = apply_turn_state(state, update, none_values=nones)
         out.append(state)
     return out
-
-
-@dataclass(frozen=True)
-class IntegrationIssue:
-    """A turn whose given turn output does not integrate into its given cumulative state."""
-
-    dialogue_id: str
-    turn_index: int
-    expected: State
-    """Previous cumulative state updated with the turn output."""
-    given: State
-    """The cumulative state the file gives for the turn."""
-
-    def describe(self) -> str:
-        missing = {s: v for s, v in self.expected.items() if self.given.get(s) != v}
-        extra = {s: v for s, v in self.given.items() if self.expected.get(s) != v}
-        return (f"{self.dialogue_id} turn {self.turn_index}: integrating the turn output gives "
-                f"{missing or '{}'} where pred_state has {extra or '{}'}")
-
-
-def check_integration(predictions: PredictionSet, *,
-                      none_values: Iterable[str] = (NONE,)) -> list[IntegrationIssue]:
-    """Turns where ``previous pred_state + pred_turn_state != pred_state``.
-
-    Such turns mean the turn output judged by the LLM is not what the metrics score, which is
-    worth knowing before comparing the two.
-    """
-    nones = tuple(none_values)
-    issues = []
-    for pred in predictions.dialogues.values():
-        previous: State = {}
-        for turn in pred.turns:
-            given = turn.pred_state or {}
-            if turn.pred_turn_state is not None:
-                expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
-                if expected != given:
-                    issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
-                                                   expected, given))
-            previous = given
-    return issues
