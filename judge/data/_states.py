@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._data import PredictionSet
 
 State = dict[str, str]
 """A dialogue state: slot name → value. Only filled slots; ``none`` means absent."""
