@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from .._errors import OptionError
 from ..data import load_predictions
 from ..model import download, read_output, status, submit
 from ..pipeline import collect, plan_evaluation, rules_for, write_requests
-from ._evaluate import finish
+from ._evaluate import add_force_option, finish, sources_of
 from ._options import (
     COST,
     ENDPOINT,
@@ -58,6 +59,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                              "timeout", "max_retries"))
     add_rules_option(col)
     col.add_argument("--out", required=True, metavar="DIR", help="run directory for the results")
+    add_force_option(col)
     col.set_defaults(handler=run_collect)
 
 
@@ -91,15 +93,16 @@ def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
     predictions = load_predictions(args.predictions, dialogues, schema)
-    if args.output_file:
-        files = [Path(args.output_file)]
-    elif args.batch_id:
-        files = asyncio.run(download(config, args.batch_id, args.out))
-    else:
+    if not (args.output_file or args.batch_id):
         raise OptionError("batch collect needs a BATCH_ID or --output-file FILE")
-    records = {}
-    for path in files:
-        records.update(read_output(path))
-    result = collect(config, schema, dialogues, predictions, records,
-                     rules=rules_for(args.rules, schema))
+    with tempfile.TemporaryDirectory(prefix="dst-judge-batch-") as downloads:
+        files = ([Path(args.output_file)] if args.output_file else
+                 asyncio.run(download(config, args.batch_id, downloads)))
+        records = {}
+        for path in files:
+            records.update(read_output(path))
+        result = collect(config, schema, dialogues, predictions, records,
+                         rules=rules_for(args.rules, schema), out_dir=args.out,
+                         force=args.force, sources=sources_of(args),
+                         keep_files=[] if args.output_file else files)
     return finish(result, args.out, console)

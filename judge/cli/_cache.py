@@ -1,4 +1,4 @@
-"""``cache stats / clear``: look into or empty the reply cache."""
+"""``cache stats / clear``: look into or empty the reply cache (the cache directory's ledger)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from .._config import load_config
-from ..store import ResponseCache
+from ..store import cache_ledger_path, clear_cache, open_cache
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -21,15 +21,22 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 def run_cache(args: argparse.Namespace, console: Console) -> int:
     config = load_config({"cache_dir": args.cache_dir}, args.config)
-    cache = ResponseCache(config.cache_dir)
+    if args.action == "clear":
+        removed, notes = clear_cache(config.cache_dir)
+        console.print(f"removed {removed} cached replies from {config.cache_dir}", markup=False)
+        for note in notes:
+            console.print(note, markup=False)
+        return 0
+    if not cache_ledger_path(config.cache_dir).exists() and not config.cache_dir.exists():
+        console.print(f"0 cached replies (no cache in {config.cache_dir})", markup=False)
+        return 0
+    ledger = open_cache(config.cache_dir)
     try:
-        if args.action == "clear":
-            console.print(f"removed {cache.clear()} cached replies from {config.cache_dir}",
-                          markup=False)
-        else:
-            stats = cache.stats()
-            console.print(f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
-                          f"{stats['directory']}", markup=False)
+        stats = ledger.stats()
     finally:
-        cache.close()
+        ledger.close()
+    console.print(f"{stats['replies']} cached replies ({stats['reply_bytes']} bytes; "
+                  f"{stats['file_bytes']} bytes on disk), {stats['pending']} in flight, "
+                  f"{stats['failed']} failed, {stats['replaced']} replaced, in "
+                  f"{stats['location']}", markup=False)
     return 0

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from .._digest import file_digest
-from .._errors import OptionError
+from .._errors import ExitStatus, OptionError
 from ..data import load_predictions
 from ..model import cassette_client
 from ..pipeline import (
@@ -51,6 +52,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                      "(calls.jsonl) with its manifest for --resume (required unless --dry-run)")
     run.add_argument("--resume", action="store_true",
                      help="continue an interrupted run in --out without repeating finished calls")
+    add_force_option(run)
     run.add_argument("--dry-run", action="store_true",
                      help="estimate calls, tokens and cost; make no call")
     add_progress_option(run)
@@ -72,7 +74,13 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=run_retry_errors)
 
 
-def _sources(args: argparse.Namespace) -> dict[str, Any]:
+def add_force_option(parser: Any) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results in --out even when another run (or no run) "
+                        "wrote them (default: refuse, exit status 6)")
+
+
+def sources_of(args: argparse.Namespace) -> dict[str, Any]:
     """Where the run's inputs came from: absolute paths, and the schema file's digest so that
     later commands can find the schema again and know it did not change."""
     schema = Path(args.schema).resolve()
@@ -98,31 +106,38 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     http_client, cassette = cassette_client(config, replay=args.replay, record=args.record)
     result = with_progress(args.progress, console, lambda on_progress: evaluate(
         config, schema, dialogues, predictions, rules=rules, http_client=http_client,
-        out_dir=args.out, resume=args.resume, sources=_sources(args), on_progress=on_progress))
+        out_dir=args.out, resume=args.resume, sources=sources_of(args), on_progress=on_progress,
+        force=args.force, handle_signals=True))
     if cassette is not None:
         cassette.save()
         console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}",
                       markup=False)
-    return finish(result, args.out, console, written=True)
+    return finish(result, args.out, console)
 
 
 def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
     overrides = {name: getattr(args, name) for name in TRANSPORT_OPTIONS
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
-        args.run, overrides=overrides, on_progress=on_progress))
+        args.run, overrides=overrides, on_progress=on_progress, handle_signals=True))
     console.print(f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
                   "others came from the run log", markup=False)
-    return finish(result, args.run, console, written=True)
+    return finish(result, args.run, console)
 
 
-def finish(result: EvaluationResult, out: str, console: Console, *,
-           written: bool = False) -> int:
-    """Write a judge run's files (unless the run already did) and print its summary."""
+def finish(result: EvaluationResult, out: str, console: Console) -> int:
+    """Print a written judge run's summary; the exit status says whether every turn was
+    judged (0), some are error rows (1) or none could be judged (4)."""
     folder = Path(out)
-    if not written:
-        result.write(folder)
     print_evaluation(result.summary, console)
     console.print(f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}",
                   markup=False)
-    return 0
+    status = result.exit_status
+    if status is ExitStatus.NOTHING_JUDGED:
+        examples = result.summary.get("errors", {}).get("examples") or ["?"]
+        print(f"dst-judge: nothing could be judged: every turn is an error row (first: "
+              f"{examples[0]})", file=sys.stderr)
+    elif status is ExitStatus.ERROR_ROWS:
+        print(f"dst-judge: {result.summary.get('error_turns')} turn(s) are error rows; "
+              f"'dst-judge retry-errors {out}' sends their calls again", file=sys.stderr)
+    return int(status)

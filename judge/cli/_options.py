@@ -24,14 +24,15 @@ ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
 METHOD = ("method", "prompt_variant", "semantics", "rule_match", "reasks")
 TRANSPORT = ("timeout", "max_retries", "concurrency", "http_backend", "rpm", "tpm",
-             "prompt_cache_key")
+             "prompt_cache_key", "stop_grace")
 COST = ("budget", "prices")
 CACHE = ("cache_dir",)
 ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + COST + CACHE
 """Every config field the command line offers (the key and OpenAI headers come from the
 environment only, so they never land in a shell history)."""
 
-_METAVARS = {"budget": "USD", "prices": "FILE", "cache_dir": "DIR", "base_url": "URL"}
+_METAVARS = {"budget": "USD", "prices": "FILE", "cache_dir": "DIR", "base_url": "URL",
+             "stop_grace": "SECONDS"}
 
 
 def _choices(annotation: Any) -> list[Any] | None:

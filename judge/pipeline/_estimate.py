@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig
 from ..model import load_prices, usage_cost
-from ..store import ResponseCache, cache_key
+from ..store import cache_key, cache_ledger_path, open_cache
 from ._plan import EvaluationPlan
 
 
 def cached_request_keys(config: JudgeConfig) -> set[str]:
     """Keys the reply cache already holds (empty when the cache is off or absent)."""
-    if not config.use_cache or not Path(config.cache_dir).exists():
+    if not config.use_cache or not cache_ledger_path(config.cache_dir).exists():
         return set()
-    cache = ResponseCache(config.cache_dir)
+    ledger = open_cache(config.cache_dir)
     try:
-        return cache.keys()
+        return ledger.keys()
     finally:
-        cache.close()
+        ledger.close()
 
 
 ASSUMED_COMPLETION_TOKENS = 150

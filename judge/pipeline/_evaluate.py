@@ -6,20 +6,72 @@ directory through :mod:`judge.pipeline._rundir`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig, load_config
-from .._errors import ModelError, OptionError
+from .._errors import ModelError, OptionError, RunInterrupted
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
 from ..model import Completion, ModelClient, Spend, call_key, load_prices
-from ..store import ResponseCache
+from ..store import Ledger, SQLiteLedger, open_cache
 from ._answer import CallResult, LiveSource, RecordedSource, RunHooks, RunProgress, answer_plan
-from ._plan import plan_evaluation
+from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
+
+
+def open_ledger(config: JudgeConfig, run_dir: RunDirectory | None) -> Ledger:
+    """The ledger a run records its paid requests in.
+
+    With the cache on it is the cache directory's, shared with every run using that directory
+    (it *is* the reply cache). With the cache off it is the run directory's own
+    (``ledger.sqlite3``): the run reuses nothing another run paid for, but never pays twice
+    for its own requests, across kills and ``--resume`` too. Without either, an in-memory one.
+    """
+    if config.use_cache:
+        return open_cache(config.cache_dir)
+    if run_dir is not None:
+        return SQLiteLedger(run_dir.ledger_path)
+    return SQLiteLedger(":memory:")
+
+
+@contextlib.contextmanager
+def _signals_stop(hooks: RunHooks, enabled: bool) -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the run gracefully: the first stops new sends and lets calls in
+    flight finish within the grace period; a second one cancels them at once."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+
+    def on_signal(number: int) -> None:
+        name = signal.Signals(number).name
+        if hooks.stop_reason is None:
+            hooks.stop(RunInterrupted(
+                f"stopped by {name}; every finished call and every reply that arrived is "
+                "recorded: pass --resume to continue", signal_number=number))
+            print(f"dst-judge: {name}: sending nothing more; waiting up to {hooks.grace:g} s for "
+                  "calls in flight (again to stop at once)", file=sys.stderr, flush=True)
+        else:
+            hooks.abort.set()
+
+    if enabled:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(number, on_signal, number)
+                installed.append(number)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                break
+    try:
+        yield
+    finally:
+        for number in installed:
+            loop.remove_signal_handler(number)
 
 
 async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -27,25 +79,51 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                          http_client: Any = None, out_dir: str | Path | None = None,
                          resume: bool = False, sources: dict[str, Any] | None = None,
                          on_progress: Callable[[RunProgress], None] | None = None,
-                         refresh: bool = False) -> EvaluationResult:
-    """Judge every turn live (through the cache) and integrate the verdicts.
+                         refresh: bool = False, force: bool = False,
+                         retry_failed: bool = False, ledger: Ledger | None = None,
+                         handle_signals: bool = False) -> EvaluationResult:
+    """Judge every turn live (through the ledger) and integrate the verdicts.
 
-    With ``out_dir`` the run keeps an append-only log of finished calls and a manifest there,
-    and writes ``judgments.jsonl`` and ``summary.json`` at the end; ``resume`` continues an
-    interrupted run without sending any logged call again. Stops with :class:`BudgetReached`
-    once ``config.budget`` USD are spent (resumable). ``refresh`` sends calls to the model even
-    when the cache has them (and stores the new replies).
+    With ``out_dir`` the run locks that directory, keeps an append-only log of finished calls
+    and a manifest there, and writes ``judgments.jsonl`` and ``summary.json`` at the end;
+    ``resume`` continues an interrupted run without sending any logged call again, and any
+    request already paid for comes from the ledger (see :func:`open_ledger`; ``ledger``
+    overrides it, e.g. the service's). A directory holding another run is refused unless
+    ``force``. Stops with :class:`BudgetReached` once ``config.budget`` USD are spent
+    (resumable). ``refresh`` sends calls to the model even when the ledger has them (and
+    stores the new replies); ``retry_failed`` first drops the logged calls that ended in an
+    error (with ``refresh``: ``retry-errors``). ``handle_signals``: Ctrl-C and SIGTERM stop
+    the run gracefully with :class:`RunInterrupted`.
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    prices = load_prices(config.prices)
-    hooks = RunHooks(spend=Spend(prices.price(config.model)), budget=config.budget)
     run_dir = RunDirectory(out_dir) if out_dir is not None else None
+    logged: list[dict[str, Any]] = []
     if run_dir is not None:
-        logged = run_dir.start(build_manifest(plan, sources), resume=resume)
-        hooks.done = {e["custom_id"]: CallResult(**e) for e in logged}
-        for earlier in hooks.done.values():
-            hooks.finished_before(earlier)
+        logged = run_dir.start(build_manifest(plan, sources), resume=resume or retry_failed,
+                               force=force, retry_failed=retry_failed)
+    try:
+        result = await _run(plan, config, run_dir, logged, http_client=http_client,
+                            on_progress=on_progress, refresh=refresh, ledger=ledger,
+                            handle_signals=handle_signals)
+        if run_dir is not None:
+            result.summary["calls"]["retried"] = run_dir.dropped
+            run_dir.write_results(result.rows, result.summary)
+        return result
+    finally:
+        if run_dir is not None:
+            run_dir.close()
 
+
+async def _run(plan: EvaluationPlan, config: JudgeConfig, run_dir: RunDirectory | None,
+               logged: list[dict[str, Any]], *, http_client: Any,
+               on_progress: Callable[[RunProgress], None] | None, refresh: bool,
+               ledger: Ledger | None, handle_signals: bool) -> EvaluationResult:
+    prices = load_prices(config.prices)
+    hooks = RunHooks(spend=Spend(prices.price(config.model)), budget=config.budget,
+                     grace=config.stop_grace)
+    hooks.done = {e["custom_id"]: CallResult.from_log(e) for e in logged}
+    for earlier in hooks.done.values():
+        hooks.finished_before(earlier)
     progress = RunProgress(total=len(plan.calls), spend=hooks.spend)
     progress.done = len(hooks.done)
 
@@ -57,24 +135,23 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
             on_progress(progress)
 
     hooks.on_result = finished
-    cache = ResponseCache(config.cache_dir) if config.use_cache else None
-    client = ModelClient(config, http_client=http_client, cache=cache, read_cache=not refresh,
-                         before_send=hooks.check_budget)
+    own_ledger = ledger is None
+    ledger = ledger if ledger is not None else open_ledger(config, run_dir)
+    run_id = (run_dir.run_id if run_dir is not None else None) or uuid.uuid4().hex
+    client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
+                         run_id=run_id, before_send=hooks.before_send)
     try:
-        answers = await answer_plan(plan, LiveSource(client), hooks)
+        with _signals_stop(hooks, handle_signals):
+            answers = await answer_plan(plan, LiveSource(client), hooks)
     finally:
         await client.aclose()
-        if cache is not None:
-            cache.close()
-        if run_dir is not None:
-            run_dir.close()
+        if own_ledger:
+            ledger.close()
     result = build_result(plan, answers)
     calls = result.summary["calls"]
     calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
-                 resumed=len(hooks.done))
+                 recovered=client.recovered, shared=client.shared, resumed=len(hooks.done))
     result.summary["budget_usd"] = config.budget
-    if out_dir is not None:
-        result.write(out_dir)
     return result
 
 
@@ -87,15 +164,34 @@ def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
 def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             predictions: PredictionSet,
             records: dict[tuple[str, int, str], Completion | ModelError], *,
-            rules: RuleSet | None = None) -> EvaluationResult:
-    """Integrate a finished batch's completions exactly as live ones (no re-asks)."""
+            rules: RuleSet | None = None, out_dir: str | Path | None = None,
+            force: bool = False, sources: dict[str, Any] | None = None,
+            keep_files: Sequence[str | Path] = ()) -> EvaluationResult:
+    """Integrate a finished batch's completions exactly as live ones (no re-asks).
+
+    With ``out_dir`` the results are written there under the directory's lock and a ``batch``
+    manifest (a directory holding another run is refused unless ``force``); ``keep_files``
+    (the downloaded batch output) are moved into it.
+    """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(records))),
-                          batch=True)
-    expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
-    result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
-    result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
-    return result
+    run_dir = RunDirectory(out_dir) if out_dir is not None else None
+    if run_dir is not None:
+        run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False, force=force)
+    try:
+        result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(records))),
+                              batch=True)
+        expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
+        result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
+        result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
+        if run_dir is not None:
+            for path in map(Path, keep_files):
+                if path.resolve().parent != run_dir.path.resolve():
+                    shutil.move(str(path), run_dir.path / path.name)
+            run_dir.write_results(result.rows, result.summary)
+        return result
+    finally:
+        if run_dir is not None:
+            run_dir.close()
 
 
 def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:
@@ -104,13 +200,14 @@ def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:
 
 
 TRANSPORT_OPTIONS = ("base_url", "concurrency", "timeout", "max_retries", "rpm", "tpm", "budget",
-                     "cache_dir")
+                     "cache_dir", "stop_grace")
 """Options ``retry-errors`` may change: they decide how calls travel, not what they answer."""
 
 
 def retry_errors(run_dir: str | Path, *, overrides: dict[str, Any] | None = None,
                  http_client: Any = None,
-                 on_progress: Callable[[RunProgress], None] | None = None) -> EvaluationResult:
+                 on_progress: Callable[[RunProgress], None] | None = None,
+                 handle_signals: bool = False) -> EvaluationResult:
     """Send again only the calls of a run that ended in an error; every other call comes from
     the run log. Data and options come from the run's manifest; only transport options
     (:data:`TRANSPORT_OPTIONS`) may be overridden."""
@@ -118,24 +215,31 @@ def retry_errors(run_dir: str | Path, *, overrides: dict[str, Any] | None = None
     manifest = folder.read_manifest()
     if manifest is None:
         raise OptionError(f"{run_dir} is not a run directory with a manifest")
+    if manifest.get("kind", "evaluate") != "evaluate":
+        raise OptionError(f"{run_dir} holds a {manifest.get('kind')} run: retry-errors "
+                          "re-sends live calls of an evaluate run")
     unknown = sorted(set(overrides or {}) - set(TRANSPORT_OPTIONS))
     if unknown:
         raise OptionError(f"retry-errors cannot change {', '.join(unknown)}: it would change "
                           "the answers; start a new run instead")
     fields = set(JudgeConfig.model_fields)
-    values = {k: v for k, v in manifest["options"].items() if k in fields and k != "api_key"}
+    options = manifest.get("options")
+    sources = manifest.get("sources")
+    if not isinstance(options, dict) or not isinstance(sources, dict):
+        raise OptionError(f"{folder.manifest_path} lacks its options or sources")
+    missing = [k for k in ("schema", "dialogues", "predictions", "dialogue_ids")
+               if k not in sources]
+    if missing:
+        raise OptionError(f"{folder.manifest_path}: sources lack {', '.join(missing)}; "
+                          "this run cannot be retried (start a new one)")
+    values = {k: v for k, v in options.items() if k in fields and k != "api_key"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     config = load_config(values)
-    sources = manifest["sources"]
     schema = load_schema(sources["schema"])
     dialogues = load_dialogues(sources["dialogues"]).subset(sources["dialogue_ids"])
     predictions = load_predictions(sources["predictions"], dialogues, schema)
     rules = rules_for(sources.get("rules"), schema)
-    removed = folder.drop_errors()
     kept = {k: sources.get(k) for k in ("schema", "schema_sha256", "rules") if k in sources}
-    result = evaluate(config, schema, dialogues, predictions, rules=rules, out_dir=run_dir,
-                      resume=True, http_client=http_client, sources=kept,
-                      on_progress=on_progress, refresh=True)
-    result.summary["calls"]["retried"] = removed
-    result.write(run_dir)
-    return result
+    return evaluate(config, schema, dialogues, predictions, rules=rules, out_dir=run_dir,
+                    retry_failed=True, http_client=http_client, sources=kept,
+                    on_progress=on_progress, refresh=True, handle_signals=handle_signals)

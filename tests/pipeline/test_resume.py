@@ -10,6 +10,7 @@ import pytest
 import respx
 
 from judge import BudgetReached, OptionError, evaluate, load_config
+from judge._errors import RunConflict
 from judge.cli import main
 
 from ..conftest import CASSETTES, EXAMPLES, mount_cassette
@@ -61,9 +62,9 @@ def test_budget_stop_then_resume_repeats_no_finished_call(tmp_path, example_data
 def test_resume_refuses_changed_inputs(tmp_path, example_data):
     out = tmp_path / "run"
     first, _ = _run(_config(tmp_path), example_data, out)
-    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
+    with pytest.raises(RunConflict, match=r"another run.*config\.temperature"):
         _run(_config(tmp_path, temperature=0.7), example_data, out, resume=True)
-    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
+    with pytest.raises(RunConflict, match=r"another run.*config\.temperature"):
         _run(_config(tmp_path, temperature=0.7), example_data, out)  # without --resume too
     again, sent = _run(_config(tmp_path), example_data, out)  # same inputs: reuse, send nothing
     assert sent == 0 and again.summary["calls"]["resumed"] == 22
@@ -82,7 +83,7 @@ def test_resume_refuses_changed_data_files(tmp_path, example_data):
     schema = load_schema(EXAMPLES / "schema.json")
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
     data = (schema, dialogues, load_predictions(changed, dialogues, schema))
-    with pytest.raises(OptionError, match=r"inputs\.predictions"):
+    with pytest.raises(RunConflict, match=r"inputs\.predictions"):
         _run(_config(tmp_path), data, out, resume=True)
 
 
@@ -107,7 +108,7 @@ def test_retry_errors_sends_only_the_failed_calls(tmp_path, capsys):
         failing = router.routes[0]
         original = failing.return_value
         failing.side_effect = [httpx.Response(503, json={"error": {"message": "busy"}})]
-        assert main(["evaluate", *data, "--out", str(out)]) == 0
+        assert main(["evaluate", *data, "--out", str(out)]) == 1  # finished with error rows
         summary = json.loads((out / "summary.json").read_text())
         assert summary["error_turns"] >= 1
         before = router.calls.call_count
@@ -145,7 +146,8 @@ def test_run_log_keeps_replies_with_unicode_line_separators(tmp_path):
     run = RunDirectory(tmp_path / "run")
     run.start({"inputs": {}, "config": {}, "templates": {}}, resume=False)
     text = "line one\u2028line two\x85three\x1efour"
-    run.append(SimpleNamespace(custom_id="D::0::accuracy", explanation=text, error=None))
+    entry = {"dimension": "accuracy", "custom_id": "D::0::accuracy", "template_hash": "t",
+             "prompt_hash": "p", "explanation": text, "error": None}
+    run.append(SimpleNamespace(**entry))
     run.close()
-    assert RunDirectory(tmp_path / "run").read_log() == [
-        {"custom_id": "D::0::accuracy", "explanation": text, "error": None}]
+    assert RunDirectory(tmp_path / "run").read_log() == [entry]
