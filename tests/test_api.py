@@ -21,6 +21,9 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # exit statuses and the errors behind them (the service reports the same meanings)
+    "ExitStatus", "exit_status_for", "RunInterrupted", "RunDirectoryError", "RunLocked",
+    "RunConflict", "StoreError",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 
@@ -67,5 +70,12 @@ def test_exception_tree():
     assert issubclass(judge.OptionError, judge.DSTJudgeError)
     assert issubclass(judge.ModelError, judge.DSTJudgeError)
     assert issubclass(judge.CassetteMiss, judge.ModelError)
+    assert issubclass(judge.RunLocked, judge.RunDirectoryError)
+    assert issubclass(judge.RunConflict, judge.RunDirectoryError)
+    assert judge.exit_status_for(judge.RunLocked("x")) == judge.ExitStatus.RUN_DIRECTORY == 6
+    assert judge.exit_status_for(judge.ModelError("x", fatal=True, status=401)) == 5
+    assert judge.exit_status_for(judge.CassetteMiss("x")) == 2
+    assert judge.exit_status_for(judge.BudgetReached("x")) == 3
+    assert judge.exit_status_for(judge.RunInterrupted("x", signal_number=15)) == 143
     err = judge.InputError("bad", path="f.jsonl", line=3, field="turns[0].user")
     assert str(err) == "f.jsonl:3: field 'turns[0].user': bad"

@@ -9,6 +9,7 @@ from ._evaluate import (
     collect,
     evaluate,
     evaluate_async,
+    open_ledger,
     retry_errors,
     rules_for,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "evaluate",
     "evaluate_async",
     "load_run",
+    "open_ledger",
     "plan_evaluation",
     "retry_errors",
     "rules_for",

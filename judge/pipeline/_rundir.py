@@ -69,6 +69,7 @@ class RunDirectory:
         self.manifest_path = self.path / MANIFEST
         self._handle: BinaryIO | None = None
         self._lock: int | None = None
+        self._created_lock = False
         self.run_id: str | None = None
         self.dropped = 0
         """Logged calls that ended in an error and were dropped to be sent again."""
@@ -86,7 +87,12 @@ class RunDirectory:
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                self._created_lock = True
+            except FileExistsError:
+                fd = os.open(self.path / LOCK, os.O_RDWR)
+                self._created_lock = False
         except OSError as exc:
             raise OptionError(f"cannot use {self.path} as a run directory: {exc}") from None
         if fcntl is not None:
@@ -134,6 +140,10 @@ class RunDirectory:
         try:
             return self._start(manifest, resume=resume, force=force, retry_failed=retry_failed)
         except BaseException:
+            if self._created_lock and not self.manifest_path.exists():
+                # refused before writing anything: leave no trace in someone else's folder
+                with contextlib.suppress(OSError):
+                    (self.path / LOCK).unlink()
             self.close()
             raise
 

@@ -198,7 +198,9 @@ CREATE TABLE IF NOT EXISTS replaced (
 class SQLiteLedger:
     """The embedded ledger: one SQLite database file (WAL), safe across processes.
 
-    ``path`` ``":memory:"`` keeps a private in-memory ledger (one run, no files).
+    ``path`` ``":memory:"`` keeps a private in-memory ledger (one run, no files); a
+    ``file:`` URI is passed to SQLite as such (``file:x?mode=memory&cache=shared`` shares one
+    in-memory ledger between instances of a process).
     """
 
     def __init__(self, path: str | Path, *, lease: float = DEFAULT_LEASE,
@@ -206,11 +208,14 @@ class SQLiteLedger:
         self.path = str(path)
         self.lease = lease
         self.owner = owner or new_owner()
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        uri = self.path.startswith("file:")
         try:
+            if self.path != ":memory:" and not uri:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0,
-                                       check_same_thread=False)
+                                       check_same_thread=False, uri=uri)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the ledger: {exc}") from None
         except sqlite3.Error as exc:
             raise self._unreadable(exc) from None
         try:
@@ -289,7 +294,7 @@ class SQLiteLedger:
         with self._write() as db:
             db.execute("INSERT INTO replaced (key, content, status, origin, recorded_at, "
                        "replaced_at) SELECT key, content, status, origin, updated_at, ? "
-                       "FROM requests WHERE key = ? AND state = 'replied'", (now, key))
+                       "FROM requests WHERE key = ? AND content IS NOT NULL", (now, key))
             db.execute("INSERT INTO requests (key, state, status, content, origin, sends, "
                        "updated_at) VALUES (?, 'replied', ?, ?, ?, 1, ?) "
                        "ON CONFLICT (key) DO UPDATE SET state = 'replied', owner = NULL, "
