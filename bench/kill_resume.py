@@ -146,9 +146,12 @@ def main() -> int:
                         env=_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     logged, killed = _kill_when(process, out / "calls.jsonl", target, rng)
                     points.append(f"{logged}" if killed else f"{logged} (ended)")
-                subprocess.run(_command(code, data, server.url, out, args.concurrency,
-                                        "--resume"), env=_env(code), check=False,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                final = subprocess.run(_command(code, data, server.url, out, args.concurrency,
+                                                "--resume"), env=_env(code), check=False,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True)
+                if final.returncode not in (0, 1) or "Traceback" in final.stderr:
+                    print(f"      resume exited {final.returncode}: {final.stderr[-3000:]}")
                 stats = server.snapshot(bodies=False)
                 paid, distinct = stats["completed"], stats["distinct_bodies"]
                 bound = distinct + args.kills * args.concurrency

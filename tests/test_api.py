@@ -24,6 +24,8 @@ EXPECTED = {
     # exit statuses and the errors behind them (the service reports the same meanings)
     "ExitStatus", "exit_status_for", "RunInterrupted", "RunDirectoryError", "RunLocked",
     "RunConflict", "StoreError",
+    # several systems judged together, each distinct request sent once
+    "evaluate_systems", "evaluate_systems_async",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 

@@ -18,10 +18,13 @@ from ..pipeline import (
     EvaluationResult,
     cached_request_keys,
     estimate,
+    estimate_systems,
     evaluate,
+    evaluate_systems,
     plan_evaluation,
     retry_errors,
     rules_for,
+    system_dirs,
 )
 from ._options import (
     ALL,
@@ -32,6 +35,7 @@ from ._options import (
     add_rules_option,
     config_from_args,
     load_data,
+    prediction_paths,
     with_progress,
 )
 from ._report import print_estimate, print_evaluation
@@ -42,7 +46,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
         "evaluate", help="judge every turn with an LLM (two-dimensional judge) and score it",
         description="Judge each predicted turn state with an LLM (accuracy and completeness), "
         "integrate the verdicts into TSA and judge JGA, and compare with RULE verdicts.")
-    add_data_options(p)
+    add_data_options(p, many=True, many_help="or directories of them: several systems are "
+                     "judged together, each distinct request sent once (--out then holds one "
+                     "run directory per system)")
     add_config_options(p, ALL)
     add_local_option(p)
     add_rules_option(p)
@@ -92,11 +98,17 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     """Judge live (or from a cassette) into a resumable run directory."""
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    paths = prediction_paths(args.predictions)
+    systems = [load_predictions(path, dialogues, schema) for path in paths]
     rules = rules_for(args.rules, schema)
     if args.dry_run:
-        plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-        print_estimate(estimate(plan, cached_keys=cached_request_keys(config)), console)
+        plans = [plan_evaluation(config, schema, dialogues, p, rules=rules) for p in systems]
+        if len(plans) > 1:
+            print_systems_estimate(estimate_systems(plans,
+                                                    cached_keys=cached_request_keys(config)),
+                                   system_dirs(systems), console)
+            return 0
+        print_estimate(estimate(plans[0], cached_keys=cached_request_keys(config)), console)
         return 0
     if not args.out:
         raise OptionError("evaluate needs --out DIR (the run directory), unless --dry-run")
@@ -104,15 +116,22 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("no model to ask: set OPENAI_API_KEY, pass --base-url for a local "
                           "OpenAI-compatible server, or --replay a cassette")
     http_client, cassette = cassette_client(config, replay=args.replay, record=args.record)
-    result = with_progress(args.progress, console, lambda on_progress: evaluate(
-        config, schema, dialogues, predictions, rules=rules, http_client=http_client,
-        out_dir=args.out, resume=args.resume, sources=sources_of(args), on_progress=on_progress,
-        force=args.force, handle_signals=True))
+    options = {"rules": rules, "http_client": http_client, "out_dir": args.out,
+               "resume": args.resume, "sources": sources_of(args), "force": args.force,
+               "handle_signals": True}
+    if len(systems) == 1:
+        result = with_progress(args.progress, console, lambda on_progress: evaluate(
+            config, schema, dialogues, systems[0], on_progress=on_progress, **options))
+    else:
+        results = with_progress(args.progress, console, lambda on_progress: evaluate_systems(
+            config, schema, dialogues, systems, on_progress=on_progress, **options))
     if cassette is not None:
         cassette.save()
         console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}",
                       markup=False)
-    return finish(result, args.out, console)
+    if len(systems) == 1:
+        return finish(result, args.out, console)
+    return finish_systems(results, system_dirs(systems), args.out, console)
 
 
 def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
@@ -123,6 +142,40 @@ def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
     console.print(f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
                   "others came from the run log", markup=False)
     return finish(result, args.run, console)
+
+
+def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
+                   console: Console) -> int:
+    """Print each system's summary and what judging them together saved."""
+    for name, result in zip(names, results, strict=True):
+        console.print(f"\nsystem {name} ({Path(out) / name})", markup=False)
+        print_evaluation(result.summary, console)
+    group = results[0].summary["calls"].get("group", {})
+    planned = sum(r.summary["calls"]["planned"] for r in results)
+    console.print(f"\n{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
+                  f"requests sent, {group.get('cache_hits', 0)} from the cache, "
+                  f"{group.get('shared', 0)} shared between systems; results in "
+                  f"{out}/<system>/", markup=False)
+    status = EvaluationResult.combined_status(results)
+    if status is not ExitStatus.OK:
+        print(f"dst-judge: some turns are error rows ({status.name.lower()}); "
+              "'dst-judge retry-errors DIR/<system>' sends their calls again", file=sys.stderr)
+    return int(status)
+
+
+def print_systems_estimate(figures: dict[str, Any], names: list[str], console: Console) -> None:
+    """The dry run of several systems: each alone, and together (each request sent once)."""
+    for name, alone in zip(names, figures["separate"], strict=True):
+        console.print(f"system {name}: {alone['calls']} calls", markup=False)
+    cost = figures["cost_usd"]["live"]
+    money = ("" if cost["together"] is None else
+             f"; live cost ${cost['together']:.2f} together, ${cost['separately']:.2f} "
+             "separately")
+    console.print(f"{figures['systems']} systems: {figures['calls']} calls, "
+                  f"{figures['distinct']} distinct requests ({figures['already_cached']} "
+                  f"already cached); to send together {figures['to_send']}, separately "
+                  f"{figures['to_send_separately']} (saving {figures['saving']:.1%}){money}",
+                  markup=False)
 
 
 def finish(result: EvaluationResult, out: str, console: Console) -> int:

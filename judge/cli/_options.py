@@ -119,18 +119,34 @@ def config_from_args(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
 
 
 def add_data_options(parser: argparse.ArgumentParser, *, many: bool = False,
-                     predictions: bool = True) -> None:
+                     predictions: bool = True, many_help: str = "one table column each") -> None:
     group = parser.add_argument_group("data")
     group.add_argument("--schema", required=True, help="schema JSON file")
     group.add_argument("--dialogues", required=True, help="dialogues JSON Lines file (.gz ok)")
     if predictions:
         group.add_argument("--predictions", required=True, nargs="+" if many else None,
                            metavar="P", help="predictions file" + (
-                               "s; one table column each" if many else ""))
+                               f"s; {many_help}" if many else ""))
     group.add_argument("--dialogue-ids", metavar="FILE",
                        help="evaluate only the dialogues listed in FILE (one id per line)")
     group.add_argument("--limit", type=int, metavar="N",
                        help="evaluate only the first N dialogues (default: all)")
+
+
+def prediction_paths(given: Sequence[str]) -> list[Path]:
+    """Predictions files as given, a directory standing for its ``*.jsonl(.gz)`` files."""
+    paths: list[Path] = []
+    for name in given:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir()
+                           if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
+            if not found:
+                raise OptionError(f"{path}: no predictions files (*.jsonl, *.jsonl.gz) in it")
+            paths.extend(found)
+        else:
+            paths.append(path)
+    return list(dict.fromkeys(paths))
 
 
 def load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:

@@ -3,15 +3,18 @@ re-asks → filter and integrate → results; and the one reader and writer of r
 
 from ._answer import CallResult, RunProgress
 from ._batch import write_requests
-from ._estimate import cached_request_keys, estimate
+from ._estimate import cached_request_keys, estimate, estimate_systems
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     collect,
     evaluate,
     evaluate_async,
+    evaluate_systems,
+    evaluate_systems_async,
     open_ledger,
     retry_errors,
     rules_for,
+    system_dirs,
 )
 from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, plan_evaluation
 from ._result import EvaluationResult
@@ -31,13 +34,17 @@ __all__ = [
     "cached_request_keys",
     "collect",
     "estimate",
+    "estimate_systems",
     "evaluate",
     "evaluate_async",
+    "evaluate_systems",
+    "evaluate_systems_async",
     "load_run",
     "open_ledger",
     "plan_evaluation",
     "retry_errors",
     "rules_for",
+    "system_dirs",
     "write_requests",
     "write_results",
 ]

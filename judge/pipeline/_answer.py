@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -117,12 +117,10 @@ _FIELDS = tuple(CallResult.__dataclass_fields__)
 
 
 @dataclass
-class RunHooks:
-    """Per-run behaviour around calls: results already known (resume), a callback for each
-    finished call (run log, progress), the spending limit, and the stop signal."""
+class RunControl:
+    """What every call of one invocation shares (all systems of a multi-system run): the
+    spending limit, the stop signal and its grace period."""
 
-    done: dict[str, CallResult] = field(default_factory=dict)
-    on_result: Callable[[CallResult], None] | None = None
     spend: Spend | None = None
     budget: float | None = None
     grace: float = STOP_GRACE
@@ -149,11 +147,21 @@ class RunHooks:
             raise BudgetReached(f"budget reached: {self.spend.usd:.4f} USD spent of "
                                 f"{self.budget:.4f}")
 
+
+@dataclass
+class RunHooks:
+    """Per-run behaviour around calls: results already known (resume), a callback for each
+    finished call (run log, progress), and the shared :class:`RunControl`."""
+
+    done: dict[str, CallResult] = field(default_factory=dict)
+    on_result: Callable[[CallResult], None] | None = None
+    control: RunControl = field(default_factory=RunControl)
+
     def finished_before(self, result: CallResult) -> None:
         """Account a call finished by an earlier attempt of this run (resume)."""
-        if self.spend is not None:
+        if self.control.spend is not None:
             for usage in result.billed_usage():
-                self.spend.add(usage)
+                self.control.spend.add(usage)
 
     def finished(self, result: CallResult) -> None:
         self.finished_before(result)
@@ -224,24 +232,32 @@ async def _attempts(call: PlannedCall, source: CompletionSource, reasks: int,
 
 async def answer_plan(plan: EvaluationPlan, source: CompletionSource,
                       hooks: RunHooks | None = None) -> list[CallResult]:
-    """Answer every call of the plan (skipped ones included, in plan order).
-
-    The first call that raises (budget, a fatal model error) or :meth:`RunHooks.stop` (a
-    signal) stops the run: nothing more is sent, calls in flight have ``hooks.grace`` seconds
-    to finish and be recorded, the rest is cancelled, and the reason is raised.
-    """
+    """Answer every call of the plan (skipped ones included, in plan order)."""
     hooks = hooks or RunHooks()
-    tasks = [asyncio.ensure_future(judge_call(c, source, plan.config.reasks, hooks))
-             for t in plan.turns for c in t.calls]
+    return (await answer_plans([(plan, hooks)], source, hooks.control))[0]
+
+
+async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
+                       source: CompletionSource, control: RunControl) -> list[list[CallResult]]:
+    """Answer every call of several plans at once through one source (one slot pool, one
+    ledger: a request two plans share is sent once), each plan in plan order.
+
+    The first call that raises (budget, a fatal model error) or :meth:`RunControl.stop` (a
+    signal) stops the run: nothing more is sent, calls in flight have ``control.grace``
+    seconds to finish and be recorded, the rest is cancelled, and the reason is raised.
+    """
+    groups = [[asyncio.ensure_future(judge_call(c, source, plan.config.reasks, hooks))
+               for t in plan.turns for c in t.calls] for plan, hooks in jobs]
+    tasks = [task for group in groups for task in group]
     everything = asyncio.gather(*tasks)
-    stop_wait = asyncio.ensure_future(hooks.stopping.wait())
+    stop_wait = asyncio.ensure_future(control.stopping.wait())
     try:
         await asyncio.wait({everything, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         if everything.done() and everything.exception() is None:
-            return list(everything.result())
+            return [[task.result() for task in group] for group in groups]
         if everything.done():
-            hooks.stop(everything.exception())  # type: ignore[arg-type]
-        await _grace(tasks, hooks)
+            control.stop(everything.exception())  # type: ignore[arg-type]
+        await _grace(tasks, control)
     finally:
         stop_wait.cancel()
         for task in tasks:
@@ -249,17 +265,17 @@ async def answer_plan(plan: EvaluationPlan, source: CompletionSource,
         await asyncio.gather(*tasks, return_exceptions=True)
         if everything.done() and not everything.cancelled():
             everything.exception()  # retrieved
-    assert hooks.stop_reason is not None
-    raise hooks.stop_reason
+    assert control.stop_reason is not None
+    raise control.stop_reason
 
 
-async def _grace(tasks: list[asyncio.Future[CallResult]], hooks: RunHooks) -> None:
-    """Let calls in flight finish (and be recorded) for up to ``hooks.grace`` seconds."""
+async def _grace(tasks: list[asyncio.Future[CallResult]], control: RunControl) -> None:
+    """Let calls in flight finish (and be recorded) for up to ``control.grace`` seconds."""
     pending = [t for t in tasks if not t.done()]
     if not pending:
         return
-    finished = asyncio.ensure_future(asyncio.wait(pending, timeout=hooks.grace))
-    aborted = asyncio.ensure_future(hooks.abort.wait())
+    finished = asyncio.ensure_future(asyncio.wait(pending, timeout=control.grace))
+    aborted = asyncio.ensure_future(control.abort.wait())
     try:
         await asyncio.wait({finished, aborted}, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -59,3 +59,40 @@ def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None) -> di
                          "batch": usd(0, prices.batch_discount)},
             "note": f"tokens estimated as characters / 4; replies assumed "
                     f"{ASSUMED_COMPLETION_TOKENS} tokens"}
+
+
+def request_keys(plan: EvaluationPlan) -> set[str]:
+    """The ledger keys of every request a plan sends first (re-asks are not known before)."""
+    endpoint = plan.config.endpoint
+    return {cache_key(endpoint, c.body, c.prompt.template_hash) for c in plan.calls}
+
+
+def estimate_systems(plans: list[EvaluationPlan], *,
+                     cached_keys: set[str] | None = None) -> dict[str, Any]:
+    """Several systems judged together: each distinct request is sent once. Returns the
+    estimate of each system run alone (``separate``), and together, where a request an
+    earlier system sends is free for the later ones (``together``), with the totals."""
+    cached = set(cached_keys or ())
+    separate = [estimate(plan, cached_keys=cached) for plan in plans]
+    together, seen = [], set(cached)
+    distinct: set[str] = set()
+    for plan in plans:
+        together.append(estimate(plan, cached_keys=seen))
+        keys = request_keys(plan)
+        distinct |= keys
+        seen |= keys
+
+    def cost(figures: list[dict[str, Any]], kind: str) -> float | None:
+        values = [f["cost_usd"][kind] for f in figures]
+        return None if any(v is None for v in values) else sum(values)
+
+    to_send = sum(f["to_send"] for f in together)
+    alone = sum(f["to_send"] for f in separate)
+    return {"systems": len(plans), "calls": sum(f["calls"] for f in separate),
+            "distinct": len(distinct), "already_cached": len(distinct & cached),
+            "to_send": to_send, "to_send_separately": alone,
+            "saving": 1 - to_send / alone if alone else 0.0,
+            "cost_usd": {kind: {"together": cost(together, kind),
+                                "separately": cost(separate, kind)}
+                         for kind in ("live", "live_with_prompt_caching", "batch")},
+            "separate": separate, "together": together}

@@ -7,43 +7,55 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig, load_config
-from .._errors import ModelError, OptionError, RunInterrupted
+from .._errors import ModelError, OptionError, RunConflict, RunInterrupted
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
 from ..model import Completion, ModelClient, Spend, call_key, load_prices
-from ..store import Ledger, SQLiteLedger, open_cache
-from ._answer import CallResult, LiveSource, RecordedSource, RunHooks, RunProgress, answer_plan
+from ..store import LEDGER_FILE, Ledger, SQLiteLedger, open_cache
+from ._answer import (
+    CallResult,
+    LiveSource,
+    RecordedSource,
+    RunControl,
+    RunHooks,
+    RunProgress,
+    answer_plan,
+    answer_plans,
+)
 from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
 
 
-def open_ledger(config: JudgeConfig, run_dir: RunDirectory | None) -> Ledger:
+def open_ledger(config: JudgeConfig, directory: str | Path | None) -> Ledger:
     """The ledger a run records its paid requests in.
 
     With the cache on it is the cache directory's, shared with every run using that directory
-    (it *is* the reply cache). With the cache off it is the run directory's own
-    (``ledger.sqlite3``): the run reuses nothing another run paid for, but never pays twice
-    for its own requests, across kills and ``--resume`` too. Without either, an in-memory one.
+    (it *is* the reply cache). With the cache off it is the run's own, ``ledger.sqlite3`` in
+    ``directory`` (the run directory): the run reuses nothing another run paid for, but never
+    pays twice for its own requests, across kills and ``--resume`` too. Without either, an
+    in-memory one.
     """
     if config.use_cache:
         return open_cache(config.cache_dir)
-    if run_dir is not None:
-        return SQLiteLedger(run_dir.ledger_path)
+    if directory is not None:
+        return SQLiteLedger(Path(directory) / LEDGER_FILE)
     return SQLiteLedger(":memory:")
 
 
 @contextlib.contextmanager
-def _signals_stop(hooks: RunHooks, enabled: bool) -> Iterator[None]:
+def _signals_stop(control: RunControl, enabled: bool) -> Iterator[None]:
     """Ctrl-C and SIGTERM stop the run gracefully: the first stops new sends and lets calls in
     flight finish within the grace period; a second one cancels them at once."""
     loop = asyncio.get_running_loop()
@@ -51,14 +63,14 @@ def _signals_stop(hooks: RunHooks, enabled: bool) -> Iterator[None]:
 
     def on_signal(number: int) -> None:
         name = signal.Signals(number).name
-        if hooks.stop_reason is None:
-            hooks.stop(RunInterrupted(
+        if control.stop_reason is None:
+            control.stop(RunInterrupted(
                 f"stopped by {name}; every finished call and every reply that arrived is "
                 "recorded: pass --resume to continue", signal_number=number))
-            print(f"dst-judge: {name}: sending nothing more; waiting up to {hooks.grace:g} s for "
-                  "calls in flight (again to stop at once)", file=sys.stderr, flush=True)
+            print(f"dst-judge: {name}: sending nothing more; waiting up to {control.grace:g} s "
+                  "for calls in flight (again to stop at once)", file=sys.stderr, flush=True)
         else:
-            hooks.abort.set()
+            control.abort.set()
 
     if enabled:
         for number in (signal.SIGINT, signal.SIGTERM):
@@ -72,6 +84,15 @@ def _signals_stop(hooks: RunHooks, enabled: bool) -> Iterator[None]:
     finally:
         for number in installed:
             loop.remove_signal_handler(number)
+
+
+@dataclass
+class _System:
+    """One system's part of an invocation: its plan, run directory and logged calls."""
+
+    plan: EvaluationPlan
+    run_dir: RunDirectory | None = None
+    logged: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -96,37 +117,141 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     the run gracefully with :class:`RunInterrupted`.
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    run_dir = RunDirectory(out_dir) if out_dir is not None else None
-    logged: list[dict[str, Any]] = []
-    if run_dir is not None:
-        logged = run_dir.start(build_manifest(plan, sources), resume=resume or retry_failed,
-                               force=force, retry_failed=retry_failed)
+    system = _System(plan, RunDirectory(out_dir) if out_dir is not None else None)
+    return (await _judge_systems([system], config, sources=sources, resume=resume,
+                                 force=force, retry_failed=retry_failed,
+                                 ledger_dir=out_dir, http_client=http_client,
+                                 on_progress=on_progress, refresh=refresh, ledger=ledger,
+                                 handle_signals=handle_signals))[0]
+
+
+async def evaluate_systems_async(
+        config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+        predictions: Sequence[PredictionSet], *, rules: RuleSet | None = None,
+        http_client: Any = None, out_dir: str | Path | None = None, resume: bool = False,
+        sources: dict[str, Any] | None = None,
+        on_progress: Callable[[RunProgress], None] | None = None, force: bool = False,
+        ledger: Ledger | None = None, handle_signals: bool = False) -> list[EvaluationResult]:
+    """Judge several systems on the same dialogues in one go: every distinct request is sent
+    once (systems agree on many turns), and each system's results are those a separate run
+    would give.
+
+    With ``out_dir`` each system gets its own run directory ``out_dir/<system>`` (see
+    :func:`system_dirs`), and with the cache off the systems share one ledger,
+    ``out_dir/ledger.sqlite3``. A request two systems share is billed to the first that
+    asks; the other's summary counts it as shared.
+    """
+    names = system_dirs(predictions)
+    systems = []
+    if out_dir is not None:
+        parent = RunDirectory(out_dir)
+        if parent.read_manifest() is not None:
+            raise RunConflict(f"{out_dir} holds a single run; several systems need a directory "
+                              "of their own (one run directory per system inside it)")
+    for name, system in zip(names, predictions, strict=True):
+        plan = plan_evaluation(config, schema, dialogues, system, rules=rules)
+        folder = RunDirectory(Path(out_dir) / name) if out_dir is not None else None
+        systems.append(_System(plan, folder))
+    return await _judge_systems(systems, config, sources=sources, resume=resume, force=force,
+                                retry_failed=False, ledger_dir=out_dir,
+                                http_client=http_client, on_progress=on_progress,
+                                refresh=False, ledger=ledger, handle_signals=handle_signals)
+
+
+def system_dirs(predictions: Sequence[PredictionSet]) -> list[str]:
+    """A distinct, file-system-safe directory name per system (its name, else its file)."""
+    names: list[str] = []
+    for system in predictions:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "_", system.name or "").strip("._") or "system"
+        if base in names:
+            stem = Path(system.path).name.removesuffix(".gz").removesuffix(".jsonl")
+            base = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{base}-{stem}").strip("._")
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
+                         sources: dict[str, Any] | None, resume: bool, force: bool,
+                         retry_failed: bool, ledger_dir: str | Path | None, http_client: Any,
+                         on_progress: Callable[[RunProgress], None] | None, refresh: bool,
+                         ledger: Ledger | None, handle_signals: bool) -> list[EvaluationResult]:
+    """Lock and open every system's run directory, answer all plans through one client and
+    ledger, write each system's results."""
     try:
-        result = await _run(plan, config, run_dir, logged, http_client=http_client,
-                            on_progress=on_progress, refresh=refresh, ledger=ledger,
-                            handle_signals=handle_signals)
-        if run_dir is not None:
-            result.summary["calls"]["retried"] = run_dir.dropped
-            run_dir.write_results(result.rows, result.summary)
-        return result
+        for system in systems:
+            if system.run_dir is not None:
+                system.logged = system.run_dir.start(
+                    build_manifest(system.plan, sources), resume=resume or retry_failed,
+                    force=force, retry_failed=retry_failed)
+        results = await _run(systems, config, http_client=http_client,
+                             on_progress=on_progress, refresh=refresh, ledger=ledger,
+                             ledger_dir=ledger_dir, handle_signals=handle_signals)
+        for system, result in zip(systems, results, strict=True):
+            if system.run_dir is not None:
+                result.summary["calls"]["retried"] = system.run_dir.dropped
+                system.run_dir.write_results(result.rows, result.summary)
+        return results
     finally:
-        if run_dir is not None:
-            run_dir.close()
+        for system in systems:
+            if system.run_dir is not None:
+                system.run_dir.close()
 
 
-async def _run(plan: EvaluationPlan, config: JudgeConfig, run_dir: RunDirectory | None,
-               logged: list[dict[str, Any]], *, http_client: Any,
+async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
                on_progress: Callable[[RunProgress], None] | None, refresh: bool,
-               ledger: Ledger | None, handle_signals: bool) -> EvaluationResult:
+               ledger: Ledger | None, ledger_dir: str | Path | None,
+               handle_signals: bool) -> list[EvaluationResult]:
     prices = load_prices(config.prices)
-    hooks = RunHooks(spend=Spend(prices.price(config.model)), budget=config.budget,
-                     grace=config.stop_grace)
-    hooks.done = {e["custom_id"]: CallResult.from_log(e) for e in logged}
-    for earlier in hooks.done.values():
-        hooks.finished_before(earlier)
-    progress = RunProgress(total=len(plan.calls), spend=hooks.spend)
-    progress.done = len(hooks.done)
+    control = RunControl(spend=Spend(prices.price(config.model)), budget=config.budget,
+                         grace=config.stop_grace)
+    progress = RunProgress(total=sum(len(s.plan.calls) for s in systems), spend=control.spend)
+    jobs = []
+    for system in systems:
+        hooks = RunHooks(done={e["custom_id"]: CallResult.from_log(e) for e in system.logged},
+                         on_result=_logger(system.run_dir, progress, on_progress),
+                         control=control)
+        for earlier in hooks.done.values():
+            hooks.finished_before(earlier)
+        progress.done += len(hooks.done)
+        jobs.append((system.plan, hooks))
+    own_ledger = ledger is None
+    ledger = ledger if ledger is not None else open_ledger(config, ledger_dir)
+    first_dir = systems[0].run_dir
+    run_id = (first_dir.run_id if first_dir is not None else None) or uuid.uuid4().hex
+    client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
+                         run_id=run_id, before_send=control.before_send)
+    try:
+        with _signals_stop(control, handle_signals):
+            answers = await answer_plans(jobs, LiveSource(client), control)
+    finally:
+        await client.aclose()
+        if own_ledger:
+            ledger.close()
+    results = []
+    for (plan, hooks), answered in zip(jobs, answers, strict=True):
+        result = build_result(plan, answered)
+        calls = result.summary["calls"]
+        calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
+                     recovered=client.recovered, shared=client.shared,
+                     resumed=len(hooks.done))
+        if len(systems) > 1:
+            # the client's counts are the group's; per system: what it paid for, and what it
+            # got without paying (the ledger, or a request another system sent)
+            attempts = [a for r in answered for a in r.attempts]
+            paid = sum(1 for a in attempts if not a.get("cached"))
+            calls.update(group={k: calls[k] for k in ("sent", "retries", "cache_hits",
+                                                      "recovered", "shared")},
+                         sent=paid, cache_hits=len(attempts) - paid)
+        result.summary["budget_usd"] = config.budget
+        results.append(result)
+    return results
 
+
+def _logger(run_dir: RunDirectory | None, progress: RunProgress,
+            on_progress: Callable[[RunProgress], None] | None) -> Callable[[CallResult], None]:
     def finished(result: CallResult) -> None:
         if run_dir is not None:
             run_dir.append(result)
@@ -134,31 +259,21 @@ async def _run(plan: EvaluationPlan, config: JudgeConfig, run_dir: RunDirectory 
         if on_progress is not None:
             on_progress(progress)
 
-    hooks.on_result = finished
-    own_ledger = ledger is None
-    ledger = ledger if ledger is not None else open_ledger(config, run_dir)
-    run_id = (run_dir.run_id if run_dir is not None else None) or uuid.uuid4().hex
-    client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
-                         run_id=run_id, before_send=hooks.before_send)
-    try:
-        with _signals_stop(hooks, handle_signals):
-            answers = await answer_plan(plan, LiveSource(client), hooks)
-    finally:
-        await client.aclose()
-        if own_ledger:
-            ledger.close()
-    result = build_result(plan, answers)
-    calls = result.summary["calls"]
-    calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
-                 recovered=client.recovered, shared=client.shared, resumed=len(hooks.done))
-    result.summary["budget_usd"] = config.budget
-    return result
+    return finished
 
 
 def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
              predictions: PredictionSet, **options: Any) -> EvaluationResult:
     """Synchronous :func:`evaluate_async` (same keyword options)."""
     return asyncio.run(evaluate_async(config, schema, dialogues, predictions, **options))
+
+
+def evaluate_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+                     predictions: Sequence[PredictionSet],
+                     **options: Any) -> list[EvaluationResult]:
+    """Synchronous :func:`evaluate_systems_async` (same keyword options)."""
+    return asyncio.run(evaluate_systems_async(config, schema, dialogues, predictions,
+                                              **options))
 
 
 def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,

@@ -38,6 +38,17 @@ class EvaluationResult:
                     else ExitStatus.ERROR_ROWS)
         return ExitStatus.OK
 
+    @staticmethod
+    def combined_status(results: Sequence[EvaluationResult]) -> ExitStatus:
+        """The status of several systems judged together: OK when all are, NOTHING_JUDGED
+        when none could be judged, else ERROR_ROWS."""
+        statuses = {r.exit_status for r in results}
+        if statuses <= {ExitStatus.OK}:
+            return ExitStatus.OK
+        if statuses == {ExitStatus.NOTHING_JUDGED}:
+            return ExitStatus.NOTHING_JUDGED
+        return ExitStatus.ERROR_ROWS
+
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """Write ``judgments.jsonl`` and ``summary.json`` into ``out_dir``."""
         return write_results(out_dir, self.rows, self.summary)

@@ -53,6 +53,12 @@ _RESULT_FIELDS = ("dimension", "custom_id", "template_hash", "prompt_hash")
 """Fields every logged call has (a line without one is corrupt)."""
 
 
+def _json_line(value: Any) -> bytes:
+    """One JSON Lines record. Text stays readable (no ASCII escapes); a lone surrogate, which
+    UTF-8 cannot carry, is written as its JSON escape (backslashreplace), so it reads back."""
+    return (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (a kill mid-write leaves the old file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -245,8 +251,7 @@ class RunDirectory:
     def append(self, result: Any) -> None:
         """Log one finished call and flush it to the operating system at once."""
         assert self._handle is not None, "start() first"
-        self._handle.write(json.dumps(vars(result), ensure_ascii=False).encode("utf-8")
-                           + b"\n")
+        self._handle.write(_json_line(vars(result)))
         self._handle.flush()
 
     def drop_errors(self) -> int:
@@ -255,8 +260,7 @@ class RunDirectory:
         kept = [e for e in logged if not e.get("error")]
         removed = len(logged) - len(kept)
         if removed:
-            _write_atomic(self.log_path, "".join(
-                json.dumps(e, ensure_ascii=False) + "\n" for e in kept).encode("utf-8"))
+            _write_atomic(self.log_path, b"".join(_json_line(e) for e in kept))
         self.dropped = removed
         return removed
 
@@ -341,13 +345,14 @@ def write_results(out_dir: str | Path, rows: Sequence[dict[str, Any]],
     out.mkdir(parents=True, exist_ok=True)
     judgments = out / JUDGMENTS
     tmp = judgments.with_name(f".{JUDGMENTS}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    # a lone surrogate (a reply may hold one) becomes its JSON escape instead of an error
+    with tmp.open("w", encoding="utf-8", errors="backslashreplace") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     os.replace(tmp, judgments)
     summary_path = out / SUMMARY
     _write_atomic(summary_path, (json.dumps(summary, indent=2, ensure_ascii=False)
-                                 + "\n").encode("utf-8"))
+                                 + "\n").encode("utf-8", "backslashreplace"))
     return judgments, summary_path
 
 

@@ -138,14 +138,15 @@ def test_dry_run_makes_no_call_and_counts_cached_calls(tmp_path, capsys):
 
 def test_run_log_keeps_replies_with_unicode_line_separators(tmp_path):
     """U+2028, U+0085 and U+001E are written raw by json.dumps(ensure_ascii=False); reading
-    the log back must not split a record at them (it would look torn and be paid for again)."""
+    the log back must not split a record at them (it would look torn and be paid for again).
+    A lone surrogate (a reply may hold the escape) is written as its escape."""
     from types import SimpleNamespace
 
     from judge.pipeline import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.start({"inputs": {}, "config": {}, "templates": {}}, resume=False)
-    text = "line one\u2028line two\x85three\x1efour"
+    text = "line one\u2028line two\x85three\x1efour\ud800lone surrogate"  # UTF-8 cannot carry
     entry = {"dimension": "accuracy", "custom_id": "D::0::accuracy", "template_hash": "t",
              "prompt_hash": "p", "explanation": text, "error": None}
     run.append(SimpleNamespace(**entry))
