@@ -54,7 +54,12 @@ def _command(code: Path, data: tuple[Path, Path, Path], url: str, out: Path,
 
 
 def _env(code: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(code)}
+    return {**os.environ, "PYTHONPATH": str(code), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+NEUTRAL = Path(tempfile.gettempdir())
+"""Working directory of the judge processes: ``python -m`` puts the working directory before
+PYTHONPATH, so running from a checkout would import that checkout instead of ``--code``."""
 
 
 class LogWatch:
@@ -109,6 +114,9 @@ def main() -> int:
     local_only()
     rng = random.Random(args.seed)
     code = args.code.resolve()
+    check = subprocess.run([sys.executable, "-c", "import judge; print(judge.__file__)"],
+                           env=_env(code), cwd=NEUTRAL, capture_output=True, text=True)
+    print(f"judge imported from {check.stdout.strip()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dst-judge-kill-") as tmp_name:
         tmp = Path(tmp_name)
         data = replicate_examples(ROOT / "examples", tmp / "data", args.copies)
@@ -122,7 +130,7 @@ def main() -> int:
             start = time.perf_counter()
             subprocess.run(_command(code, data, server.url, reference_out, args.concurrency),
                            env=_env(code), check=False, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+                           stderr=subprocess.DEVNULL, cwd=NEUTRAL)
             reference = server.snapshot(bodies=False)
             planned = args.copies * 22
             print(f"reference run (no kill): {time.perf_counter() - start:.1f} s; "
@@ -143,13 +151,14 @@ def main() -> int:
                     extra = ("--resume",) if kill else ()
                     process = subprocess.Popen(
                         _command(code, data, server.url, out, args.concurrency, *extra),
-                        env=_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        env=_env(code), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        cwd=NEUTRAL)
                     logged, killed = _kill_when(process, out / "calls.jsonl", target, rng)
                     points.append(f"{logged}" if killed else f"{logged} (ended)")
                 final = subprocess.run(_command(code, data, server.url, out, args.concurrency,
                                                 "--resume"), env=_env(code), check=False,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True)
+                                       text=True, cwd=NEUTRAL)
                 if final.returncode not in (0, 1) or "Traceback" in final.stderr:
                     print(f"      resume exited {final.returncode}: {final.stderr[-3000:]}")
                 stats = server.snapshot(bodies=False)
