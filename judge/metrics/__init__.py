@@ -4,9 +4,11 @@ family, and the value matching every comparison uses (see METRICS.md for the def
 from ._matching import (
     POLICY_NAMES,
     MatchPolicy,
+    loose_form,
     normalize_time,
     normalize_value,
     parse_policy,
+    same_value,
 )
 from ._options import (
     DEFAULT_LAMBDAS,
@@ -35,10 +37,12 @@ __all__ = [
     "SystemMetrics",
     "compute_metrics",
     "f1",
+    "loose_form",
     "normalize_time",
     "normalize_value",
     "parse_policy",
     "ratio",
     "rule_policy",
     "rule_verdicts",
+    "same_value",
 ]
