@@ -32,6 +32,7 @@ from ..data import (
 from ..method import RuleSet, default_rules, load_rules
 from ..metrics import DEFAULT_LAMBDAS, MetricOptions, compute_metrics
 from ..pipeline import EvaluationResult, evaluate
+from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
 from ._report import print_estimate, print_evaluation, print_metrics
 
 _Sub = argparse._SubParsersAction
@@ -108,8 +109,9 @@ def _config(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
 
 
 def _load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
-    schema = load_schema(args.schema)
-    dialogues = load_dialogues(args.dialogues)
+    # any known format loads (converted on the fly, noted on stderr); see _convert.py
+    schema = load_schema_noted(args.schema)
+    dialogues = load_dialogues_noted(args.dialogues, schema)
     if args.dialogue_ids:
         dialogues = dialogues.subset(read_id_list(args.dialogue_ids), source=args.dialogue_ids)
     if args.limit is not None:
@@ -181,7 +183,7 @@ def _run_metrics(args: argparse.Namespace, console: Console) -> int:
         undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
         breakdowns=not args.no_breakdowns)
     schema, dialogues = _load_data(args)
-    predictions = [load_predictions(p, dialogues, schema) for p in args.predictions]
+    predictions = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
     _disambiguate(predictions)
     report = compute_metrics(dialogues, predictions, schema, options, gold=args.gold)
     print_metrics(report, console)
@@ -247,7 +249,7 @@ def _run_evaluate(args: argparse.Namespace, console: Console) -> int:
         overrides["use_cache"] = False
     config = _config(args, **overrides)
     schema, dialogues = _load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     rules = _rules(args.rules, schema)
     if args.dry_run:
         return _dry_run(config, schema, dialogues, predictions, rules, console)
@@ -336,7 +338,8 @@ def _run_retry_errors(args: argparse.Namespace, console: Console) -> int:
     config = load_config(values)
     sources = manifest["sources"]
     schema = load_schema(sources["schema"])
-    dialogues = load_dialogues(sources["dialogues"]).subset(sources["dialogue_ids"])
+    dialogues = load_dialogues(sources["dialogues"], schema=schema).subset(
+        sources["dialogue_ids"])
     predictions = load_predictions(sources["predictions"], dialogues, schema)
     rules = _rules(sources.get("rules"), schema)
     removed = run_dir.drop_errors()
@@ -391,7 +394,7 @@ def _run_prepare(args: argparse.Namespace, console: Console) -> int:
 
     config = _config(args)
     schema, dialogues = _load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=_rules(args.rules, schema))
     count = write_requests(plan, args.out)
     console.print(f"wrote {count} requests to {args.out} ({len(plan.turns)} turns)")
@@ -423,7 +426,7 @@ def _run_collect(args: argparse.Namespace, console: Console) -> int:
 
     config = _config(args)
     schema, dialogues = _load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     if args.output_file:
         files = [Path(args.output_file)]
     elif args.batch_id:
@@ -641,6 +644,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._local import add_local_parser
 
     add_local_parser(commands)
+    from . import _convert
+
+    _convert.add_parser(commands)
     return parser
 
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from .._errors import InputError
-from .._io import read_json, validation_error
+from .._io import validation_error
 
 
 class SlotSpec(BaseModel):
@@ -133,6 +132,12 @@ class Schema(BaseModel):
     domains: list[DomainSpec] = Field(min_length=1)
     multi_value_separator: str = "|"
     special_values: dict[str, str] = Field(default_factory=dict)
+    _source_format: str = PrivateAttr(default="native-schema")
+
+    @property
+    def source_format(self) -> str:
+        """The format the schema file was in (``native-schema`` unless converted)."""
+        return self._source_format
 
     @model_validator(mode="after")
     def _unique_names(self) -> Schema:
@@ -229,12 +234,19 @@ class Schema(BaseModel):
         return next(iter(hits)) if len(hits) == 1 else None
 
 
-def load_schema(path: str | Path) -> Schema:
-    """Load and validate a schema file; errors name the file and the offending field."""
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise InputError("a schema file must hold a JSON object with a 'domains' list", path=path)
+def load_schema(path: str | Path, *, fmt: str | None = None) -> Schema:
+    """Load and validate a schema file; errors name the file and the offending field.
+
+    Besides the native layout, a schema may be a list of services (SGD, MultiWOZ 2.2) or a
+    ConvLab-3 ``ontology.json``; those are converted on the fly (``source_format`` says which).
+    """
+    from ._convert import read_foreign
+
+    found, source, read = read_foreign(path, "schema", fmt=fmt)
+    data = source.document if found.name == "native-schema" else read()
     try:
-        return Schema.model_validate(data)
+        schema = Schema.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, path=path, line=None) from None
+    schema._source_format = found.name
+    return schema
