@@ -184,7 +184,10 @@ def detect(source: Source, kind: Kind) -> Format:
         sample = fmt.sample(source)
         if sample is None:
             continue
-        result = fmt.fits[kind](sample)
+        try:
+            result = fmt.fits[kind](sample)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+            result = Fit(0, "(top level)", "unexpected structure")  # a check's blind spot
         if result.ok:
             return fmt
         if best is None or result.score > best[0].score:
@@ -210,8 +213,11 @@ def _other_kind(source: Source, kind: Kind) -> tuple[Format, Kind] | None:
             continue
         for fmt in formats_for(other):
             sample = fmt.sample(source)
-            if sample is not None and fmt.fits[other](sample).ok:
-                return fmt, other
+            try:
+                if sample is not None and fmt.fits[other](sample).ok:
+                    return fmt, other
+            except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+                continue
     return None
 
 

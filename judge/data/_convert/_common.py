@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,9 @@ class Source:
             except json.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
                                  path=self.path, line=line) from None
+            except RecursionError:
+                raise InputError("JSON nested too deeply to read", path=self.path,
+                                 line=line) from None
 
 
 _DIR_FILES = ("dialogues_*.json", "*.json")
@@ -93,7 +97,7 @@ def open_source(path: str | Path) -> Source:
         raise InputError("file is empty", path=path)
     try:
         first = json.loads(first_line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         first = None
     if isinstance(first, dict) and (more or not _looks_like_document(first)):
         return Source(path, "jsonl", first_record=first, one_line=not more, first_line=number)
@@ -117,7 +121,7 @@ def _first_lines(path: Path) -> tuple[int | None, str | None, bool]:
                     return number, first, True
                 first, number = line, count
             return number, first, False
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 
@@ -131,6 +135,8 @@ def _parse_whole(path: Path, text: str) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
                          line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", path=path) from None
 
 
 # --- structural fit -------------------------------------------------------------------------

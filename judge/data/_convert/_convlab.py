@@ -70,6 +70,8 @@ def fit_predictions(document: Any) -> Fit:
     first = document[0]
     check.need(isinstance(first, dict) and "utt_idx" in first, "[0].utt_idx",
                "expected 'utt_idx'")
+    if check.failed:
+        return check.result()
     check.need(isinstance(first.get("predictions"), dict)
                and isinstance(first["predictions"].get("state"), dict),
                "[0].predictions.state", "expected 'predictions': {'state': ...}")

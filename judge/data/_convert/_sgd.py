@@ -174,6 +174,8 @@ def _dialogues(source: Source, context: Context, *, predicted: bool) -> Iterator
         turns: list[Record] = []
         services: dict[str, State] = {}
         system, system_spans = "", []
+        framed = {f.get("service") for t in dialogue["turns"] if isinstance(t, dict)
+                  for f in t.get("frames") or [] if isinstance(f, dict) and "state" in f}
         for index, turn in enumerate(dialogue["turns"]):
             field = join(join(where, "turns"), index)
             if not isinstance(turn, dict):
@@ -211,9 +213,9 @@ def _dialogues(source: Source, context: Context, *, predicted: bool) -> Iterator
                 record[gold_key] = state  # type: ignore[index]
                 if spans:
                     record["spans"] = spans
-                if intents:
+                if intents:  # one service: its intent; several: intent per domain
                     record["active_intent"] = (next(iter(intents.values()))
-                                               if len(intents) == 1 else intents)
+                                               if len(framed) == 1 else intents)
             turns.append(record)
             system, system_spans = "", []
         if not turns:
@@ -284,9 +286,9 @@ def _service_of(domain: str, context: Context, services: list[str] | None) -> st
             if spec.domain == domain and getattr(spec, "service_name", None):
                 return str(spec.service_name)  # type: ignore[attr-defined]
     for service in services or []:
-        if _NUMBERED.sub("", service).lower() == domain:
+        if _NUMBERED.search(service) and _NUMBERED.sub("", service).lower() == domain:
             return service
-    return domain
+    return f"{domain[:1].upper()}{domain[1:]}_1"  # SGD's naming: Payment_1
 
 
 def _frames(state: State, context: Context, services: list[str] | None, *, sgd: bool,
@@ -352,9 +354,9 @@ def write_dialogues(records: list[Record], context: Context, *, sgd: bool = True
         for number, turn in enumerate(turns):
             if not sgd:
                 turn["turn_id"] = str(number)
+        named = list(dict.fromkeys(f["service"] for t in turns for f in t["frames"]))
         item: dict[str, Any] = {"dialogue_id": record["dialogue_id"],
-                                "services": services or sorted({
-                                    f["service"] for t in turns for f in t["frames"]}),
+                                "services": [s for s in services or [] if s in named] or named,
                                 "turns": turns}
         out.append(item)
     return out
