@@ -57,9 +57,9 @@ def _broken(folder: Path) -> list[Path]:
     return out
 
 
-CORPUS = sorted(p for p in FORMATS.iterdir() if p.suffix in (".json", ".jsonl")) + [
-    EXAMPLES / "schema.json", EXAMPLES / "dialogues.jsonl", EXAMPLES / "predictions.jsonl",
-    FIXTURES / "schema_small.json"]
+CORPUS = [*sorted(p for p in FORMATS.iterdir() if p.suffix in (".json", ".jsonl")),
+          EXAMPLES / "schema.json", EXAMPLES / "dialogues.jsonl",
+          EXAMPLES / "predictions.jsonl", FIXTURES / "schema_small.json"]
 
 COMMANDS = {
     "metrics-schema": lambda f, o: ["metrics", "--schema", f, "--dialogues", DIALOGUES,
