@@ -14,6 +14,14 @@ from ._options import (
     DEFAULT_LAMBDAS,
     MetricOptions,
 )
+from ._profiles import (
+    PROFILE_NAMES,
+    PROFILES,
+    Profile,
+    get_profile,
+    profile_table,
+    score_profile,
+)
 from ._rule import (
     rule_policy,
     rule_verdicts,
@@ -31,18 +39,24 @@ from ._types import (
 __all__ = [
     "DEFAULT_LAMBDAS",
     "POLICY_NAMES",
+    "PROFILES",
+    "PROFILE_NAMES",
     "MatchPolicy",
     "MetricOptions",
     "MetricsReport",
+    "Profile",
     "SystemMetrics",
     "compute_metrics",
     "f1",
+    "get_profile",
     "loose_form",
     "normalize_time",
     "normalize_value",
     "parse_policy",
+    "profile_table",
     "ratio",
     "rule_policy",
     "rule_verdicts",
     "same_value",
+    "score_profile",
 ]
