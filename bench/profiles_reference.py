@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judge.data import Context, get_format, load_dialogues, load_predictions, load_schema  # noqa: E402
-from judge.metrics import score_profile  # noqa: E402
+from judge.data import Context, get_format, load_dialogues, load_predictions, load_schema
+from judge.metrics import score_profile
 
 CACHE = Path(tempfile.gettempdir()) / "dst-judge-reference"
 

@@ -644,9 +644,10 @@ def build_parser() -> argparse.ArgumentParser:
     from ._local import add_local_parser
 
     add_local_parser(commands)
-    from . import _convert
+    from . import _convert, _tables
 
     _convert.add_parser(commands)
+    _tables.add_parser(commands)
     return parser
 
 

@@ -31,6 +31,12 @@ from ._suite import (
     SystemMetrics,
     compute_metrics,
 )
+from ._tables import (
+    PaperTables,
+    paper_tables,
+    to_csv,
+    to_latex,
+)
 from ._types import (
     f1,
     ratio,
@@ -44,6 +50,7 @@ __all__ = [
     "MatchPolicy",
     "MetricOptions",
     "MetricsReport",
+    "PaperTables",
     "Profile",
     "SystemMetrics",
     "compute_metrics",
@@ -52,6 +59,7 @@ __all__ = [
     "loose_form",
     "normalize_time",
     "normalize_value",
+    "paper_tables",
     "parse_policy",
     "profile_table",
     "ratio",
@@ -59,4 +67,6 @@ __all__ = [
     "rule_verdicts",
     "same_value",
     "score_profile",
+    "to_csv",
+    "to_latex",
 ]
