@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from judge import MetricOptions, compute_metrics, load_dialogues, load_predictions, load_schema
+from judge import (
+    InputError,
+    MetricOptions,
+    compute_metrics,
+    load_dialogues,
+    load_predictions,
+    load_schema,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -60,6 +67,18 @@ def score(tmp_path, mini_schema):
         return report.systems[0].metrics
 
     return run
+
+
+def assert_located(error: InputError, path: str | Path | None, line: int | None,
+                   field: str | None) -> None:
+    """A bad-input error names the file, line and field: as attributes and at the head of its
+    message (``file:line: field 'x': reason``), so a user can go straight to the spot."""
+    assert (error.path, error.line, error.field) == (
+        str(path) if path is not None else None, line, field)
+    where = str(path) if path is not None else "<input>"
+    where += f":{line}" if line is not None else ""
+    where += f": field '{field}'" if field else ""
+    assert str(error).startswith(where + ": "), str(error)
 
 
 def shared_path(*parts: str) -> Path:

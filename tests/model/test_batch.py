@@ -13,7 +13,7 @@ from judge._digest import canonical_json
 from judge.cli import main
 from judge.model import Cassette, read_output
 
-from ..conftest import CASSETTES, EXAMPLES, mount_cassette
+from ..conftest import CASSETTES, EXAMPLES, assert_located, mount_cassette
 
 
 def _config(tmp_path, **values):
@@ -109,7 +109,7 @@ def test_malformed_output_lines(tmp_path, line, field):
     path.write_text('{"custom_id": "D::0::accuracy", "error": {"message": "x"}}\n' + line + "\n")
     with pytest.raises(InputError) as err:
         read_output(path)
-    assert err.value.line == 2 and err.value.field == field
+    assert_located(err.value, path, 2, field)
 
 
 def test_cli_prepare_and_collect(tmp_path, example_data, capsys):
