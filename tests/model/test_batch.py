@@ -116,8 +116,7 @@ def test_cli_prepare_and_collect(tmp_path, example_data, capsys):
     schema, dialogues, predictions = example_data
     data = ["--schema", str(EXAMPLES / "schema.json"),
             "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
-            "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
-            "--cache-dir", str(tmp_path / "cache")]
+            "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local"]
     assert main(["batch", "prepare", *data, "--out", str(tmp_path / "req.jsonl")]) == 0
     plan = plan_evaluation(_config(tmp_path), schema, dialogues, predictions)
     output = _write(tmp_path / "out.jsonl", _output_lines_from_cassette(
