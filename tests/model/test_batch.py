@@ -236,7 +236,7 @@ def test_cli_collect_downloads_by_batch_id(tmp_path, example_data, capsys):
                      "--schema", str(EXAMPLES / "schema.json"),
                      "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
                      "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
-                     "--cache-dir", str(tmp_path / "cache"), "--out", str(run)])
+                     "--out", str(run)])
     assert code == 0, capsys.readouterr().err
     assert (run / "batch_fixture.output.jsonl").read_bytes() == output
     summary = json.loads((run / "summary.json").read_text())
