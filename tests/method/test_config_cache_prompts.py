@@ -46,8 +46,6 @@ def test_config_errors(tmp_path):
         load_config(None, bad)
 
 
-@pytest.mark.xfail(strict=True, reason="judge._config puts the parser's line only into the "
-                   "message text, not into InputError.line (so no 'file:line:' prefix)")
 @pytest.mark.parametrize(("name", "text"), [("judge.json", '{"model": "m",\n nope}'),
                                             ("judge.toml", 'model = "m"\nnope\n')])
 def test_config_parse_error_names_the_line(tmp_path, name, text):
