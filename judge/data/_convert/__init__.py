@@ -201,6 +201,8 @@ def detect(source: Source, kind: Kind) -> Format:
         raise FormatError(f"not a known {kind} format; known: {known_formats(kind)}",
                           path=source.path)
     fit, fmt = best
+    if fmt.name == NATIVE and fit.score >= 2:
+        return fmt  # a native record with a flaw: the loader names it exactly (line, field)
     line = source.first_line if fmt.layout == "jsonl" else None
     raise FormatError(f"{fit.reason}: not a known {kind} format (closest: {fmt.name}); "
                       f"known: {known_formats(kind)}", path=source.path, line=line,
