@@ -27,6 +27,7 @@ from .._io import read_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
+from ._labels import write_labels
 
 MISSED_DONTCARE = "missed dontcare"
 SURFACE_VARIANT = "surface variant"
@@ -423,16 +424,3 @@ def import_decisions(path: str | Path, *, annotator: str | None = None) -> list[
     return [{"dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "label": r["label"],
              "annotator": r["annotator"], "note": "; ".join(r["notes"])}
             for r in labels.values()]
-
-
-def write_labels(records: Iterable[dict[str, Any]], path: str | Path) -> int:
-    """Write human-label records as JSON Lines; returns how many were written."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with out.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            count += 1
-    return count
-
