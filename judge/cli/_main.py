@@ -32,6 +32,9 @@ from ..data import (
 from ..method import RuleSet, default_rules, load_rules
 from ..metrics import DEFAULT_LAMBDAS, MetricOptions, compute_metrics
 from ..pipeline import EvaluationResult, evaluate
+from ._agreement import add_parser as agreement_parser
+from ._audit import add_parser as audit_parser
+from ._labels import add_parser as labels_parser
 from ._report import print_estimate, print_evaluation, print_metrics
 
 _Sub = argparse._SubParsersAction
@@ -440,35 +443,6 @@ def _run_collect(args: argparse.Namespace, console: Console) -> int:
 
 # --- agreement, comparisons -----------------------------------------------------------------
 
-def _add_agreement(commands: _Sub) -> None:
-    p = commands.add_parser(
-        "agreement", help="agreement of judge, RULE versions and human labels (kappa, CIs)",
-        description="For every pair among the judge, RULE-<version> and human labels: accuracy, "
-        "Cohen's kappa, confusion matrix and P/R/F1 of the 'incorrect' class, with bootstrap "
-        "confidence intervals that resample dialogues.")
-    p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
-    p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--json", dest="json_out", metavar="OUT")
-    p.set_defaults(handler=_run_agreement)
-
-
-def _run_agreement(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import agreement_report, load_labels
-    from ..pipeline import load_run
-    from ._report import print_agreement
-
-    run = load_run(args.run)
-    human = load_labels(args.human) if args.human else None
-    report = agreement_report(run.rows, human, n_boot=args.n_boot, seed=args.seed,
-                              confidence=args.confidence)
-    print_agreement(report, console)
-    _write_json(args.json_out, report, console)
-    return 0
-
-
 def _write_json(path: str | None, data: Any, console: Console) -> None:
     if path:
         Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -524,45 +498,6 @@ def _run_systems(args: argparse.Namespace, console: Console) -> int:
     _write_json(args.json_out, table, console)
     if args.png:
         console.print(f"wrote {plot_systems(table, args.png)}")
-    return 0
-
-
-def _add_audit(commands: _Sub) -> None:
-    p = commands.add_parser(
-        "audit", help="HTML page of turns where judge and annotation disagree (for annotators)",
-        description="Write one self-contained HTML file listing the turns where the judge and "
-        "an annotation version disagree, grouped by slot and kind, with sorting, filtering and "
-        "export of annotators' decisions.")
-    p.add_argument("run", metavar="RUN_DIR")
-    p.add_argument("--out", required=True, metavar="HTML")
-    p.set_defaults(handler=_run_audit)
-
-
-def _run_audit(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import write_audit
-
-    count = write_audit(args.run, args.out)
-    console.print(f"wrote {args.out} ({count} items)")
-    return 0
-
-
-def _add_labels(commands: _Sub) -> None:
-    p = commands.add_parser("labels", help="human labels: import annotators' decisions")
-    sub = p.add_subparsers(dest="labels_command", required=True, metavar="STEP")
-    imp = sub.add_parser("import", help="turn an audit export (CSV or JSONL) with decisions "
-                         "into a human-labels file")
-    imp.add_argument("decisions", help="file exported from the audit page")
-    imp.add_argument("--out", required=True, metavar="FILE", help="human labels (JSON Lines)")
-    imp.add_argument("--annotator", help="annotator name for rows that give none")
-    imp.set_defaults(handler=_run_labels_import)
-
-
-def _run_labels_import(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import import_decisions, write_labels
-
-    records = import_decisions(args.decisions, annotator=args.annotator)
-    count = write_labels(records, args.out)
-    console.print(f"wrote {count} human label(s) to {args.out}")
     return 0
 
 
@@ -631,11 +566,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retry_errors(commands)
     _add_metrics(commands)
     _add_batch(commands)
-    _add_agreement(commands)
+    agreement_parser(commands)
     _add_compare(commands)
     _add_systems(commands)
-    _add_audit(commands)
-    _add_labels(commands)
+    audit_parser(commands)
+    labels_parser(commands)
     _add_cache(commands)
     _add_validate(commands)
     from ._local import add_local_parser
