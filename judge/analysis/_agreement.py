@@ -87,7 +87,7 @@ def statistics_from_counts(counts: np.ndarray) -> dict[str, np.ndarray]:
     Percentages are ×100.
     """
     c = np.asarray(counts, dtype=float)
-    c00, c01, c10, c11 = (c[..., i] for i in range(4))
+    c00, c01, c10 = (c[..., i] for i in range(3))
     table = pair_statistics(c.reshape(*c.shape[:-1], 2, 2))
 
     def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

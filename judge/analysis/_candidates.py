@@ -89,6 +89,18 @@ class JudgeTurn:
     missed: dict[str, str | None]
     """Missed slot → the value the judge named for it (from the filter trace), if any."""
     explanations: tuple[str, ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Slot → the filter trace's reason for the judge's decision on it."""
+    correct: dict[str, str] | None = None
+    """The state the judge holds correct after the turn, when the run records it."""
+
+    def accepts(self, slot: str, value: str) -> bool:
+        """Whether the judge let the predicted ``slot = value`` stand: it is in the judge's
+        correct state (so neither flagged nor dropped by a rule filter); for runs that do not
+        record that state, whether the judge did not flag the slot."""
+        if self.correct is not None:
+            return self.correct.get(slot) == value
+        return slot not in self.incorrect
 
 
 @dataclass
@@ -116,7 +128,10 @@ def source_from_predictions(predictions: PredictionSet) -> AuditSource:
 
 def _judge_turn(row: Mapping[str, Any]) -> JudgeTurn:
     named: dict[str, str | None] = {}
+    reasons: dict[str, str] = {}
     for step in row.get("trace") or []:
+        if step.get("slot") and step.get("reason"):
+            reasons[str(step["slot"])] = str(step["reason"])
         if step.get("step") == "completeness" and step.get("slot"):
             value = step.get("value")
             named[str(step["slot"])] = None if value is None else str(value)
@@ -124,9 +139,13 @@ def _judge_turn(row: Mapping[str, Any]) -> JudgeTurn:
     explanations = tuple(str(c["explanation"]) for c in row.get("calls") or []
                          if c.get("explanation"))
     verdict = row.get("verdict")
+    state = row.get("state")
+    correct = state.get("correct") if isinstance(state, dict) else None
     return JudgeTurn(verdict if isinstance(verdict, bool) else None,
                      frozenset(str(s) for s in row.get("incorrect") or []), missed,
-                     explanations)
+                     explanations, reasons,
+                     {str(k): str(v) for k, v in correct.items()}
+                     if isinstance(correct, dict) else None)
 
 
 def source_from_run(run: Run, name: str | None = None) -> AuditSource:
@@ -179,7 +198,8 @@ def _equal(predicted: str | None, gold: str | None, separator: str) -> bool:
 
 def mentioned(value: str, text: str) -> bool:
     """Whether ``value`` is said in ``text``: as whole words (ignoring case, spacing and a
-    leading article), or, for values of five characters or more, with spaces squeezed out."""
+    leading article), or, for values of five characters or more, with spaces or punctuation
+    squeezed out (``pizza hut fenditton`` in ``pizza hut fen ditton``), still as whole words."""
     base = _words(value)
     if base in (DONTCARE, NONE_VALUE, ""):
         return False
@@ -188,7 +208,10 @@ def mentioned(value: str, text: str) -> bool:
         if candidate and re.search(r"(?<!\w)" + re.escape(candidate) + r"(?!\w)", words):
             return True
     short = squeeze(value)
-    return len(short) >= 5 and short in _NON_ALNUM.sub("", words)
+    if len(short) < 5:
+        return False
+    loose = r"[\s'\-:.]?".join(re.escape(char) for char in short)
+    return re.search(r"(?<![0-9a-z])" + loose + r"(?![0-9a-z])", words) is not None
 
 
 def in_schema(schema: Schema | None, slot: str, value: str) -> bool | None:
@@ -383,27 +406,33 @@ class _Scorer:
         if not runs:
             return
         if value is not None:
-            verdicts = [(name, slot not in j.incorrect) for name, j in runs
+            verdicts = [(name, j, j.accepts(slot, value)) for name, j in runs
                         if name in holders and slot in t.changed.get(name, {})]
-            accepted = [name for name, ok in verdicts if ok]
-            rejected = [name for name, ok in verdicts if not ok]
+            accepted = [(name, j) for name, j, ok in verdicts if ok]
+            rejected = [(name, j) for name, j, ok in verdicts if not ok]
             if accepted:
                 yield Evidence("judge_accepts", WEIGHTS["judge_accepts"] * len(accepted)
                                / len(runs), f"the judge accepts {_show(value)} "
-                               f"({', '.join(accepted)})")
+                               f"({_because(accepted, slot)})")
             if rejected:
                 yield Evidence("judge_rejects", WEIGHTS["judge_rejects"] * len(rejected)
                                / len(runs), f"the judge flags {_show(value)} as incorrect "
-                               f"({', '.join(rejected)})")
+                               f"({_because(rejected, slot)})")
         if gold is not None:
-            naming = [name for name, j in runs if name in holders and slot in j.missed
+            naming = [(name, j) for name, j in runs if name in holders and slot in j.missed
                       and (j.missed[slot] is None or _equal(j.missed[slot], gold,
                                                             self.separator))]
             if naming:
                 yield Evidence("judge_misses_gold", WEIGHTS["judge_misses_gold"]
                                * len(naming) / len(runs),
                                f"the judge says the prediction missed {slot} "
-                               f"({', '.join(naming)})")
+                               f"({_because(naming, slot)})")
+
+
+def _because(runs: Sequence[tuple[str, JudgeTurn]], slot: str) -> str:
+    """Run names, each with the judge's slot-level reason when its trace gives one."""
+    return "; ".join(f"{name}: {j.reasons[slot]}" if slot in j.reasons else name
+                     for name, j in runs)
 
 
 def _text_until(dialogue: Dialogue, index: int) -> str:

@@ -18,8 +18,8 @@ from .._errors import InputError, OptionError
 from .._io import format_loc, iter_jsonl_lines, read_json
 from .._resources import package_dir
 
-FileKind = Literal["schema", "dialogues", "predictions", "labels"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample")
 
 
 @cache

@@ -44,7 +44,7 @@ TEXTBOOK = ([1] * 25 + [0] * 25, [1] * 20 + [0] * 5 + [1] * 10 + [0] * 15)
 
 def test_krippendorff_published_examples():
     a, b = KRIPP_A
-    assert round(krippendorff_alpha(list(zip(a, b))), 3) == 0.095
+    assert round(krippendorff_alpha(list(zip(a, b, strict=True))), 3) == 0.095
     closed = pair_statistics(contingency(a, b, [0, 1]))
     assert round(float(closed["alpha"]), 3) == 0.095
     assert round(krippendorff_alpha(KRIPP_C, CATEGORIES_C), 3) == 0.743
@@ -72,7 +72,7 @@ def test_high_agreement_paradox():
     a = [1] * 90 + [1] * 5 + [0] * 5
     b = [1] * 90 + [0] * 5 + [1] * 5
     assert cohen_kappa(a, b) < 0
-    assert gwet_ac1(list(zip(a, b))) > 0.85
+    assert gwet_ac1(list(zip(a, b, strict=True))) > 0.85
     assert pabak(a, b) == pytest.approx(0.8)
 
 
