@@ -21,6 +21,9 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # agreement on a sample, ranked label-error candidates
+    "draw_sample", "find_candidates", "load_audit_inputs", "load_sample", "write_candidates",
+    "write_sample",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 

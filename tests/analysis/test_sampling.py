@@ -87,7 +87,7 @@ def test_error_rows_are_outside_the_population_and_domains_stratify():
 
 
 def test_sample_options_are_checked():
-    with pytest.raises(OptionError, match="2.4|2.1"):
+    with pytest.raises(OptionError, match=r"it has: 2\.1, 2\.4"):
         draw_sample(ROWS, n=5, gold="3.0")
     with pytest.raises(OptionError, match="--n"):
         draw_sample(ROWS, n=0, gold="2.1")
