@@ -16,11 +16,12 @@ Two settings:
 * **example**: the project's example (4 dialogues) judged by replaying two recorded cassettes
   (``example-two-dim``, ``example-weak-two-dim``), with judge evidence.
 
-``--crossfit`` also fits a logistic regression on the same evidence codes, on one half of the
+``--ablation`` re-ranks the shared three-system list with groups of evidence left out, to
+show what each buys. ``--crossfit`` also fits a logistic regression on the same evidence codes, on one half of the
 dialogues, and ranks the other half (and vice versa): a check that the hand-set weights are
 not what carries the figures.
 
-    python bench/audit_candidates.py [--data ../shared/data/multiwoz] [--crossfit]
+    python bench/audit_candidates.py [--data ../shared/data/multiwoz] [--ablation] [--crossfit]
 """
 
 from __future__ import annotations
@@ -112,7 +113,47 @@ def crossfit(candidates: Sequence, truth: set[tuple[str, int, str]]) -> dict[str
     return {f"p@{k}": 100.0 * ranked[:k].mean() for k in CUTOFFS}
 
 
-def shared(data: Path, use_crossfit: bool) -> list[tuple[str, dict[str, float]]]:
+ABLATIONS = {
+    "systems' agreement only": {"prior", "systems_agree", "systems_split"},
+    "without the gold's later turns": None,
+    "without the schema's value sets": None,
+    "without the dialogue text": None,
+    "without dontcare and spelling rules": None,
+}
+LEFT_OUT = {
+    "without the gold's later turns": {"gold_later"},
+    "without the schema's value sets": {"gold_outside_schema", "value_outside_schema"},
+    "without the dialogue text": {"value_in_dialogue", "gold_not_in_dialogue",
+                                  "gold_in_dialogue"},
+    "without dontcare and spelling rules": {"said_no_preference", "gold_dontcare",
+                                            "surface_variant"},
+}
+
+
+def rerank(candidates: Sequence, keep, position: dict[str, int]) -> list:
+    """The candidates ordered by the summed weights of the evidence codes ``keep`` accepts;
+    ties in dialogue order, as the library breaks them (never by the left-out evidence)."""
+    def key(c) -> tuple:
+        logit = sum(e.weight for e in c.evidence if keep(e.code))
+        return (-logit, position[dialogue_key(c.dialogue_id)], c.turn_index, c.slot)
+    return sorted(candidates, key=key)
+
+
+def ablation(candidates: Sequence, truth,
+             position: dict[str, int]) -> list[tuple[str, dict[str, float]]]:
+    rows = []
+    for label, only in ABLATIONS.items():
+        if only is not None:
+            ranked = rerank(candidates, lambda code, only=only: code in only, position)
+        else:
+            ranked = rerank(candidates, lambda code, out=LEFT_OUT[label]: code not in out,
+                            position)
+        rows.append((f"  same, {label}", measure(ranked, truth)))
+    return rows
+
+
+def shared(data: Path, use_crossfit: bool,
+           use_ablation: bool = False) -> list[tuple[str, dict[str, float]]]:
     start = time.perf_counter()
     schema = load_schema(data / "schema.json")
     dialogues = load_dialogues(data / "dialogues.jsonl.gz")
@@ -125,6 +166,8 @@ def shared(data: Path, use_crossfit: bool) -> list[tuple[str, dict[str, float]]]
         sources = [source_from_predictions(s) for s in chosen]
         candidates = find_candidates(dialogues, sources, gold="2.1", schema=schema)
         rows.append((f"MultiWOZ test, {label}, exact-match evidence", measure(candidates, truth)))
+        if use_ablation and len(chosen) == 3:
+            rows.extend(ablation(candidates, truth, dialogues.index))
         if use_crossfit and len(chosen) == 3:
             rows.append(("  same, logistic regression cross-fitted on halves",
                          crossfit(candidates, truth)))
@@ -170,11 +213,12 @@ def example() -> list[tuple[str, dict[str, float]]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_default_data())
+    parser.add_argument("--ablation", action="store_true")
     parser.add_argument("--crossfit", action="store_true")
     args = parser.parse_args()
     rows = example()
     if (args.data / "dialogues.jsonl.gz").exists():
-        rows = shared(args.data, args.crossfit) + rows
+        rows = shared(args.data, args.crossfit, args.ablation) + rows
     else:
         print(f"no shared data at {args.data}; only the example is measured", file=sys.stderr)
     print("| setting | P@25 | P@50 | P@100 | P@200 | R-prec | AP | recall | candidates | "
