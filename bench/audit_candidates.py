@@ -17,9 +17,9 @@ Two settings:
   (``example-two-dim``, ``example-weak-two-dim``), with judge evidence.
 
 ``--ablation`` re-ranks the shared three-system list with groups of evidence left out, to
-show what each buys. ``--crossfit`` also fits a logistic regression on the same evidence codes, on one half of the
-dialogues, and ranks the other half (and vice versa): a check that the hand-set weights are
-not what carries the figures.
+show what each buys. ``--crossfit`` also fits a logistic regression on the same evidence
+codes, on one half of the dialogues, and ranks the other half (and vice versa): a check that
+the hand-set weights are not what carries the figures.
 
     python bench/audit_candidates.py [--data ../shared/data/multiwoz] [--ablation] [--crossfit]
 """
@@ -152,6 +152,21 @@ def ablation(candidates: Sequence, truth,
     return rows
 
 
+NOTES: list[str] = []
+
+
+def _agreement_note(candidates: Sequence, truth) -> str:
+    """How often the gold was corrected where every system holds the same value against it."""
+    def hit(c) -> bool:
+        return (dialogue_key(c.dialogue_id), c.turn_index, c.slot) in truth
+    every = [c for c in candidates if len(c.systems) == 3]
+    valued = [c for c in every if c.predicted is not None]
+    share = 100 * sum(map(hit, every)) / len(every)
+    return (f"candidates all 3 systems hold: {len(every)}, {share:.1f} % corrected; of these "
+            f"with a value (not 'absent'): {len(valued)}, "
+            f"{100 * sum(map(hit, valued)) / len(valued):.1f} % corrected")
+
+
 def shared(data: Path, use_crossfit: bool,
            use_ablation: bool = False) -> list[tuple[str, dict[str, float]]]:
     start = time.perf_counter()
@@ -166,6 +181,8 @@ def shared(data: Path, use_crossfit: bool,
         sources = [source_from_predictions(s) for s in chosen]
         candidates = find_candidates(dialogues, sources, gold="2.1", schema=schema)
         rows.append((f"MultiWOZ test, {label}, exact-match evidence", measure(candidates, truth)))
+        if len(chosen) == 3:
+            NOTES.append(_agreement_note(candidates, truth))
         if use_ablation and len(chosen) == 3:
             rows.extend(ablation(candidates, truth, dialogues.index))
         if use_crossfit and len(chosen) == 3:
@@ -233,6 +250,8 @@ def main() -> int:
               f"{cell(figures, 'p@100')} | {cell(figures, 'p@200')} | "
               f"{cell(figures, 'r-prec')} | {cell(figures, 'ap')} | {cell(figures, 'recall')} | "
               f"{cell(figures, 'candidates', 0)} | {cell(figures, 'corrections', 0)} |")
+    for note in NOTES:
+        print(note)
     return 0
 
 
