@@ -314,10 +314,9 @@ class _Turn:
 class _Scorer:
     """The evidence rules (one method each keeps the rules readable and testable)."""
 
-    def __init__(self, schema: Schema | None, separator: str, sources: int) -> None:
+    def __init__(self, schema: Schema | None, separator: str) -> None:
         self.schema = schema
         self.separator = separator
-        self.sources = sources
 
     def evidence(self, t: _Turn, slot: str, value: str | None,
                  holders: list[str]) -> list[Evidence]:
@@ -457,7 +456,7 @@ def find_candidates(dialogues: DialogueSet, sources: Sequence[AuditSource], *,
     version = dialogues.resolve_version(gold)
     others = [v for v in dialogues.versions if v != version]
     separator = schema.multi_value_separator if schema is not None else "|"
-    scorer = _Scorer(schema, separator, len(sources))
+    scorer = _Scorer(schema, separator)
     candidates: list[Candidate] = []
     for dialogue in dialogues.dialogues:
         key = dialogue_key(dialogue.dialogue_id)

@@ -539,3 +539,21 @@ def test_page_of_predictions_only(tmp_path):
     html = (tmp_path / "p.html").read_text(encoding="utf-8")
     assert "Suspected gold errors of 2.1" in html and "<script" not in html
     assert not RESOURCE_URL.search(html)
+
+
+def test_candidate_values_cannot_break_out_of_the_page(tmp_path):
+    from judge import load_dialogues, load_predictions
+    from judge.analysis import find_candidates, source_from_predictions
+
+    nasty = "</td></tr><script>alert(1)</script><img src=x onerror=alert(1)>"
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [
+        {"dialogue_id": "D<b>1", "turns": [{"turn_index": 0, "system": "", "user": nasty,
+                                            "gold_state_21": {"hotel-name": "a & b"}}]}]))
+    system = load_predictions(write_jsonl(tmp_path / "p.jsonl", [
+        {"dialogue_id": "D<b>1", "system_name": "<i>sys</i>",
+         "turns": [{"turn_index": 0, "pred_state": {"hotel-name": nasty}}]}]), dialogues)
+    candidates = find_candidates(dialogues, [source_from_predictions(system)])
+    write_audit(None, tmp_path / "p.html", candidates=candidates)
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "<i>" not in html and "&lt;script&gt;" in html
