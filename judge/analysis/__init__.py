@@ -14,6 +14,7 @@ from ._agreement import (
     format_population,
     format_reevaluation,
     format_reviewers,
+    judgment_rows_source,
 )
 from ._audit import (
     AuditItem,
@@ -36,6 +37,7 @@ from ._compare import (
     method_table,
     plot_systems,
     system_table,
+    systems_figure,
 )
 from ._labels import (
     HumanLabel,
@@ -88,6 +90,7 @@ __all__ = [
     "format_reviewers",
     "gwet_ac1",
     "import_decisions",
+    "judgment_rows_source",
     "krippendorff_alpha",
     "load_audit_inputs",
     "load_labels",
@@ -99,6 +102,7 @@ __all__ = [
     "source_from_predictions",
     "source_from_run",
     "system_table",
+    "systems_figure",
     "write_audit",
     "write_candidates",
     "write_labels",

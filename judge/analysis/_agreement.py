@@ -17,12 +17,14 @@ import itertools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
 from .._errors import DataMismatchError, OptionError
+from .._io import iter_jsonl_lines
 from ._labels import (
     UNNAMED,
     HumanLabel,
@@ -172,35 +174,62 @@ class Ratings:
         return 0 if key[2] in self.flagged.get(turn, set()) else 1  # type: ignore[index]
 
 
-def _as_label(value: Any, what: str, row: Mapping[str, Any]) -> int | None:
+@dataclass(frozen=True)
+class RowsSource:
+    """Where judgment rows came from, so a bad row is named by file, line and field."""
+
+    path: str | None = None
+    lines: Sequence[int] | None = None
+
+    def error(self, message: str, index: int, field: str) -> DataMismatchError:
+        line = self.lines[index] if self.lines is not None and index < len(self.lines) else None
+        return DataMismatchError(message, path=self.path, line=line, field=field)
+
+
+def judgment_rows_source(run_dir: str | Path) -> RowsSource:
+    """The file and line of each row of a run's ``judgments.jsonl`` (rows are its non-blank
+    lines, in order, as :func:`judge.pipeline.load_run` reads them)."""
+    path = Path(run_dir) / "judgments.jsonl"
+    return RowsSource(str(path), [line for line, _ in iter_jsonl_lines(path)])
+
+
+def _as_label(value: Any, what: str, row: Mapping[str, Any], index: int, field_name: str,
+              source: RowsSource) -> int | None:
     """A judgment-row verdict as 0/1; ``None`` (an error row, or no RULE verdict) stays None."""
     if value is None:
         return None
     if isinstance(value, bool):
         return int(value)
-    raise DataMismatchError(
+    raise source.error(
         f"{what} of dialogue {row['dialogue_id']!r} turn {row['turn_index']} must be true, "
-        f"false or null (got {value!r})")
+        f"false or null (got {value!r})", index, field_name)
 
 
-def read_ratings(rows: Sequence[Mapping[str, Any]]) -> Ratings:
+def read_ratings(rows: Sequence[Mapping[str, Any]],
+                 source: RowsSource | None = None) -> Ratings:
     """Step 1: the judge's and every RULE version's label of each turn, in run order."""
+    source = source or RowsSource()
     ratings = Ratings()
-    seen: set[TurnKey] = set()
-    for row in rows:
+    seen: dict[TurnKey, int] = {}
+    for index, row in enumerate(rows):
         key = row_key(row)
         if key in seen:
-            raise DataMismatchError(
-                f"the run holds dialogue {row['dialogue_id']!r} turn {row['turn_index']} twice")
+            first = seen[key]
+            where = (f"line {source.lines[first]}" if source.lines is not None
+                     and first < len(source.lines) else f"row {first + 1}")
+            raise source.error(f"the run holds dialogue {row['dialogue_id']!r} turn "
+                               f"{row['turn_index']} twice (first at {where})", index,
+                               "dialogue_id")
         ratings.order.append(key)
-        seen.add(key)
-        verdict = _as_label(row.get("verdict"), "verdict", row)
+        seen[key] = index
+        verdict = _as_label(row.get("verdict"), "verdict", row, index, "verdict", source)
         if verdict is not None:
             ratings.judge[key] = verdict
             ratings.flagged[key] = {str(s) for s in [*(row.get("incorrect") or []),
                                                      *(row.get("missed") or [])]}
         for version, value in (row.get("rule") or {}).items():
-            label = _as_label(value, f"RULE-{version} verdict", row)
+            label = _as_label(value, f"RULE-{version} verdict", row, index,
+                              f"rule.{version}", source)
             rater = ratings.rules.setdefault(str(version), {})
             if label is not None:
                 rater[key] = label
@@ -493,17 +522,19 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
 
 def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = None, *,
                      sample: Sample | None = None, n_boot: int = 1000, seed: int = 0,
-                     confidence: float = 0.95) -> dict[str, Any]:
+                     confidence: float = 0.95,
+                     source: RowsSource | None = None) -> dict[str, Any]:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is
     the reference for precision, recall and F1 of the "incorrect" class (order: judge, RULE
     versions as they appear, human). With human labels the report also holds the reviewers'
     agreement, the judge against per-slot labels, and the paper's accuracy after human
-    re-evaluation; with a ``sample`` (and labels) it adds population estimates.
+    re-evaluation; with a ``sample`` (and labels) it adds population estimates. ``source``
+    (see :func:`judgment_rows_source`) lets a bad row be named by file and line.
     """
     boot = Bootstrap(n_boot, seed, confidence)
-    ratings = read_ratings(rows)
+    ratings = read_ratings(rows, source)
     raters = ratings.raters()
     seen = set(ratings.order)
     human_block: dict[str, Any] | None = None

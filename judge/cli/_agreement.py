@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,25 +24,26 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
     p.add_argument("--sample", metavar="FILE", help="the sample the humans labelled "
                    "('labels sample'): adds population estimates")
-    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--json", dest="json_out", metavar="OUT")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap replicates (default: 1000; 0 = no intervals)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="interval coverage (default: 0.95)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import agreement_report, load_labels, load_sample
+    from ..analysis import agreement_report, judgment_rows_source, load_labels, load_sample
     from ..pipeline import load_run
+    from ._options import write_json
     from ._report import print_agreement
 
     rows = load_run(args.run).rows
     human = load_labels(args.human) if args.human else None
     sample = load_sample(args.sample) if args.sample else None
     report = agreement_report(rows, human, sample=sample, n_boot=args.n_boot, seed=args.seed,
-                              confidence=args.confidence)
+                              confidence=args.confidence, source=judgment_rows_source(args.run))
     print_agreement(report, console)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {args.json_out}")
+    write_json(args.json_out, report, console)
     return 0

@@ -53,17 +53,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
         if args.candidates or args.dialogues or len(runs) < len(args.inputs):
             raise
         # the page of a run needs no dialogues file; only its ranking does
-        console.print(f"[yellow]the page leaves out the ranked candidates: {exc}[/]")
+        console.print(f"the page leaves out the ranked candidates: {exc}", markup=False,
+                      style="yellow")
         items = write_audit(runs[0], args.out)
-        console.print(f"wrote {args.out} ({items} judge/RULE items)")
+        console.print(f"wrote {args.out} ({items} judge/RULE items)", markup=False)
         return 0
     candidates = find_candidates(inputs.dialogues, inputs.sources, gold=args.gold,
                                  schema=inputs.schema)
     if args.candidates:
         count = write_candidates(candidates, args.candidates)
-        console.print(f"wrote {args.candidates} ({count} candidates, ranked)")
+        console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
     if args.out:
         items = write_audit(runs[0] if runs else None, args.out, candidates=candidates)
         what = f"{items} judge/RULE items, " if runs else ""
-        console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)")
+        console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)",
+                      markup=False)
     return 0

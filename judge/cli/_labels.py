@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["add_parser"]
@@ -40,7 +41,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     sample.add_argument("--allocation", choices=ALLOCATIONS, default="equal",
                         help="turns per stratum: equal (default; small strata taken whole) "
                         "or proportional to stratum size")
-    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     sample.add_argument("--out", required=True, metavar="FILE", help="sample (JSON Lines)")
     sample.set_defaults(handler=run_sample)
 
@@ -50,7 +51,7 @@ def run_import(args: argparse.Namespace, console: Console) -> int:
 
     records = import_decisions(args.decisions, annotator=args.annotator)
     count = write_labels(records, args.out)
-    console.print(f"wrote {count} human label(s) to {args.out}")
+    console.print(f"wrote {count} human label(s) to {args.out}", markup=False)
     return 0
 
 
@@ -67,8 +68,8 @@ def run_sample(args: argparse.Namespace, console: Console) -> int:
     for name in ("stratum", "turns", "drawn", "weight"):
         table.add_column(name, justify="left" if name == "stratum" else "right")
     for stratum in sorted(sample.strata().values(), key=lambda s: s["stratum"]):
-        table.add_row(stratum["stratum"], str(stratum["size"]), str(stratum["sample"]),
+        table.add_row(escape(stratum["stratum"]), str(stratum["size"]), str(stratum["sample"]),
                       f"{stratum['size'] / stratum['sample']:.2f}")
     console.print(table)
-    console.print(f"wrote {args.out}")
+    console.print(f"wrote {args.out}", markup=False)
     return 0

@@ -1,0 +1,82 @@
+"""``compare`` and ``systems``: what to make of runs side by side (``agreement``, ``audit`` and
+``labels`` have modules of their own)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from .._digest import file_digest
+from .._errors import OptionError
+from ..analysis import (
+    load_labels,
+    method_table,
+    plot_systems,
+    system_table,
+)
+from ..data import Schema, load_schema
+from ..pipeline import Run, RunDirectory, load_run
+from ._options import write_json
+from ._report import print_methods, print_systems
+
+
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
+    p = commands.add_parser(
+        "compare", help="judge methods side by side on the same turns (the paper's Table 2)",
+        description="Compare judge runs of several methods over the same turns: TSA, judge "
+        "JGA and agreement with RULE verdicts (and with human labels when given).")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="judge runs of the same predictions, one per method or prompt")
+    p.add_argument("--human", metavar="FILE", help="human labels to add agreement with humans")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
+    p.set_defaults(handler=run_compare)
+
+    p = commands.add_parser(
+        "systems", help="DST systems under the judge and exact-match metrics (TSA, JGA), "
+        "with a PNG chart (the paper's Figures 2-3)")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="one judge run per system")
+    p.add_argument("--schema", help="schema file (default: the one the runs recorded, if it "
+                   "is still there unchanged)")
+    p.add_argument("--dialogues", help="dialogues file (default: the one each run recorded)")
+    p.add_argument("--names", nargs="+", help="system names (default: from the runs)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
+    p.add_argument("--png", metavar="OUT", help="write a bar chart")
+    p.set_defaults(handler=run_systems)
+
+
+def run_compare(args: argparse.Namespace, console: Console) -> int:
+    runs = [load_run(path) for path in args.runs]
+    human = load_labels(args.human).per_turn() if args.human else None
+    table = method_table(runs, human)
+    print_methods(table, console)
+    write_json(args.json_out, table, console)
+    return 0
+
+
+def recorded_schema(runs: list[Run]) -> Schema:
+    """The schema the runs recorded, when it is still there with the same digest."""
+    manifest = RunDirectory(runs[0].path).read_manifest() or {}
+    sources = manifest.get("sources") or {}
+    path, digest = sources.get("schema"), sources.get("schema_sha256")
+    if not path or not digest:
+        raise OptionError(f"{runs[0].path} records no schema file: pass --schema")
+    if not Path(path).is_file() or file_digest(path) != digest:
+        raise OptionError(f"the schema file {runs[0].path} recorded ({path}) is gone or changed "
+                          "since the run: pass --schema")
+    return load_schema(path)
+
+
+def run_systems(args: argparse.Namespace, console: Console) -> int:
+    runs = [load_run(path) for path in args.runs]
+    if args.names and len(args.names) != len(runs):
+        raise OptionError(f"--names has {len(args.names)} names for {len(runs)} runs")
+    schema = load_schema(args.schema) if args.schema else recorded_schema(runs)
+    table = system_table(runs, schema, names=args.names, dialogues_path=args.dialogues)
+    print_systems(table, console)
+    write_json(args.json_out, table, console)
+    if args.png:
+        console.print(f"wrote {plot_systems(table, args.png)}", markup=False)
+    return 0
