@@ -7,10 +7,10 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["add_parser"]
+__all__ = ["add_parsers"]
 
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``agreement`` under the main ``dst-judge`` parser."""
     p = commands.add_parser(
         "agreement", help="agreement of judge, RULE versions and human labels (kappa, AC1, "

@@ -9,10 +9,10 @@ from rich.console import Console
 
 from .._errors import OptionError
 
-__all__ = ["add_parser"]
+__all__ = ["add_parsers"]
 
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``audit`` under the main ``dst-judge`` parser."""
     p = commands.add_parser(
         "audit", help="find annotation errors: ranked label-error candidates (CSV/JSONL) and "

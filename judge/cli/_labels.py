@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["add_parser"]
+__all__ = ["add_parsers"]
 
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``labels import|sample`` under the main ``dst-judge`` parser."""
     from ..analysis import ALLOCATIONS
 

@@ -14,8 +14,8 @@ from .._version import __version__
 from . import _agreement, _analysis, _audit, _batch, _cache, _evaluate, _labels, _local, _metrics
 
 COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _batch.add_parsers,
-                  _agreement.add_parser, _analysis.add_parsers, _audit.add_parser,
-                  _labels.add_parser, _cache.add_parsers, _local.add_local_parser)
+                  _agreement.add_parsers, _analysis.add_parsers, _audit.add_parsers,
+                  _labels.add_parsers, _cache.add_parsers, _local.add_local_parser)
 """One function per command module adds its commands, in help order."""
 
 
