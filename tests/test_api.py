@@ -26,6 +26,11 @@ EXPECTED = {
     "RunConflict", "StoreError",
     # several systems judged together, each distinct request sent once
     "evaluate_systems", "evaluate_systems_async",
+    # bring your own data (issue 14)
+    "FormatError", "convert", "paper_tables", "score_profile",
+    # agreement on a sample, ranked label-error candidates
+    "draw_sample", "find_candidates", "load_audit_inputs", "load_sample", "write_candidates",
+    "write_sample",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 

@@ -11,7 +11,6 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
-from ..data import load_predictions
 from ..model import cassette_client
 from ..pipeline import (
     TRANSPORT_OPTIONS,
@@ -26,6 +25,7 @@ from ..pipeline import (
     rules_for,
     system_dirs,
 )
+from ._convert import load_predictions_noted
 from ._options import (
     ALL,
     add_config_options,
@@ -99,7 +99,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
     schema, dialogues = load_data(args)
     paths = prediction_paths(args.predictions)
-    systems = [load_predictions(path, dialogues, schema) for path in paths]
+    systems = [load_predictions_noted(str(path), dialogues, schema) for path in paths]
     rules = rules_for(args.rules, schema)
     if args.dry_run:
         plans = [plan_evaluation(config, schema, dialogues, p, rules=rules) for p in systems]

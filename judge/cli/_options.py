@@ -17,8 +17,9 @@ from rich.console import Console
 
 from .._config import JudgeConfig, load_config
 from .._errors import OptionError
-from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_schema, read_id_list
+from ..data import DialogueSet, PredictionSet, Schema, read_id_list
 from ..metrics import MetricOptions
+from ._convert import load_dialogues_noted, load_schema_noted
 
 ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
@@ -134,25 +135,23 @@ def add_data_options(parser: argparse.ArgumentParser, *, many: bool = False,
 
 
 def prediction_paths(given: Sequence[str]) -> list[Path]:
-    """Predictions files as given, a directory standing for its ``*.jsonl(.gz)`` files."""
+    """Predictions files as given; a directory of ``*.jsonl(.gz)`` files stands for them (one
+    system each), any other directory is one source (an SGD-style folder of dialogues)."""
     paths: list[Path] = []
     for name in given:
         path = Path(name)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir()
-                           if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
-            if not found:
-                raise OptionError(f"{path}: no predictions files (*.jsonl, *.jsonl.gz) in it")
-            paths.extend(found)
-        else:
-            paths.append(path)
+        found = sorted(p for p in path.iterdir()
+                       if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz"))
+                       ) if path.is_dir() else []
+        paths.extend(found or [path])
     return list(dict.fromkeys(paths))
 
 
 def load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
     """Schema and dialogues, narrowed by ``--dialogue-ids`` and ``--limit``."""
-    schema = load_schema(args.schema)
-    dialogues = load_dialogues(args.dialogues)
+    # any known format loads (converted on the fly, noted on stderr): see _convert.py
+    schema = load_schema_noted(args.schema)
+    dialogues = load_dialogues_noted(args.dialogues, schema)
     if args.dialogue_ids:
         dialogues = dialogues.subset(read_id_list(args.dialogue_ids), source=args.dialogue_ids)
     if args.limit is not None:
