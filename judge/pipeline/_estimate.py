@@ -12,7 +12,9 @@ from ._plan import EvaluationPlan
 
 def cached_request_keys(config: JudgeConfig) -> set[str]:
     """Keys the reply cache already holds (empty when the cache is off or absent)."""
-    if not config.use_cache or not cache_ledger_path(config.cache_dir).exists():
+    old_cache = cache_ledger_path(config.cache_dir).with_name("cache.db")
+    if not config.use_cache or not (cache_ledger_path(config.cache_dir).exists()
+                                    or old_cache.exists()):
         return set()
     ledger = open_cache(config.cache_dir)
     try:
