@@ -183,11 +183,20 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     rows = [
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
+    ]
+    if figures.get("systems", 1) > 1 or figures.get("duplicates"):
+        rows.append((f"requests shared by several systems ({figures.get('systems', 1)} "
+                     "systems), sent once", f"{figures['duplicates']:,}"))
+    rows += [
         ("skipped (empty turn state)", figures["skipped"]),
         ("prompt tokens (static prefix)",
          f"{figures['prompt_tokens']:,} ({figures['static_prompt_tokens']:,})"),
-        ("prompt tokens a provider can cache", f"{figures['provider_cacheable_tokens']:,}"),
-        ("completion tokens", f"{figures['completion_tokens']:,}"),
+        ("  of which response-format schema / chat format",
+         f"{figures.get('response_format_tokens', 0):,} / "
+         f"{figures.get('chat_overhead_tokens', 0):,}"),
+        ("prompt tokens per call", f"{figures['prompt_tokens'] / max(1, figures['to_send']):,.0f}"),
+        ("prompt tokens a prefix cache would serve", f"{figures['provider_cacheable_tokens']:,}"),
+        ("completion tokens (assumed)", f"{figures['completion_tokens']:,}"),
         ("cost live", usd(cost["live"])),
         ("cost live with prompt caching", usd(cost["live_with_prompt_caching"])),
         ("cost through the Batch API", usd(cost["batch"])),

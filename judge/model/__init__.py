@@ -22,11 +22,21 @@ from ._client import (
     redact,
 )
 from ._cost import (
+    ASSUMED_COMPLETION_TOKENS,
     ModelPrice,
+    PrefixCacheRule,
     PriceTable,
+    RequestEstimate,
     Spend,
+    cost_figures,
+    estimate_requests,
     load_prices,
+    price_and_counter,
     usage_cost,
+)
+from ._tokens import (
+    TokenCounter,
+    counter_for,
 )
 from ._transport import (
     AiohttpTransport,
@@ -36,6 +46,7 @@ from ._transport import (
 )
 
 __all__ = [
+    "ASSUMED_COMPLETION_TOKENS",
     "CHAT_URL",
     "AiohttpTransport",
     "Cassette",
@@ -43,16 +54,23 @@ __all__ = [
     "HttpxTransport",
     "ModelClient",
     "ModelPrice",
+    "PrefixCacheRule",
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "RequestEstimate",
     "Spend",
+    "TokenCounter",
     "Transport",
     "call_key",
+    "cost_figures",
+    "counter_for",
     "custom_id",
     "download",
+    "estimate_requests",
     "load_prices",
     "parse_custom_id",
+    "price_and_counter",
     "read_output",
     "redact",
     "replay_transport",

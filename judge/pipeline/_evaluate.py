@@ -43,7 +43,19 @@ from ..method import (
     totals,
 )
 from ..metrics import ratio, rule_policy, rule_verdicts
-from ..model import Completion, ModelClient, Spend, call_key, custom_id, load_prices, usage_cost
+from ..model import (
+    ASSUMED_COMPLETION_TOKENS,
+    Completion,
+    ModelClient,
+    Spend,
+    call_key,
+    cost_figures,
+    custom_id,
+    estimate_requests,
+    load_prices,
+    price_and_counter,
+    usage_cost,
+)
 from ._rundir import MANIFEST_FORMAT, RunDirectory
 
 _REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
@@ -316,22 +328,44 @@ def _usage(results: Sequence[CallResult]) -> dict[str, int]:
     return totals_
 
 
+def call_chains(plan: EvaluationPlan) -> list[list[tuple[int, int]]]:
+    """The send order: for each dialogue, one chain per dimension holding that dimension's
+    calls in turn order, as (turn position, call position) pairs. A chain's calls go out one
+    after another, so each call finds the previous turn's prompt, which it extends, still in
+    the server's prefix cache."""
+    chains: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for t, turn in enumerate(plan.turns):
+        for c, call in enumerate(turn.calls):
+            chains.setdefault((call.dialogue_id, call.dimension), []).append((t, c))
+    return list(chains.values())
+
+
 async def run_plan(plan: EvaluationPlan, source: CompletionSource,
                    hooks: RunHooks | None = None) -> EvaluationResult:
-    """Answer every call of the plan and integrate the results."""
+    """Answer every call of the plan and integrate the results: ``concurrency`` workers, each
+    taking the next chain of :func:`call_chains` and sending its calls in order."""
     config = plan.config
-    tasks = [asyncio.ensure_future(judge_call(c, source, config.reasks, hooks))
-             for t in plan.turns for c in t.calls]
+    chains = call_chains(plan)
+    per_turn: list[list[CallResult | None]] = [[None] * len(t.calls) for t in plan.turns]
+    pending = iter(chains)
+
+    async def worker() -> None:
+        for chain in pending:  # the shared iterator hands each chain to one worker
+            for t, c in chain:
+                per_turn[t][c] = await judge_call(plan.turns[t].calls[c], source,
+                                                  config.reasks, hooks)
+
+    tasks = [asyncio.ensure_future(worker())
+             for _ in range(max(1, min(config.concurrency, len(chains))))]
     try:
-        answers = await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-    remaining = iter(answers)
-    per_turn = [[next(remaining) for _ in turn.calls] for turn in plan.turns]
-    return _integrate(plan, per_turn, answers, batch=source.batch)
+    done = [[r for r in results if r is not None] for results in per_turn]
+    return _integrate(plan, done, [r for results in done for r in results], batch=source.batch)
 
 
 def _integrate(plan: EvaluationPlan, per_turn: list[list[CallResult]],
@@ -430,46 +464,54 @@ class RunProgress:
         self.errors += bool(result.error)
 
 
-ASSUMED_COMPLETION_TOKENS = 150
-"""Reply length assumed by the dry run (GPT-4 explanations run 100-200 tokens)."""
-PROVIDER_CACHE_MIN_TOKENS = 1024
-
-
-def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of a run before making it: live, with provider prompt caching,
-    and through the Batch API. Tokens are estimated as characters / 4."""
+def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
+             others: Sequence[EvaluationPlan] = ()) -> dict[str, Any]:
+    """Calls, tokens and cost of a run before making it: live, with the server's prefix cache
+    (in the send order of :func:`call_chains`), and through the Batch API. Tokens are counted
+    with the model's tokenizer (:func:`judge.model.estimate_requests`). ``others``: plans of
+    further systems on the same dialogues; a request several systems share is counted once."""
     from ..store import cache_key
 
     config = plan.config
     prices = load_prices(config.prices)
-    price = prices.price(config.model)
-    calls = plan.calls
-    is_cached = [bool(cached_keys) and cache_key(config.endpoint, c.body,
-                                                 c.prompt.template_hash) in cached_keys
-                 for c in calls]
-    cached = [c for c, hit in zip(calls, is_cached, strict=True) if hit]
-    to_send = [c for c, hit in zip(calls, is_cached, strict=True) if not hit]
-    prompt = sum(c.prompt.total_chars for c in to_send) // 4
-    static = sum(c.prompt.static_chars for c in to_send) // 4
-    first_of_prefix = {c.dimension: id(c) for c in reversed(to_send)}
-    cacheable = sum(c.prompt.static_chars // 4 for c in to_send
-                    if c.prompt.static_chars // 4 >= PROVIDER_CACHE_MIN_TOKENS
-                    and first_of_prefix.get(c.dimension) != id(c))
-    completion = ASSUMED_COMPLETION_TOKENS * len(to_send)
-
-    def usd(cached_tokens: int, discount: float = 0.0) -> float | None:
-        return usage_cost({"prompt_tokens": prompt, "cached_prompt_tokens": cached_tokens,
-                           "completion_tokens": completion}, price, batch_discount=discount)
-
+    price, counter = price_and_counter(config.model, prices)
+    requests: list[tuple[str, str, dict[str, Any]]] = []
+    calls = already = skipped = 0
+    for each in (plan, *others):
+        for chain in call_chains(each):
+            for t, c in chain:
+                call = each.turns[t].calls[c]
+                if call.skipped:
+                    skipped += 1
+                    continue
+                calls += 1
+                if cached_keys and cache_key(config.endpoint, call.body,
+                                             call.prompt.template_hash) in cached_keys:
+                    already += 1
+                    continue
+                requests.append((f"{call.dialogue_id}/{call.dimension}", call.dimension,
+                                 call.body))
+    static = {d: len(plan.prompts.static_messages(d)) for d in plan.prompts.dimensions}
+    figures = estimate_requests(requests, counter, static_messages=static)
     return {"model": config.model, "priced": price is not None,
-            "calls": len(calls), "already_cached": len(cached), "to_send": len(to_send),
-            "skipped": sum(1 for t in plan.turns for c in t.calls if c.skipped),
-            "prompt_tokens": prompt, "static_prompt_tokens": static,
-            "provider_cacheable_tokens": cacheable, "completion_tokens": completion,
-            "cost_usd": {"live": usd(0), "live_with_prompt_caching": usd(cacheable),
-                         "batch": usd(0, prices.batch_discount)},
-            "note": f"tokens estimated as characters / 4; replies assumed "
-                    f"{ASSUMED_COMPLETION_TOKENS} tokens"}
+            "tokenizer": counter.encoding if counter.exact else f"{counter.encoding} "
+                         f"(estimate, ±{counter.error:.0%})",
+            "systems": 1 + len(others),
+            "calls": calls, "already_cached": already, "to_send": figures.distinct,
+            "duplicates": figures.requests - figures.distinct, "skipped": skipped,
+            "prompt_tokens": figures.prompt_tokens,
+            "static_prompt_tokens": figures.static_prompt_tokens,
+            "response_format_tokens": figures.schema_tokens,
+            "chat_overhead_tokens": figures.overhead_tokens,
+            "provider_cacheable_tokens": figures.cached_prompt_tokens,
+            "completion_tokens": figures.completion_tokens,
+            "per_dimension": figures.per_dimension,
+            "cost_usd": cost_figures(figures, price, prices.batch_discount),
+            "note": f"prompt tokens counted with {counter.encoding}"
+                    + ("" if counter.exact else f" (unknown model: ±{counter.error:.0%})")
+                    + f"; replies assumed {ASSUMED_COMPLETION_TOKENS} tokens; cached: "
+                    + ("llama-server slot cache" if counter.chat == "chatml"
+                       else "OpenAI prompt caching, ≥ 1,024-token prompts")}
 
 
 def build_manifest(plan: EvaluationPlan, sources: dict[str, Any] | None = None) -> dict[str, Any]:
