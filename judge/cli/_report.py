@@ -108,6 +108,12 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     table.add_row("tokens prompt / completion / cached prompt",
                   f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
                   f"{tokens['cached_prompt_tokens']}")
+    check = summary.get("token_check") or {}
+    if check.get("requests") and check["prompt_tokens"]["reported"]:
+        prompt, cached = check["prompt_tokens"], check["cached_prompt_tokens"]
+        table.add_row(f"prompt tokens counted ({check['tokenizer']}) / reported",
+                      f"{prompt['counted']} / {prompt['reported']} ({prompt['error']:+.2%}); "
+                      f"cached: estimated {cached['estimated']} / reported {cached['reported']}")
     share = summary.get("static_prompt_share")
     table.add_row("static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)

@@ -32,6 +32,7 @@ from ._cost import (
     estimate_requests,
     load_prices,
     price_and_counter,
+    usage_check,
     usage_cost,
 )
 from ._tokens import (
@@ -77,5 +78,6 @@ __all__ = [
     "scrub",
     "status",
     "submit",
+    "usage_check",
     "usage_cost",
 ]

@@ -115,14 +115,19 @@ class PrefixCacheRule:
 
     OpenAI caches prompts of at least 1,024 tokens, in steps of 128 tokens, for prefixes it saw
     recently on the same route; llama-server keeps each slot's last prompt and reuses the
-    common prefix token for token.
+    common prefix token for token, except the last prompt token, which it always evaluates.
     """
 
     name: str
     minimum: int
     step: int
+    recompute_last: bool = False
+    only_previous: bool = False
+    """Only the previous request's prompt is kept (one llama-server slot)."""
 
     def cached(self, prompt_tokens: int, common: int) -> int:
+        if self.recompute_last:
+            common = min(common, prompt_tokens - 1)
         if prompt_tokens < self.minimum or common < self.minimum:
             return 0
         return self.minimum + (common - self.minimum) // self.step * self.step
@@ -130,7 +135,7 @@ class PrefixCacheRule:
 
 OPENAI_CACHE = PrefixCacheRule("OpenAI prompt caching (≥ 1,024 tokens, 128-token steps)", 1024, 128)
 SLOT_CACHE = PrefixCacheRule("llama-server slot cache (common prefix with the slot's last "
-                             "prompt)", 1, 1)
+                             "prompt)", 1, 1, recompute_last=True, only_previous=True)
 
 
 @dataclass
@@ -157,14 +162,15 @@ def _body_digest(body: dict[str, Any]) -> str:
 
 def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
                       counter: TokenCounter, *, static_messages: dict[str, int] | None = None,
-                      completion_tokens: int = ASSUMED_COMPLETION_TOKENS) -> RequestEstimate:
+                      completion_tokens: int = ASSUMED_COMPLETION_TOKENS,
+                      dedupe: bool = True) -> RequestEstimate:
     """Count the prompt tokens of ``requests`` — ``(chain, dimension, body)`` in send order,
     where a chain is a run of calls sent one after another (one dialogue's calls of one
     dimension) — once per distinct body, and the part a prefix cache would serve.
 
     ``static_messages[dimension]`` leading messages of a body (default 1: the system message;
     few-shot examples add theirs) are the same for every call of that dimension: they are
-    counted as the static part.
+    counted as the static part. ``dedupe=False`` counts a body sent twice twice.
     """
     rule = SLOT_CACHE if counter.chat == "chatml" else OPENAI_CACHE
     seen: set[str] = set()
@@ -174,14 +180,16 @@ def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
     out = RequestEstimate(per_dimension={})
     for chain, dimension, body in requests:
         out.requests += 1
-        digest = _body_digest(body)
-        if digest in seen:
-            continue
-        seen.add(digest)
+        if dedupe:
+            digest = _body_digest(body)
+            if digest in seen:
+                continue
+            seen.add(digest)
         out.distinct += 1
         tokens = counter.request_tokens(body)
         ids = counter.prompt_ids(body)
-        candidates = [last_in_chain.get(chain), last_of_dimension.get(dimension), previous]
+        candidates = ([previous] if rule.only_previous else
+                      [last_in_chain.get(chain), last_of_dimension.get(dimension), previous])
         common = max((common_prefix(ids, c) for c in candidates if c), default=0)
         cached = rule.cached(tokens.total, common)
         out.prompt_tokens += tokens.total
@@ -209,3 +217,20 @@ def cost_figures(estimate: RequestEstimate, price: ModelPrice | None,
 
     return {"live": usd(0), "live_with_prompt_caching": usd(estimate.cached_prompt_tokens),
             "batch": usd(0, batch_discount)}
+
+
+def usage_check(sent: Sequence[tuple[str, str, dict[str, Any], dict[str, int]]],
+                counter: TokenCounter) -> dict[str, Any]:
+    """Our counts against what the server reported, for requests really sent:
+    ``(chain, dimension, body, usage)`` in send order."""
+    if not sent:
+        return {"requests": 0}
+    figures = estimate_requests([(c, d, b) for c, d, b, _ in sent], counter, dedupe=False)
+    reported = sum(int(u.get("prompt_tokens", 0)) for *_, u in sent)
+    cached = sum(int(u.get("cached_prompt_tokens", 0)) for *_, u in sent)
+    return {"requests": figures.requests, "tokenizer": counter.encoding,
+            "prompt_tokens": {"counted": figures.prompt_tokens, "reported": reported,
+                              "error": (figures.prompt_tokens - reported) / reported
+                              if reported else None},
+            "cached_prompt_tokens": {"estimated": figures.cached_prompt_tokens,
+                                     "reported": cached}}

@@ -54,6 +54,7 @@ from ..model import (
     estimate_requests,
     load_prices,
     price_and_counter,
+    usage_check,
     usage_cost,
 )
 from ._rundir import MANIFEST_FORMAT, RunDirectory
@@ -417,6 +418,11 @@ def _integrate(plan: EvaluationPlan, per_turn: list[list[CallResult]],
     static = sum(c.prompt.static_chars for c in plan.calls)
     total = sum(c.prompt.total_chars for c in plan.calls)
     errors = [row for row in rows if row["error"]]
+    sent = [(f"{call.dialogue_id}/{call.dimension}", call.dimension, call.body,
+             result.attempts[0].get("usage") or {})
+            for t, c in (pair for chain in call_chains(plan) for pair in chain)
+            for call, result in [(plan.turns[t].calls[c], per_turn[t][c])]
+            if not call.skipped and result.attempts and not result.from_cache]
     summary = {
         "method": config.method, "semantics": config.semantics,
         "turns": run.turns, "scored_turns": run.scored, "error_turns": run.errors,
@@ -430,6 +436,7 @@ def _integrate(plan: EvaluationPlan, per_turn: list[list[CallResult]],
                   "reasks": sum(max(0, len(r.attempts) - 1) for r in made),
                   "failed": sum(1 for r in made if r.error)},
         "tokens": tokens,
+        "token_check": usage_check(sent, price_and_counter(config.model, prices)[1]),
         "cost_usd": usage_cost(tokens, prices.price(config.model),
                                batch_discount=prices.batch_discount if batch else 0.0),
         "static_prompt_share": static / total if total else None,
