@@ -21,6 +21,8 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # bring your own data (issue 14)
+    "FormatError", "convert", "paper_tables", "score_profile",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 

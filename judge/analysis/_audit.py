@@ -342,6 +342,9 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
+            except RecursionError:
+                raise InputError("JSON nested too deeply to read", path=path,
+                                 line=number) from None
             if not isinstance(record, dict):
                 raise InputError("each line must be a JSON object", path=path, line=number)
             records.append((number, record))

@@ -22,6 +22,7 @@ def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
     systems = [s.metrics for s in report.systems]
     rows: list[tuple[str, list[Any]]] = [
         ("JGA", [m["jga"] for m in systems]),
+        ("Final-turn JGA", [m.get("final_turn_jga") for m in systems]),
         ("Slot accuracy (SA)", [m["sa"] for m in systems]),
         ("Average goal accuracy (AGA)", [m["aga"] for m in systems]),
         ("Relative slot accuracy (RSA)", [m["rsa"] for m in systems]),
@@ -75,6 +76,10 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
             console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
                           f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
                           f"({names}); they count as errors.")
+        if inputs.get("renamed_slots"):
+            count = sum(inputs["renamed_slots"].values())
+            console.print(f"[cyan]{system.name}[/]: {count} predicted slot name(s) read as the "
+                          f"schema's ({', '.join(list(inputs['renamed_slots'])[:3])}).")
         if inputs["integration_mismatches"]:
             console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
                           "whose pred_turn_state does not integrate into pred_state, e.g. "

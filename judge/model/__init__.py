@@ -13,6 +13,7 @@ from ._batch import (
 from ._cassette import (
     Cassette,
     RecordingTransport,
+    cassette_client,
     replay_transport,
     scrub,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "TokenCounter",
     "Transport",
     "call_key",
+    "cassette_client",
     "cost_figures",
     "counter_for",
     "custom_id",

@@ -11,7 +11,8 @@ import pytest
 from judge import load_config, plan_evaluation
 from judge.model import Completion
 from judge.pipeline import call_chains
-from judge.pipeline._evaluate import run_plan
+from judge.pipeline._answer import answer_plan
+from judge.pipeline._result import build_result
 
 
 class _OrderSource:
@@ -38,7 +39,7 @@ def test_calls_of_a_dialogue_dimension_go_in_turn_order(example_data, concurrenc
     config = load_config({"model": "m", "concurrency": concurrency})
     plan = plan_evaluation(config, *example_data)
     source = _OrderSource()
-    result = asyncio.run(run_plan(plan, source))
+    result = build_result(plan, asyncio.run(answer_plan(plan, source)))
     assert len(source.sent) == len(plan.calls) and result.summary["error_turns"] == 0
     assert source.peak <= concurrency
     by_chain: dict[tuple[str, str], list[int]] = {}
