@@ -14,6 +14,7 @@ from ._errors import (
     InputError,
     ModelError,
     OptionError,
+    ServiceError,
 )
 from ._version import __version__
 from .analysis import (
@@ -28,6 +29,7 @@ from .analysis import (
     write_audit,
     write_labels,
 )
+from .client import Client
 from .data import (
     Dialogue,
     DialogueSet,
@@ -75,6 +77,7 @@ from .pipeline import (
 __all__ = [
     "BudgetReached",
     "CassetteMiss",
+    "Client",
     "DSTJudgeError",
     "DataMismatchError",
     "Dialogue",
@@ -95,6 +98,7 @@ __all__ = [
     "PredictionSet",
     "Run",
     "Schema",
+    "ServiceError",
     "SlotSpec",
     "State",
     "SystemMetrics",

@@ -21,8 +21,11 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # the service's Python client and its error
+    "Client", "ServiceError",
 }
-STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
+STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
+          "client")
 
 
 def test_all_is_the_curated_surface():

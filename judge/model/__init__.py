@@ -19,6 +19,7 @@ from ._cassette import (
 from ._client import (
     Completion,
     ModelClient,
+    SharedLimiter,
     redact,
 )
 from ._cost import (
@@ -46,6 +47,7 @@ __all__ = [
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "SharedLimiter",
     "Spend",
     "Transport",
     "call_key",

@@ -1,0 +1,57 @@
+"""Run the packaged alembic migrations on start. On Postgres an advisory lock makes replicas
+that start together migrate one after the other (the later ones find nothing to do)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+if TYPE_CHECKING:
+    from ._db import Database
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x64_73_74_6A  # "dstj": the advisory lock id of schema upgrades
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(db: Database) -> str | None:
+    with db.engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(db: Database) -> None:
+    """Bring the schema to the newest revision (no-op when it is there already)."""
+    config = alembic_config()
+    if db.is_sqlite:
+        with db._writer or contextlib.nullcontext(), db.engine.connect() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            connection.commit()
+        return
+    with db.engine.connect() as connection:
+        connection.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
+        connection.commit()
+        try:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            connection.commit()
+        finally:
+            connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+            connection.commit()
+
