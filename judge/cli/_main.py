@@ -639,8 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache(commands)
     _add_validate(commands)
     from ._local import add_local_parser
+    from ._remote import add_parsers as add_remote_parsers
+    from ._serve import add_parser as add_serve_parser
 
     add_local_parser(commands)
+    add_serve_parser(commands)
+    add_remote_parsers(commands)
     return parser
 
 
