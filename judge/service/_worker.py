@@ -140,6 +140,7 @@ class Worker:
         while (any(r.in_flight for r in self.running.values())
                and time.monotonic() < deadline):
             await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # replies that just arrived get parsed and logged
         for running in list(self.running.values()):
             if running.task is not None and not running.task.done():
                 running.reason = running.reason or "drain"
