@@ -72,6 +72,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
                    "(default 4; 0 = API only)")
+    p.add_argument("--worker", choices=("process", "thread"), default="process",
+                   dest="worker_mode", help="run jobs in a worker process (default) or a "
+                   "thread of the API process")
     p.add_argument("--lease", type=float, dest="lease_seconds",
                    help="seconds before a silent worker's job is taken over (default 30)")
     p.add_argument("--grace", type=float, dest="grace_seconds",
@@ -101,7 +104,8 @@ def _settings(args: argparse.Namespace) -> Any:
         "data_dir": args.data_dir or os.environ.get("DST_JUDGE_SERVE_DATA_DIR"),
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
-                 "max_upload_mb", "max_job_budget", "share_cache_across_projects"):
+                 "max_upload_mb", "max_job_budget", "share_cache_across_projects",
+                 "worker_mode"):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):
