@@ -73,7 +73,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank]
 
 
-def poll_load(url: str, token: str, ids: list[str], stop: threading.Event,
+def poll_load(url: str, token: str, ids: list[str], stop: threading.Event, interval: float,
               latencies: dict[str, list[float]]) -> None:
     client = judge.Client(url, token)
     rng = random.Random(threading.get_ident())
@@ -86,7 +86,7 @@ def poll_load(url: str, token: str, ids: list[str], stop: threading.Event,
             client.jobs(limit=50)
             kind = "GET /v1/jobs"
         latencies.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
-        time.sleep(0.02)
+        time.sleep(interval)
     client.close()
 
 
@@ -101,6 +101,8 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=8, help="jobs the server runs at once")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight per job")
     parser.add_argument("--readers", type=int, default=4, help="polling client threads")
+    parser.add_argument("--poll", type=float, default=0.1, help="seconds between a reader's "
+                        "requests (4 readers at 0.1 s: ~40 requests/s)")
     args = parser.parse_args()
     local_only()
     folder = Path(tempfile.mkdtemp(prefix="dstj-bench-"))
@@ -128,7 +130,8 @@ def main() -> int:
             stop = threading.Event()
             latencies: dict[str, list[float]] = {"POST /v1/jobs": submit_ms}
             readers = [threading.Thread(target=poll_load, args=(server.url, token, ids, stop,
-                                                                 latencies), daemon=True)
+                                                                 args.poll, latencies),
+                                        daemon=True)
                        for _ in range(args.readers)]
             for thread in readers:
                 thread.start()

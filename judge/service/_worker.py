@@ -42,6 +42,57 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
+class CallJournal:
+    """The run logs of this worker's jobs, copied to the database in the background: a job's
+    finished call is queued at once and written within a few milliseconds, batched with the
+    other jobs' calls in one transaction, so the event loop never waits on the database."""
+
+    def __init__(self, jobs: JobStore) -> None:
+        self.jobs = jobs
+        self._calls: list[tuple[str, dict[str, Any]]] = []
+        self._manifests: list[tuple[str, dict[str, Any]]] = []
+        self._pending = asyncio.Event()
+        self._written = asyncio.Condition()
+        self._sequence = 0
+        self._done = 0
+
+    def call(self, job_id: str, record: dict[str, Any]) -> None:
+        self._calls.append((job_id, record))
+        self._sequence += 1
+        self._pending.set()
+
+    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
+        self._manifests.append((job_id, manifest))
+        self._sequence += 1
+        self._pending.set()
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is in the database."""
+        target = self._sequence
+        async with self._written:
+            await self._written.wait_for(lambda: self._done >= target)
+
+    async def run(self) -> None:
+        while True:
+            await self._pending.wait()
+            self._pending.clear()
+            calls, self._calls = self._calls, []
+            manifests, self._manifests = self._manifests, []
+            target = self._sequence
+            try:
+                await asyncio.to_thread(self.jobs.record_batch, manifests, calls)
+            except Exception:
+                log.exception("writing %d logged call(s) to the database failed; retrying",
+                              len(calls))
+                self._calls[:0], self._manifests[:0] = calls, manifests
+                self._pending.set()
+                await asyncio.sleep(0.5)
+                continue
+            async with self._written:
+                self._done = target
+                self._written.notify_all()
+
+
 @dataclass
 class Running:
     job: Any
@@ -77,6 +128,7 @@ class Worker:
         self._wake: asyncio.Event | None = None
         self._last_retention = 0.0
         self.parent: int | None = None
+        self.journal = CallJournal(jobs)
 
     # --- lifecycle (called from the API thread) -----------------------------------------------
 
@@ -128,7 +180,9 @@ class Worker:
         if wake_fd is not None:
             self._loop.add_reader(wake_fd, self._woken, wake_fd)
         await asyncio.to_thread(self._register)
+        self.journal = CallJournal(self.jobs)
         beat = asyncio.create_task(self._heartbeat())
+        writer = asyncio.create_task(self.journal.run())
         try:
             while not self.draining.is_set():
                 claimed = False
@@ -149,6 +203,11 @@ class Worker:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.journal.flush(), 10)
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
             await asyncio.to_thread(self._unregister)
 
     def _woken(self, fd: int) -> None:
@@ -192,7 +251,8 @@ class Worker:
                 job = await asyncio.to_thread(self._with_token_budget, job)
                 running.job = job
                 outcome = await self.evaluator.run(
-                    job, running.live, lambda endpoint: self._limiter(running, endpoint))
+                    job, running.live, lambda endpoint: self._limiter(running, endpoint),
+                    self.journal)
             else:
                 outcome = await self.analyst.run(job)
         except asyncio.CancelledError:
@@ -236,6 +296,8 @@ class Worker:
 
     async def _cancelled(self, running: Running) -> None:
         job, live = running.job, running.live
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.journal.flush(), 10)
         if running.reason == "cancel":
             await asyncio.to_thread(self.jobs.finish, job.id, self.id, status="cancelled",
                                     exit_code=None, error="cancelled on request",
@@ -252,24 +314,26 @@ class Worker:
         interval = min(1.0, self.settings.lease_seconds / 3)
         while True:
             await asyncio.sleep(interval)
-            for running in list(self.running.values()):
-                live = running.live
+            running = dict(self.running)
+            if running:
+                updates = {job_id: (self._progress(r.live), r.live.cost, r.live.tokens)
+                           for job_id, r in running.items()}
                 try:
-                    ours, cancel = await asyncio.to_thread(
-                        self.jobs.renew, running.job.id, self.id, self.settings.lease_seconds,
-                        self._progress(live), live.cost, live.tokens)
+                    ours, cancels = await asyncio.to_thread(
+                        self.jobs.renew_many, self.id, self.settings.lease_seconds, updates)
                 except Exception:  # a database hiccup: try again at the next beat
-                    log.exception("lease renewal of job %s failed", running.job.id)
-                    continue
-                task = running.task
-                if task is None or task.done():
-                    continue
-                if not ours:
-                    running.reason = "lost"
-                    task.cancel()
-                elif cancel:
-                    running.reason = "cancel"
-                    task.cancel()
+                    log.exception("lease renewal failed")
+                    ours, cancels = set(running), set()
+                for job_id, item in running.items():
+                    task = item.task
+                    if task is None or task.done():
+                        continue
+                    if job_id not in ours:
+                        item.reason = "lost"
+                        task.cancel()
+                    elif job_id in cancels:
+                        item.reason = "cancel"
+                        task.cancel()
             if self.parent is not None and os.getppid() != self.parent:
                 os._exit(1)  # our replica died (kill -9): die as it did, handing nothing back
             with contextlib.suppress(Exception):
