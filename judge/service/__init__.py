@@ -6,6 +6,7 @@ from ._app import Service, create_app
 from ._auth import SCOPES, create_token, ensure_project, list_tokens, revoke_token
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
+from ._migrate import copy_database
 from ._server import run_server
 from ._settings import (
     DEFAULT_PORT,
@@ -26,6 +27,7 @@ __all__ = [
     "Service",
     "ServiceSettings",
     "build_settings",
+    "copy_database",
     "create_app",
     "create_token",
     "default_data_dir",
