@@ -422,12 +422,12 @@ class JobStore:
             return [r.id for r in conn.execute(sa.select(jobs.c.id).where(
                 jobs.c.status.in_(FINAL), jobs.c.finished_at < before))]
 
-    def purge(self, before: float) -> int:
-        """Retention: delete finished jobs older than ``before``."""
+    def purge(self, before: float) -> list[str]:
+        """Retention: delete finished jobs older than ``before``; returns their ids."""
         ids = self.expired(before)
         for start in range(0, len(ids), 200):
             self._delete_rows(ids[start:start + 200])
-        return len(ids)
+        return ids
 
 
 def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import threading
@@ -346,9 +347,11 @@ class Worker:
         self._last_retention = time.monotonic()
         with contextlib.suppress(Exception):
             removed = await asyncio.to_thread(self.jobs.purge, now() - days * 86400)
+            for job_id in removed:
+                shutil.rmtree(self.evaluator.run_dir(job_id), ignore_errors=True)
             if removed:
-                log.info("retention: deleted %d finished job(s) older than %g days", removed,
-                         days)
+                log.info("retention: deleted %d finished job(s) older than %g days",
+                         len(removed), days)
 
     # --- the workers table ----------------------------------------------------------------------
 

@@ -302,3 +302,14 @@ def test_an_uploaded_rules_file_is_used_by_name(service_env, tmp_path):
     assert done["status"] == "succeeded"
     summary = api.get(f"/v1/jobs/{job['id']}/results").json()
     assert "/files/" not in json.dumps(summary)
+
+
+def test_retention_deletes_finished_jobs_with_their_results(service_env):
+    import time as clock
+
+    api, service = service_env["api"], service_env["service"]
+    job = _evaluate(service_env)
+    assert service.jobs.purge(clock.time() - 3600) == []  # younger than the retention
+    assert service.jobs.purge(clock.time() + 1) == [job["id"]]
+    assert api.get(f"/v1/jobs/{job['id']}").status_code == 404
+    assert api.get(f"/v1/jobs/{job['id']}/judgments").status_code == 404
