@@ -85,6 +85,8 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    dest="share_cache_across_projects",
                    help="one reply cache for all projects (cache hits reveal other projects' "
                    "requests)")
+    p.add_argument("--max-seconds", type=float, help="stop (as on SIGTERM) after this many "
+                   "seconds; for tests and benchmarks")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
 
@@ -125,7 +127,8 @@ def _run_serve(args: argparse.Namespace, console: Console) -> int:
     console.print(f"dst-judge serve on http://{args.host}:{port} (docs at /docs); state in "
                   f"{escape(where.split('@')[-1])}; endpoints: "
                   f"{escape(', '.join(settings.all_endpoints()))}", highlight=False)
-    run_server(settings, host=args.host, port=port, log_level=args.log_level)
+    run_server(settings, host=args.host, port=port, log_level=args.log_level,
+               max_seconds=args.max_seconds)
     return 0
 
 

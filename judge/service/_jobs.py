@@ -67,7 +67,8 @@ def public_job(row: Any) -> dict[str, Any]:
                      "cache_hits": progress.get("cache_hits", 0),
                      "errors": progress.get("errors", 0),
                      "tokens": data["tokens_used"], "cost_usd": round(data["cost_usd"], 6),
-                     "eta_seconds": progress.get("eta_seconds")},
+                     "eta_seconds": progress.get("eta_seconds"),
+                     "worker": progress.get("worker")},
         "headline": headline,
     }
 

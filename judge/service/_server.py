@@ -5,6 +5,9 @@ queue. uvicorn meanwhile stops accepting connections and finishes open requests.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from typing import Any
 
 import uvicorn
@@ -24,8 +27,13 @@ class _Server(uvicorn.Server):
 
 
 def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int = 8765,
-               log_level: str = "info", access_log: bool = True) -> None:
-    """Serve until SIGINT or SIGTERM."""
+               log_level: str = "info", access_log: bool = True,
+               max_seconds: float | None = None) -> None:
+    """Serve until SIGINT or SIGTERM (or a SIGTERM of its own after ``max_seconds``)."""
+    if max_seconds is not None:
+        timer = threading.Timer(max_seconds, os.kill, (os.getpid(), signal.SIGTERM))
+        timer.daemon = True
+        timer.start()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)

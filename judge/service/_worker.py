@@ -140,6 +140,7 @@ class Worker:
         while (any(r.in_flight for r in self.running.values())
                and time.monotonic() < deadline):
             await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # replies that just arrived get parsed and logged
         for running in list(self.running.values()):
             if running.task is not None and not running.task.done():
                 running.reason = running.reason or "drain"
@@ -179,11 +180,14 @@ class Worker:
         done = await asyncio.to_thread(
             self.jobs.finish, job.id, self.id, status=outcome.status,
             exit_code=outcome.exit_code, error=outcome.error, summary=outcome.summary,
-            rows=outcome.rows, files_out=outcome.artifacts, progress=live.as_progress(),
+            rows=outcome.rows, files_out=outcome.artifacts, progress=self._progress(live),
             cost=live.cost, tokens_used=live.tokens)
         self.finished += 1
         log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
                  "" if done else " but another worker owns it now")
+
+    def _progress(self, live: Live) -> dict[str, Any]:
+        return {**live.as_progress(), "worker": self.id}
 
     def _with_token_budget(self, job: Any) -> Any:
         """Cap the job's budget by what its token may still spend."""
@@ -226,7 +230,7 @@ class Worker:
                 try:
                     ours, cancel = await asyncio.to_thread(
                         self.jobs.renew, running.job.id, self.id, self.settings.lease_seconds,
-                        live.as_progress(), live.cost, live.tokens)
+                        self._progress(live), live.cost, live.tokens)
                 except Exception:  # a database hiccup: try again at the next beat
                     log.exception("lease renewal of job %s failed", running.job.id)
                     continue
