@@ -167,7 +167,7 @@ def neighbours(index: RunIndex | None, filters: Filters, dialogue_id: str, turn_
             "next": (dialogue_id, later[0]) if later else None, "of": None, "at": None}
 
 
-@router.get("/runs/{job_id}/turns/{dialogue_id}/{turn_index}")
+@router.get("/runs/{job_id}/turns/{dialogue_id:path}/{turn_index}")
 def turn_page(request: Request, job_id: str, dialogue_id: str, turn_index: int,
               verdict: str = "", disagree: str = "", version: str = "", kind: str = "",
               domain: str = "", slot: str = "", error: str = "", q: str = "") -> Response:

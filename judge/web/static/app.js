@@ -275,9 +275,15 @@
     };
     const labelTurn = async (label) => {
       const pos = position();
+      const current = item();
+      const name = current ? current.dataset.dialogue + " turn " + current.dataset.turn : "";
       if (await save(label, null)) {
-        if (pos + 1 < size()) await show(pos + 1);
-        else status("Labelled. That was the last turn of this queue.");
+        if (pos + 1 < size()) {
+          await show(pos + 1);
+          status("Saved " + label + " for " + name + " (" + Math.round(state.lastSaveMs) + " ms).");
+        } else {
+          status("Saved " + label + ". That was the last turn of this queue.");
+        }
       }
     };
     const selectSlot = (n) => {
