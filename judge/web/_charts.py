@@ -45,7 +45,7 @@ def _short(text: str, size: int) -> str:
 
 def grouped_bars(title: str, groups: list[str], series: list[str],
                  values: list[list[float | None]], *, top: float = 100.0, unit: str = "%",
-                 links: list[list[str | None]] | None = None, width: int = 720,
+                 links: list[list[str | None]] | None = None, width: int = 640,
                  height: int = 280, description: str = "") -> Chart:
     """``values[g][s]``: the value of series ``s`` in group ``g`` (None: no bar)."""
     left, right, upper, lower = 44.0, 12.0, 12.0, 46.0

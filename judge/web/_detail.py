@@ -20,10 +20,14 @@ from ._index import (
     TurnEntry,
     _entry,
 )
+from ._rows import slim_rows
 from ._runs import FINAL, job_label, live_fields, viewer_of
 
 router = APIRouter(route_class=WebRoute)
 PAGE = 50
+SYNC_INDEX = 2000
+"""Runs up to this many turns get their index before the first page (a few tenths of a
+second); larger ones paint first and index in the background."""
 JUDGE_RUNS = ("evaluate", "retry-errors")
 
 
@@ -57,11 +61,12 @@ def run_page(request: Request, job_id: str, page: Annotated[int, Query(ge=1, le=
     if row.summary is None:
         entries: list[TurnEntry] = []
         total = 0
-    elif index is None and not filters.active:
-        # First paint: this page's rows by position; the index is built meanwhile.
+    elif index is None and not filters.active and int(summary.get("turns") or 0) > SYNC_INDEX:
+        # First paint of a large run: this page's rows by position; the index (which adds
+        # the disagreement kinds and serves filters) is built meanwhile.
         offset = (page - 1) * PAGE
-        rows = service.jobs.judgments(viewer.project_id, job_id, offset=offset, limit=PAGE)
-        entries = [_entry(offset + i, r, ()) for i, r in enumerate(rows)]
+        entries = [_entry(seq, r, ()) for seq, r in slim_rows(
+            service, viewer.project_id, job_id, start=offset, stop=offset + PAGE)]
         total = int(summary.get("turns") or 0)
         web.index.warm(row)
     else:

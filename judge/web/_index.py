@@ -9,8 +9,9 @@ when a run page is first opened, and kept for the few most recently used jobs. A
 job's rows never change; a running job has none yet, so the index is keyed by the job's
 ``updated_at`` and rebuilt when that moves.
 
-The first page of an unfiltered run does not wait for the index: it reads its 50 rows by
-position, which is what keeps first paint fast on large runs.
+Rows are read without their calls and traces (``_rows.slim_rows``). An unfiltered page of
+a large run does not wait for the index: it reads its 50 rows by position, which is what keeps
+first paint fast.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis import audit_items
+from ._rows import slim_rows
 
 DISAGREE_CHOICES = {
     "": "any",
@@ -277,7 +279,7 @@ class IndexCache:
             index = self.peek(row)
             if index is not None:
                 return index
-            rows = self.service.jobs.judgments(row.project_id, row.id)
+            rows = (r for _, r in slim_rows(self.service, row.project_id, row.id))
             index = build_index(row.id, self._key(row), rows, row.summary)
             with self.lock:
                 self.items[row.id] = index

@@ -339,20 +339,23 @@ async def submit(request: Request) -> Response:
     values = {k: _text(v) for k, v in form.items() if not isinstance(v, UploadFile)}
     values.pop("csrf", None)
     options = parse_options(form)
-    if not errors:
-        try:
-            request_body = JobRequest(kind="evaluate", inputs=chosen, options=options)
-            spec = check_job(request_body, service.settings)
+    # the options are checked even when a file is missing, so one round shows both
+    placeholders = {kind: chosen.get(kind, "missing") for kind, _, required in FILE_INPUTS
+                    if required or kind in chosen}
+    try:
+        spec = check_job(JobRequest(kind="evaluate", inputs=placeholders, options=options),
+                         service.settings)
+        if not errors:  # then the placeholders are the chosen files
             job = await run_in_threadpool(service.jobs.submit, viewer.principal, spec)
-        except ServiceError as exc:
-            errors[_form_field(exc.field)] = exc.reason
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            errors[_form_field(".".join(map(str, first["loc"])))] = first["msg"]
-        else:
-            if service.worker is not None:
-                service.worker.nudge()
-            return RedirectResponse(f"{PREFIX}/runs/{job['id']}", status_code=303)
+    except ServiceError as exc:
+        errors[_form_field(exc.field)] = exc.reason
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        errors[_form_field(".".join(map(str, first["loc"])))] = first["msg"]
+    if not errors:
+        if service.worker is not None:
+            service.worker.nudge()
+        return RedirectResponse(f"{PREFIX}/runs/{job['id']}", status_code=303)
     context = await run_in_threadpool(_form_context, request, viewer, values, errors, chosen)
     return render(request, "submit.html", code=422, **context)
 

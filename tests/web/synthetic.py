@@ -28,9 +28,10 @@ SLOTS = {
 VALUES = ["north", "south", "centre", "cheap", "moderate", "expensive", "guesthouse", "hotel",
           "yes", "no", "dontcare", "friday", "saturday", "2", "3", "4", "19:00", "cambridge",
           "london kings cross", "italian", "chinese", "museum", "college", "the gonville hotel"]
-WORDS = ("i need a place to stay in the north with free parking please . can you book it for "
-         "three people on friday ? i am also looking for a train to cambridge that leaves after "
-         "noon . what about a cheap italian restaurant in the centre").split()
+SENTENCE = ("i need a place to stay in the north with free parking please . can you book it "
+            "for three people on friday ? i am also looking for a train to cambridge that "
+            "leaves after noon . what about a cheap italian restaurant in the centre")
+WORDS = SENTENCE.split(" ")
 
 XSS = '<script>window.pwned = 1</script>'
 XSS_LINK = 'javascript:window.pwned=2'

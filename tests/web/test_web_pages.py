@@ -15,7 +15,7 @@ import pytest
 from judge.analysis import load_labels
 from judge.web._labelfile import EXTENDED
 
-from .conftest import csrf_of, example_upload, import_run
+from .conftest import example_upload, import_run
 from .synthetic import bundle, synthetic_rows
 
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
@@ -432,7 +432,7 @@ def test_charts_lay_out_bars_within_the_plot():
     heights = [b.h for b in chart.bars]
     assert heights[1] == pytest.approx(chart.plot["h"]) == 2 * heights[0] == 4 * heights[2]
     assert all(b.y + b.h == pytest.approx(bottom) for b in chart.bars)
-    assert chart.bars[1].href == "/x" and "b — s2: 25.0%" == chart.bars[2].title
+    assert chart.bars[1].href == "/x" and chart.bars[2].title == "b — s2: 25.0%"
 
 
 def test_the_session_key_is_private_or_from_the_environment(tmp_path, monkeypatch):
