@@ -20,7 +20,7 @@ from ._index import (
     TurnEntry,
     _entry,
 )
-from ._rows import slim_rows
+from ._rows import dialogue_rows, slim_rows
 from ._runs import FINAL, job_label, live_fields, viewer_of
 
 router = APIRouter(route_class=WebRoute)
@@ -180,7 +180,7 @@ def turn_page(request: Request, job_id: str, dialogue_id: str, turn_index: int,
     service = request.app.state.service
     web = request.app.state.web
     row = service.jobs.row(viewer.project_id, job_id)
-    rows = list(service.jobs.judgments(viewer.project_id, job_id, dialogue_id=dialogue_id))
+    rows = dialogue_rows(service, viewer.project_id, job_id, dialogue_id)
     if not rows:
         raise ServiceError(f"the run has no dialogue {dialogue_id!r}", status=404)
     view = turn_view(rows, turn_index)

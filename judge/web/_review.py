@@ -33,6 +33,7 @@ from ._common import WebRoute, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import EXTENDED, label_records
+from ._rows import dialogue_rows
 from ._runs import job_label, viewer_of
 from ._session import check_csrf
 
@@ -177,7 +178,7 @@ def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
         return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
     pos = max(0, min(pos, len(queue) - 1))
     dialogue_id, turn_index, why = queue[pos]
-    rows = list(service.jobs.judgments(viewer.project_id, row.id, dialogue_id=dialogue_id))
+    rows = dialogue_rows(service, viewer.project_id, row.id, dialogue_id)
     view = turn_view(rows, turn_index)
     mine = {item["slot"]: item for item in service.labels.list(viewer.project_id,
                                                                  job_id=row.id,
@@ -331,8 +332,7 @@ def export_labels(request: Request, job_id: str, reviewer: str | None = None) ->
     predicted: dict[tuple[str, int], Mapping[str, Any]] = {}
     if EXTENDED:
         for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
-            for row in service.jobs.judgments(viewer.project_id, job_id,
-                                              dialogue_id=dialogue_id):
+            for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):
                 predicted[(dialogue_id, int(row["turn_index"]))] = \
                     row.get("pred_turn_state") or {}
     records = label_records(items, predicted)

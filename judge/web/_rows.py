@@ -51,3 +51,20 @@ def slim_rows(service: Any, project_id: str, job_id: str, *, start: int = 0,
         for seq, text in found:
             yield int(seq), json.loads(text) if isinstance(text, str) else dict(text)
         low = int(found[-1][0]) + 1
+
+
+_FULL = {"sqlite": "row", "postgresql": "row::text"}
+
+
+def dialogue_rows(service: Any, project_id: str, job_id: str, dialogue_id: str
+                  ) -> list[dict[str, Any]]:
+    """Every full row of one dialogue of a run, in turn order, through the table's
+    (job, dialogue, turn) index; a turn's page needs no other row of the run."""
+    expression = _FULL.get(service.db.engine.dialect.name)
+    if expression is None:
+        return list(service.jobs.judgments(project_id, job_id, dialogue_id=dialogue_id))
+    query = sa.text(f"SELECT {expression} AS full_row FROM judgments WHERE job_id = :job "
+                    "AND dialogue_id = :dialogue ORDER BY turn_index")
+    with service.db.read() as conn:
+        found = conn.execute(query, {"job": job_id, "dialogue": dialogue_id}).all()
+    return [json.loads(text) if isinstance(text, str) else dict(text) for (text,) in found]

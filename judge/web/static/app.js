@@ -270,7 +270,8 @@
       const group = slot ? $$('button[data-slot="' + CSS.escape(slot) + '"]', current) : $$(".label-bar button[data-label]", current);
       group.forEach((b) => b.setAttribute("aria-pressed", b.dataset.label === label ? "true" : "false"));
       status("Saved " + label + (slot ? " for " + slot : "") + " (" + Math.round(took) + " ms)");
-      refreshAgreement(250);
+      // recomputed once the reviewer pauses, not on every key press of a quick run
+      refreshAgreement(1200);
       return true;
     };
     const labelTurn = async (label) => {
