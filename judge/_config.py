@@ -8,6 +8,7 @@ also work) > config file (JSON or TOML) > defaults.
 from __future__ import annotations
 
 import json
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -44,7 +45,7 @@ class JudgeConfig(BaseSettings):
     # --- endpoint -----------------------------------------------------------------------------
     base_url: str | None = Field(
         None, validation_alias=AliasChoices("base_url", "DST_JUDGE_BASE_URL", "OPENAI_BASE_URL"),
-        description="OpenAI-compatible endpoint (default: the OpenAI API).")
+        description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1.")
     api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("api_key", "DST_JUDGE_API_KEY", "OPENAI_API_KEY"),
         description="API key; never written to any file or message.")
@@ -55,20 +56,22 @@ class JudgeConfig(BaseSettings):
     project: str | None = Field(
         None, validation_alias=AliasChoices("project", "DST_JUDGE_PROJECT", "OPENAI_PROJECT_ID"),
         description="Sent as the OpenAI-Project header when set.")
-    model: str = "gpt-4-turbo"
+    model: str = Field("gpt-4-turbo", description="Model name as the endpoint knows it.")
     # --- generation ---------------------------------------------------------------------------
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    seed: int | None = None
-    max_tokens: int = Field(1024, ge=16)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (the "
+                               "paper: 0).")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass (the paper: 1).")
+    seed: int | None = Field(None, description="Sampling seed, where the server honours one.")
+    max_tokens: int = Field(1024, ge=16, description="Reply length cap; a reply cut there is an "
+                            "error row (truncated), never a verdict.")
     response_format: Literal["json_schema", "json_object", "text"] = Field(
         "json_schema", description="How to ask for JSON: json_schema where the server supports "
         "it (OpenAI gpt-4o and later, llama-server), json_object (gpt-4-turbo), or text.")
     # --- transport ----------------------------------------------------------------------------
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(120.0, gt=0, description="Seconds per request.")
     max_retries: int = Field(4, ge=0, description="Retries on timeouts, connection errors, "
                              "429 and 5xx (exponential backoff with jitter).")
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(8, ge=1, description="Requests in flight at once.")
     http_backend: Literal["aiohttp", "httpx"] = Field(
         "aiohttp", description="HTTP stack of live calls: aiohttp (default; about 0.35 ms of "
         "client CPU per call) or httpx (several times that at high concurrency).")
@@ -82,14 +85,20 @@ class JudgeConfig(BaseSettings):
                                  "run has spent this many USD.")
     prices: Path | None = Field(None, description="Price table (JSON); default: packaged.")
     # --- method -------------------------------------------------------------------------------
-    method: Method = "two-dim"
-    prompt_variant: Literal["zero-shot", "few-shot"] = "zero-shot"
-    semantics: Literal["default", "paper"] = "default"
+    method: Method = Field("two-dim", description="two-dim (the paper's method), two-dim-cot, "
+                           "direct or cot (the paper's baselines).")
+    prompt_variant: Literal["zero-shot", "few-shot"] = Field(
+        "zero-shot", description="few-shot adds worked examples (small local models need them).")
+    semantics: Literal["default", "paper"] = Field(
+        "default", description="How replies are filtered and integrated into verdicts: paper "
+        "reproduces the reference implementation, default fixes its known flaws. It changes "
+        "filtering and integration only, never the requests sent.")
     rule_match: Literal["exact", "nospace"] | None = Field(
         None, description="RULE verdict matching; default: exact for single-prompt methods, "
         "nospace for two-prompt methods (as the reference scripts).")
     # --- cache --------------------------------------------------------------------------------
-    cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir("dst-judge")))
+    cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir("dst-judge")),
+                            description="Reply cache directory.")
     use_cache: bool = True
 
     @classmethod
@@ -149,8 +158,17 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     text = path.read_text(encoding="utf-8")
     try:
         data = _parse_config_text(text, path)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot parse config file: {exc.msg} (column {exc.colno})", path=path,
+                         line=exc.lineno) from None
     except ValueError as exc:
-        raise InputError(f"cannot parse config file: {exc}", path=path) from exc
+        # tomllib reports the place only in its message: "... (at line 2, column 5)"
+        found = re.search(r"at line (\d+), column (\d+)", str(exc))
+        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = int(found.group(1)) if found else None
+        column = f" (column {found.group(2)})" if found else ""
+        raise InputError(f"cannot parse config file: {reason}{column}", path=path,
+                         line=line) from None
     if not isinstance(data, dict):
         raise InputError("a config file must hold a table/object of options", path=path)
     return {key.replace("-", "_"): value for key, value in data.items()}

@@ -25,7 +25,7 @@ EXPECTED = {
     "Client", "ServiceError",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
-          "client")
+          "client", "service")
 
 
 def test_all_is_the_curated_surface():

@@ -22,6 +22,7 @@ from ._compare import (
     method_table,
     plot_systems,
     system_table,
+    systems_figure,
 )
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "plot_systems",
     "render_audit",
     "system_table",
+    "systems_figure",
     "write_audit",
     "write_labels",
 ]

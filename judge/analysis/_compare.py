@@ -92,8 +92,9 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
     return {"systems": systems}
 
 
-def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
-    """A PNG with two panels (TSA, JGA): one bar group per system, one bar per evaluator."""
+def systems_figure(table: dict[str, Any]) -> Any:
+    """The matplotlib figure of :func:`plot_systems`: two panels (TSA, JGA), one bar group per
+    system, one bar per evaluator, and the legend below the panels so it never covers a bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,7 +102,7 @@ def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
 
     systems = table["systems"]
     evaluators = list(systems[0]["tsa"])
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.4), sharey=True)
     width = 0.8 / len(evaluators)
     for axis, metric in zip(axes, ("tsa", "jga"), strict=True):
         for k, evaluator in enumerate(evaluators):
@@ -111,10 +112,20 @@ def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
             axis.bar_label(bars, fmt="%.1f", fontsize=7)
         axis.set_xticks(range(len(systems)), [s["system"] for s in systems])
         axis.set_title("Turn state accuracy" if metric == "tsa" else "Joint goal accuracy")
-        axis.set_ylim(0, 100)
+        axis.set_ylim(0, 105)
         axis.set_ylabel("%")
-    axes[0].legend(fontsize=8, loc="lower left")
-    figure.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=len(evaluators), fontsize=8,
+                  frameon=False)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    return figure
+
+
+def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
+    """Write :func:`systems_figure` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    figure = systems_figure(table)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=120)

@@ -28,7 +28,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "in SQLite in the user data directory; --db postgresql://... lets several replicas "
         "share one queue. Model endpoints and keys are configured here, never by jobs.")
     _server_args(p)
-    sub = p.add_subparsers(dest="serve_command", metavar="token")
+    sub = p.add_subparsers(dest="serve_command", metavar="{token,copy-db}")
     token = sub.add_parser("token", help="create, list or revoke bearer tokens")
     steps = token.add_subparsers(dest="token_command", required=True, metavar="STEP")
     create = steps.add_parser("create", help="make a token for a project (shown once)")
@@ -49,6 +49,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     revoke.add_argument("token_id")
     _db_args(revoke)
     revoke.set_defaults(handler=_run_token_revoke)
+    copy = sub.add_parser("copy-db", help="copy every row of one service database into "
+                          "another, empty one (SQLite → Postgres)")
+    copy.add_argument("--from", dest="source", required=True, metavar="URL",
+                      help="source database, e.g. sqlite:///PATH/dst-judge.db")
+    copy.add_argument("--to", dest="target", required=True, metavar="URL",
+                      help="target database, e.g. postgresql://user:pw@host/db")
+    copy.set_defaults(handler=_run_copy_db)
     p.set_defaults(handler=_run_serve)
 
 
@@ -72,6 +79,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
                    "(default 4; 0 = API only)")
+    p.add_argument("--worker", choices=("process", "thread"), default="process",
+                   dest="worker_mode", help="run jobs in a worker process (default) or a "
+                   "thread of the API process")
     p.add_argument("--lease", type=float, dest="lease_seconds",
                    help="seconds before a silent worker's job is taken over (default 30)")
     p.add_argument("--grace", type=float, dest="grace_seconds",
@@ -101,7 +111,8 @@ def _settings(args: argparse.Namespace) -> Any:
         "data_dir": args.data_dir or os.environ.get("DST_JUDGE_SERVE_DATA_DIR"),
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
-                 "max_upload_mb", "max_job_budget", "share_cache_across_projects"):
+                 "max_upload_mb", "max_job_budget", "share_cache_across_projects",
+                 "worker_mode"):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):
@@ -181,4 +192,20 @@ def _run_token_revoke(args: argparse.Namespace, console: Console) -> int:
     if not revoke_token(_database(args), args.token_id):
         raise OptionError(f"no active token {args.token_id!r}")
     console.print(f"revoked {escape(args.token_id)}")
+    return 0
+
+
+def _run_copy_db(args: argparse.Namespace, console: Console) -> int:
+    try:
+        from ..service import Database, copy_database
+    except ImportError:
+        raise OptionError(_EXTRA) from None
+    source, target = Database(args.source), Database(args.target)
+    try:
+        copied = copy_database(source, target)
+    finally:
+        source.dispose()
+        target.dispose()
+    console.print("copied " + ", ".join(f"{n} {t}" for t, n in copied.items() if n),
+                  highlight=False)
     return 0

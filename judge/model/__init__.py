@@ -13,6 +13,7 @@ from ._batch import (
 from ._cassette import (
     Cassette,
     RecordingTransport,
+    cassette_client,
     replay_transport,
     scrub,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "Spend",
     "Transport",
     "call_key",
+    "cassette_client",
     "custom_id",
     "download",
     "load_prices",

@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 
+from .._config import JudgeConfig
 from .._digest import canonical_json
-from .._errors import CassetteMiss, InputError
+from .._errors import CassetteMiss, InputError, OptionError
 from .._io import read_json
 
 _API_PATH = re.compile(r"/(chat/completions|completions|embeddings|files|batches)(/.*)?$")
@@ -149,3 +150,20 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def cassette_client(config: JudgeConfig, *, replay: str | Path | None = None,
+                    record: str | Path | None = None,
+                    ) -> tuple[httpx.AsyncClient | None, Cassette | None]:
+    """The HTTP client of a replayed or recorded run (``None`` for a plain live run) and the
+    cassette to save after a recording."""
+    if replay and record:
+        raise OptionError("--replay and --record exclude each other")
+    if replay:
+        return httpx.AsyncClient(transport=replay_transport(Cassette.load(replay))), None
+    if record:
+        cassette = Cassette(Path(record), source=f"{config.endpoint} model={config.model}",
+                            secrets=(config.secret or "",))
+        return httpx.AsyncClient(transport=RecordingTransport(cassette),
+                                 timeout=config.timeout), cassette
+    return None, None

@@ -180,11 +180,13 @@ class SharedLimiter(Protocol):
     """A rate-limit pool outside this client (e.g. one per endpoint shared by every job of a
     service): asked before every request goes out and told how each one ended."""
 
-    async def acquire(self, tokens: int) -> None:
-        """Wait until one more request of about ``tokens`` tokens may be sent."""
+    async def acquire(self, tokens: int) -> Any:
+        """Wait until one more request of about ``tokens`` tokens may be sent; returns a ticket
+        for :meth:`release`."""
 
-    def release(self, status: int | None, headers: Mapping[str, str]) -> None:
-        """The request ended: HTTP status and headers, or ``None`` when no response came."""
+    def release(self, ticket: Any, status: int | None, headers: Mapping[str, str]) -> None:
+        """The request of ``ticket`` ended: HTTP status and headers, or ``None`` when no
+        response came."""
 
 
 class ModelClient:
@@ -280,7 +282,7 @@ class ModelClient:
         """One POST, through the shared limiter when there is one."""
         if self.limiter is None:
             return await self._transport.post(self._url, content, self._headers)
-        await self.limiter.acquire(min(estimate_tokens(body), self.config.tpm or 2**31))
+        ticket = await self.limiter.acquire(min(estimate_tokens(body), self.config.tpm or 2**31))
         status: int | None = None
         headers: Mapping[str, str] = {}
         try:
@@ -288,7 +290,7 @@ class ModelClient:
             status, headers = raw.status, raw.headers
             return raw
         finally:
-            self.limiter.release(status, headers)
+            self.limiter.release(ticket, status, headers)
 
     async def _respect_limits(self, body: dict[str, Any]) -> None:
         """Wait for the RPM/TPM limiters and for any pause the server's headers asked for."""

@@ -1,32 +1,23 @@
 """The run: plan calls → answer them (live, cached, or from a Batch API file) → parse with
 re-asks → filter and integrate → results; and the one reader and writer of run directories."""
 
-from ._batch import (
-    write_requests,
-)
+from ._answer import CallResult, RunProgress
+from ._batch import write_requests
+from ._estimate import cached_request_keys, estimate
 from ._evaluate import (
-    CallResult,
-    EvaluationPlan,
-    EvaluationResult,
-    PlannedCall,
-    PlannedTurn,
-    RunProgress,
-    build_manifest,
+    TRANSPORT_OPTIONS,
     collect,
-    estimate,
     evaluate,
     evaluate_async,
-    plan_evaluation,
+    retry_errors,
+    rules_for,
 )
-from ._rundir import (
-    RunDirectory,
-)
-from ._runs import (
-    Run,
-    load_run,
-)
+from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, plan_evaluation
+from ._result import EvaluationResult
+from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 
 __all__ = [
+    "TRANSPORT_OPTIONS",
     "CallResult",
     "EvaluationPlan",
     "EvaluationResult",
@@ -36,11 +27,15 @@ __all__ = [
     "RunDirectory",
     "RunProgress",
     "build_manifest",
+    "cached_request_keys",
     "collect",
     "estimate",
     "evaluate",
     "evaluate_async",
     "load_run",
     "plan_evaluation",
+    "retry_errors",
+    "rules_for",
     "write_requests",
+    "write_results",
 ]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..model import CHAT_URL
-from ._evaluate import EvaluationPlan
+from ._plan import EvaluationPlan
 
 
 def write_requests(plan: EvaluationPlan, path: str | Path) -> int:

@@ -1,5 +1,6 @@
-"""A run directory that survives interruptions: an append-only log of finished calls and a
-manifest of everything the answers depend on.
+"""Run directories, read and written in one place: an append-only log of finished calls, a
+manifest of everything the answers depend on, and the results (``judgments.jsonl`` and
+``summary.json``) that later commands read.
 
 Each finished call is appended to ``calls.jsonl`` and flushed before the next one is started, so
 Ctrl-C or ``kill -9`` loses at most calls in flight. ``--resume`` reuses every logged call (none
@@ -10,14 +11,20 @@ the answers, template hashes and rules.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._errors import OptionError
-from .._io import iter_jsonl_lines
+from .._digest import file_digest, text_digest
+from .._errors import InputError, OptionError
+from .._io import iter_jsonl_lines, read_json
+from ._plan import EvaluationPlan
 
 RUN_LOG = "calls.jsonl"
 MANIFEST = "manifest.json"
+JUDGMENTS = "judgments.jsonl"
+SUMMARY = "summary.json"
 MANIFEST_FORMAT = 1
 _COMPARED = ("inputs", "config", "templates")
 
@@ -108,3 +115,93 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:
             if a.get(key) != b.get(key):
                 out.append(f"{section}.{key}")
     return ", ".join(out[:6])
+
+
+def build_manifest(plan: EvaluationPlan, sources: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run's answers depend on, for refusing to resume over changed inputs."""
+    rules = asdict(plan.rules)
+    rules.pop("source", None)
+    return {
+        "format": MANIFEST_FORMAT,
+        "inputs": {
+            "schema": text_digest(plan.schema.model_dump(mode="json")),
+            "dialogues": file_digest(plan.dialogues.path),
+            "predictions": file_digest(plan.predictions.path),
+            "selected_dialogues": text_digest([d.dialogue_id for d in plan.dialogues.dialogues]),
+            "rules": text_digest(rules),
+        },
+        "config": plan.config.answer_identity(),
+        "templates": {d: plan.prompts.template_hash(d) for d in plan.prompts.dimensions},
+        "sources": {"dialogues": plan.dialogues.path, "predictions": plan.predictions.path,
+                    "dialogue_ids": [d.dialogue_id for d in plan.dialogues.dialogues],
+                    **(sources or {})},
+        "options": plan.config.public_dict(),
+    }
+
+
+def write_results(out_dir: str | Path, rows: Sequence[dict[str, Any]],
+                  summary: dict[str, Any]) -> tuple[Path, Path]:
+    """Write ``judgments.jsonl`` (one row per turn) and ``summary.json``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    judgments = out / JUDGMENTS
+    with judgments.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    summary_path = out / SUMMARY
+    summary_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+                            encoding="utf-8")
+    return judgments, summary_path
+
+
+_ROW_FIELDS = ("dialogue_id", "turn_index", "verdict", "rule")
+
+
+@dataclass
+class Run:
+    """One judge run as written by ``evaluate`` or ``batch collect``."""
+
+    path: Path
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        """A short name: method, prompt variant when not zero-shot, semantics when paper."""
+        s = self.summary
+        name = s.get("method", "?")
+        if s.get("prompt_variant", "zero-shot") != "zero-shot":
+            name += f" ({s['prompt_variant']})"
+        if s.get("semantics") == "paper":
+            name += " [paper]"
+        return name
+
+    @property
+    def turn_keys(self) -> list[tuple[str, int]]:
+        return [(r["dialogue_id"], r["turn_index"]) for r in self.rows]
+
+
+def load_run(path: str | Path) -> Run:
+    """Load a run directory; a missing or malformed file is an :class:`InputError`."""
+    folder = Path(path)
+    summary_path, rows_path = folder / SUMMARY, folder / JUDGMENTS
+    if not folder.is_dir():
+        raise InputError("not a run directory (expected judgments.jsonl and summary.json)",
+                         path=folder)
+    summary = read_json(summary_path)
+    if not isinstance(summary, dict):
+        raise InputError("summary.json must hold a JSON object", path=summary_path)
+    rows = []
+    for line, text in iter_jsonl_lines(rows_path):
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", path=rows_path, line=line) from None
+        missing = [f for f in _ROW_FIELDS if not isinstance(row, dict) or f not in row]
+        if missing:
+            raise InputError("a judgment row lacks this field", path=rows_path, line=line,
+                             field=missing[0])
+        rows.append(row)
+    if not rows:
+        raise InputError("no judgment rows", path=rows_path)
+    return Run(folder, summary, rows)

@@ -8,6 +8,7 @@ from ._bundles import export_bundle
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
+from ._migrate import copy_database
 from ._server import run_server
 from ._settings import (
     DEFAULT_PORT,
@@ -31,6 +32,7 @@ __all__ = [
     "ServiceSettings",
     "build_settings",
     "check_job",
+    "copy_database",
     "create_app",
     "create_token",
     "default_data_dir",

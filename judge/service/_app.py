@@ -63,9 +63,12 @@ class Service:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.db.migrate()
         if self.run_worker:
-            from ._worker import Worker
+            from ._worker import Worker, WorkerProcess
 
-            self.worker = Worker(self.db, self.settings, self.files, self.jobs)
+            if self.settings.worker_mode == "process":
+                self.worker = WorkerProcess(self.settings)
+            else:
+                self.worker = Worker(self.db, self.settings, self.files, self.jobs)
             self.worker.start()
 
     def drain(self) -> None:
@@ -221,9 +224,7 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
         worker = service.worker
         body = {"status": "ok" if ok else "unavailable", "version": __version__,
                 "database": "ok" if ok else "unreachable",
-                "worker": None if worker is None else
-                {"id": worker.id, "running_jobs": len(worker.running),
-                 "draining": worker.draining.is_set()}}
+                "worker": None if worker is None else worker.status()}
         return JSONResponse(body, status_code=200 if ok and not service.closing else 503)
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)

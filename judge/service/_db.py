@@ -157,7 +157,8 @@ rate_events = sa.Table(
     "rate_events", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("endpoint", sa.String(100), nullable=False),
-    sa.Column("at", sa.Float, nullable=False),
+    sa.Column("at", sa.Float, nullable=False),  # granted
+    sa.Column("done_at", sa.Float),  # the response came (or the request failed)
     sa.Column("tokens", sa.Integer, nullable=False),
     sa.Column("job_id", sa.String(40), nullable=False),
     sa.Index("ix_rate_events", "endpoint", "at"),

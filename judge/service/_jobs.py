@@ -317,6 +317,44 @@ class JobStore:
                                   .where(jobs.c.id == job_id)).scalar()
         return ours, bool(cancel)
 
+    def renew_many(self, worker_id: str, lease_seconds: float,
+                   updates: dict[str, tuple[dict[str, Any], float, int]]
+                   ) -> tuple[set[str], set[str]]:
+        """:meth:`renew` for every running job of a worker in one transaction; returns the
+        jobs still ours and those with a cancel request."""
+        ours: set[str] = set()
+        cancels: set[str] = set()
+        moment = now()
+        with self.db.write() as conn:
+            for job_id, (progress, cost, tokens_used) in updates.items():
+                if conn.execute(jobs.update().where(
+                        jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                        jobs.c.status == "running").values(
+                            lease_expires=moment + lease_seconds, updated_at=moment,
+                            progress=progress, cost_usd=cost,
+                            tokens_used=tokens_used)).rowcount > 0:
+                    ours.add(job_id)
+            if updates:
+                cancels = {r.id for r in conn.execute(sa.select(jobs.c.id).where(
+                    jobs.c.id.in_(list(updates)), jobs.c.cancel_requested.is_(True)))}
+        return ours, cancels
+
+    def record_batch(self, manifests: list[tuple[str, dict[str, Any]]],
+                     calls: list[tuple[str, dict[str, Any]]]) -> None:
+        """Manifests and logged calls of several jobs in one transaction (the last record of a
+        call wins)."""
+        latest = {(job_id, r["custom_id"]): r for job_id, r in calls}
+        with self.db.write() as conn:
+            for job_id, manifest in manifests:
+                conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
+            for job_id, custom_id in latest:
+                conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
+                                                      job_calls.c.custom_id == custom_id))
+            if latest:
+                conn.execute(job_calls.insert(), [
+                    {"job_id": job_id, "custom_id": custom_id, "record": record}
+                    for (job_id, custom_id), record in latest.items()])
+
     def record_calls(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:
         rows = [{"job_id": job_id, "custom_id": r["custom_id"], "record": r} for r in records]
         if not rows:

@@ -1,11 +1,14 @@
 """One rate-limit pool per endpoint, shared by every job on every replica, kept in the database.
 
-The pool is a sliding log: each request that goes out leaves a row ``(endpoint, at, tokens,
-job)``; a request may go when fewer than ``rpm`` rows (and fewer than ``tpm`` estimated tokens)
-are younger than a minute. The check and the insert happen in one transaction that holds the
+The pool is a sliding log: each request that goes out leaves a row ``(endpoint, at, done_at,
+tokens, job)``; a request may go when fewer than ``rpm`` rows (and fewer than ``tpm``
+estimated tokens) hold a slot. The check and the insert happen in one transaction that holds the
 pool's row lock (``SELECT ... FOR UPDATE`` on Postgres, the single writer on SQLite), so two
-replicas can never both take the last slot. A small margin on the window absorbs the time
-between the grant and the request reaching the provider.
+replicas can never both take the last slot.
+
+A request holds its slot from its grant until a minute after its response (or failure):
+wherever in between it reached the provider, every one-minute window of arrivals holds at
+most ``rpm`` of them, even when a busy replica sends a granted request late.
 
 Fairness: a job that has to wait leaves a waiter row. While other jobs wait, a job that
 already holds its share (``rpm`` divided by the jobs competing) of the last minute's slots
@@ -24,6 +27,8 @@ import math
 import random
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -32,6 +37,10 @@ from ._db import Database, now, rate_events, rate_pools, rate_waiters
 WINDOW = 60.0
 MARGIN = 0.5
 MAX_PAUSE = 120.0
+MAX_FLIGHT = 900.0
+"""A request with no end after this long (its replica died) stops holding a slot."""
+IN_FLIGHT_POLL = 0.5
+_WRITES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dst-judge-pool")
 
 
 def _seconds(value: str | None) -> float | None:
@@ -72,50 +81,70 @@ class EndpointPool:
             if found is None:
                 conn.execute(rate_pools.insert().values(endpoint=self.endpoint, paused_until=0.0))
 
-    def try_acquire(self, job_id: str, tokens: int) -> float:
-        """Take a slot for one request: 0 when granted, else seconds to wait before asking
-        again."""
+    def try_acquire(self, job_id: str, tokens: int) -> tuple[float, int | None]:
+        """Take a slot for one request: ``(0, ticket)`` when granted, else ``(seconds to wait
+        before asking again, None)``. Give the ticket back to :meth:`finished`."""
         with self.db.write() as conn:
-            paused = conn.execute(sa.select(rate_pools.c.paused_until)
-                                  .where(rate_pools.c.endpoint == self.endpoint)
-                                  .with_for_update()).scalar() or 0.0
-            moment = now()
+            row = conn.execute(sa.select(rate_pools.c.paused_until, self._clock())
+                               .where(rate_pools.c.endpoint == self.endpoint)
+                               .with_for_update()).first()
+            paused, moment = (row[0] or 0.0, float(row[1])) if row is not None else (0.0, now())
             if paused > moment:
-                return paused - moment
+                return paused - moment, None
             span = self.window + self.margin
-            conn.execute(rate_events.delete().where(rate_events.c.endpoint == self.endpoint,
-                                                    rate_events.c.at < moment - span))
-            events = conn.execute(sa.select(rate_events.c.at, rate_events.c.tokens,
-                                            rate_events.c.job_id)
-                                  .where(rate_events.c.endpoint == self.endpoint)
-                                  .order_by(rate_events.c.at)).all()
+            conn.execute(rate_events.delete().where(
+                rate_events.c.endpoint == self.endpoint,
+                sa.or_(rate_events.c.done_at < moment - span,
+                       rate_events.c.at < moment - MAX_FLIGHT)))
+            events = conn.execute(sa.select(rate_events.c.at, rate_events.c.done_at,
+                                            rate_events.c.tokens, rate_events.c.job_id)
+                                  .where(rate_events.c.endpoint == self.endpoint)).all()
             wait = self._wait(events, tokens, moment, span)
             if wait > 0:
                 self._waiting(conn, job_id, moment + wait + 2.0)
-                return wait
+                return wait, None
             if self.rpm and self._over_share(conn, job_id, events, moment):
                 self._waiting(conn, job_id, moment + 3.0)
-                return 0.25
-            conn.execute(rate_events.insert().values(endpoint=self.endpoint, at=moment,
-                                                     tokens=tokens, job_id=job_id))
+                return 0.25, None
+            ticket = conn.execute(rate_events.insert().values(
+                endpoint=self.endpoint, at=moment, tokens=tokens, job_id=job_id)
+                .returning(rate_events.c.id)).scalar()
             conn.execute(rate_waiters.delete().where(rate_waiters.c.endpoint == self.endpoint,
                                                      rate_waiters.c.job_id == job_id))
         self.granted += 1
-        return 0.0
+        return 0.0, int(ticket)
+
+    def finished(self, ticket: int) -> None:
+        """The request of ``ticket`` ended: its slot frees one window after now."""
+        with self.db.write() as conn:
+            conn.execute(rate_events.update().where(rate_events.c.id == ticket)
+                         .values(done_at=self._clock()))
+
+    def _clock(self) -> Any:
+        """The time every replica agrees on: the database server's clock on Postgres (replicas
+        on several machines may disagree by seconds), this machine's on SQLite."""
+        if self.db.is_postgres:
+            return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Float)
+        return sa.literal(now(), sa.Float)
 
     def _wait(self, events: list[sa.Row], tokens: int, moment: float, span: float) -> float:
+        """Seconds until enough slots free up. A request holds its slot from its grant until
+        one window after its response, so wherever in between it reached the provider, no
+        window of arrivals holds more than the limit. Slots of requests still in flight have
+        no end yet: ask again soon."""
+        ends = sorted((e.done_at + span if e.done_at is not None else math.inf, e.tokens)
+                      for e in events)
         wait = 0.0
-        if self.rpm and len(events) >= self.rpm:
-            wait = events[len(events) - self.rpm].at + span - moment
+        if self.rpm and len(ends) >= self.rpm:
+            wait = ends[len(ends) - self.rpm][0] - moment
         if self.tpm:
-            used = sum(e.tokens for e in events)
-            need = used + min(tokens, self.tpm) - self.tpm
-            for event in events:
+            need = sum(t for _, t in ends) + min(tokens, self.tpm) - self.tpm
+            for end, used in ends:
                 if need <= 0:
                     break
-                need -= event.tokens
-                wait = max(wait, event.at + span - moment)
-        return max(wait, 0.0)
+                need -= used
+                wait = max(wait, end - moment)
+        return min(max(wait, 0.0), IN_FLIGHT_POLL) if math.isinf(wait) else max(wait, 0.0)
 
     def _over_share(self, conn: sa.Connection, job_id: str, events: list[sa.Row],
                     moment: float) -> bool:
@@ -137,8 +166,9 @@ class EndpointPool:
 
     def pause(self, seconds: float) -> None:
         """Stop every replica sending to this endpoint for ``seconds`` (the provider asked)."""
-        until = now() + min(seconds, MAX_PAUSE)
         with self.db.write() as conn:
+            until = float(conn.execute(sa.select(self._clock())).scalar()) + min(seconds,
+                                                                                  MAX_PAUSE)
             conn.execute(rate_pools.update().where(rate_pools.c.endpoint == self.endpoint,
                                                    rate_pools.c.paused_until < until)
                          .values(paused_until=until))
@@ -155,23 +185,27 @@ class JobLimiter:
         self.in_flight = 0
         self.sent = 0
 
-    async def acquire(self, tokens: int) -> None:
+    async def acquire(self, tokens: int) -> Any:
+        ticket = None
         while True:
             if self.draining.is_set():
                 await asyncio.Event().wait()  # never again: the job is handed back
             if self.pool is None or not self.pool.limited:
                 break
-            wait = await asyncio.to_thread(self.pool.try_acquire, self.job_id, tokens)
+            wait, ticket = await asyncio.to_thread(self.pool.try_acquire, self.job_id, tokens)
             if wait <= 0:
                 break
             await asyncio.sleep(min(wait, 5.0) + random.uniform(0, 0.05))
         self.in_flight += 1
         self.sent += 1
+        return ticket
 
-    def release(self, status: int | None, headers: Mapping[str, str]) -> None:
+    def release(self, ticket: Any, status: int | None, headers: Mapping[str, str]) -> None:
         self.in_flight -= 1
         if self.pool is None:
             return
+        if ticket is not None:
+            _WRITES.submit(self.pool.finished, ticket)
         pause = None
         if status == 429:
             pause = _seconds(headers.get("retry-after"))
@@ -181,4 +215,4 @@ class JobLimiter:
             if remaining is not None and remaining.strip() == "0" and reset is not None:
                 pause = max(pause or 0.0, reset)
         if pause:
-            threading.Thread(target=self.pool.pause, args=(pause,), daemon=True).start()
+            _WRITES.submit(self.pool.pause, pause)

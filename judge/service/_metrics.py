@@ -42,17 +42,17 @@ class _QueueCollector(Collector):
         yield GaugeMetricFamily("dst_judge_workers", "Workers with a heartbeat in the last 30 s",
                                 value=alive)
         worker = self.service.worker
-        if worker is not None:
+        if worker is not None and hasattr(worker, "running"):  # a worker thread of this process
             yield GaugeMetricFamily("dst_judge_replica_running_jobs",
                                     "Jobs this replica is running", value=len(worker.running))
             yield GaugeMetricFamily("dst_judge_replica_calls_in_flight",
                                     "Model calls of this replica in flight",
-                                    value=sum(r.in_flight for r in worker.running.values()))
+                                    value=worker.in_flight())
             granted = GaugeMetricFamily("dst_judge_replica_pool_grants",
                                         "Requests this replica's jobs took from shared pools",
                                         labels=["endpoint"])
-            for name, pool in worker.pools.items():
-                granted.add_metric([name], pool.granted)
+            for name, count in worker.pool_grants().items():
+                granted.add_metric([name], count)
             yield granted
 
 

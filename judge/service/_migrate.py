@@ -55,3 +55,37 @@ def upgrade(db: Database) -> None:
             connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
             connection.commit()
 
+
+
+def copy_database(source: Database, target: Database, *, batch: int = 500) -> dict[str, int]:
+    """Copy every row of a service database into another (SQLite → Postgres): both are
+    migrated first, the target must be empty. Returns rows copied per table."""
+    from ._db import metadata, projects
+
+    source.migrate()
+    target.migrate()
+    with target.read() as conn:
+        if conn.execute(sa.select(sa.func.count()).select_from(projects)).scalar():
+            from .._errors import OptionError
+
+            raise OptionError("the target database already holds projects; copy into an "
+                              "empty one")
+    copied: dict[str, int] = {}
+    for table in metadata.sorted_tables:
+        count = 0
+        with source.read() as reading:
+            result = reading.execute(sa.select(table))
+            while rows := result.fetchmany(batch):
+                with target.write() as writing:
+                    writing.execute(table.insert(), [dict(r._mapping) for r in rows])
+                count += len(rows)
+        copied[table.name] = count
+    if target.is_postgres:
+        with target.write() as conn:
+            for table in metadata.sorted_tables:
+                column = table.c.get("id")
+                if column is not None and isinstance(column.type, sa.Integer):
+                    conn.execute(sa.text(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                        f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"))
+    return copied

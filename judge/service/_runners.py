@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -72,6 +72,16 @@ class Live:
                 eta = round((self.total - self.done) * elapsed / fresh, 1)
         return {"total": self.total, "done": self.done, "cache_hits": self.cache_hits,
                 "errors": self.errors, "eta_seconds": eta}
+
+
+class Journal(Protocol):
+    """Where a running job's run log goes, written in the background (see the worker)."""
+
+    def call(self, job_id: str, record: dict[str, Any]) -> None: ...
+
+    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 class Inputs:
@@ -174,8 +184,8 @@ class EvaluateRunner:
         part.replace(run.log_path)
         return True
 
-    async def run(self, job: Any, live: Live, limiter_for: Callable[[str], JobLimiter]
-                  ) -> Outcome:
+    async def run(self, job: Any, live: Live, limiter_for: Callable[[str], JobLimiter],
+                  journal: Journal) -> Outcome:
         source, seed_job = job, None
         if job.kind == "retry-errors":
             seed_job = source = self.jobs.row(job.project_id, job.inputs["run"])
@@ -184,7 +194,8 @@ class EvaluateRunner:
         options = {**dict(source.options), **dict(job.options)}
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
-            return await self._run(job, source, seed_job, options, inputs, live, limiter_for)
+            return await self._run(job, source, seed_job, options, inputs, live, limiter_for,
+                                   journal)
         except BudgetReached as exc:
             return Outcome("stopped", 3, f"{exc}; raise the budget and resume the job")
         except ModelError as exc:
@@ -195,8 +206,8 @@ class EvaluateRunner:
             return Outcome("failed", 2, inputs.clean(str(exc)))
 
     async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
-                   inputs: Inputs, live: Live, limiter_for: Callable[[str], JobLimiter]
-                   ) -> Outcome:
+                   inputs: Inputs, live: Live, limiter_for: Callable[[str], JobLimiter],
+                   journal: Journal) -> Outcome:
         endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
         schema_path, schema_row = inputs.path(source.inputs["schema"])
         dialogues_path, _ = inputs.path(source.inputs["dialogues"])
@@ -231,8 +242,8 @@ class EvaluateRunner:
                 stored_manifest = True
                 data = RunDirectory(folder).read_manifest()
                 if data is not None:
-                    self.jobs.store_manifest(job.id, data)
-            self.jobs.record_calls(job.id, [dict(vars(result))])
+                    journal.manifest(job.id, data)
+            journal.call(job.id, dict(vars(result)))
 
         def on_progress(progress: Any) -> None:
             if live.done_at_start is None:
@@ -246,10 +257,14 @@ class EvaluateRunner:
 
         sources = {"schema": schema_row["name"],
                    "rules": inputs.names.get(str(inputs.path(rules_id)[0])) if rules_id else None}
-        result = await evaluate_async(
-            config, schema, dialogues, predictions, rules=rules, out_dir=folder, resume=resume,
-            sources=sources, on_progress=on_progress, limiter=limiter_for(endpoint_name),
-            on_result=on_result, refresh=job.kind == "retry-errors")
+        try:
+            result = await evaluate_async(
+                config, schema, dialogues, predictions, rules=rules, out_dir=folder,
+                resume=resume, sources=sources, on_progress=on_progress,
+                limiter=limiter_for(endpoint_name), on_result=on_result,
+                refresh=job.kind == "retry-errors")
+        finally:
+            await journal.flush()
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))

@@ -28,15 +28,16 @@ class _Server(uvicorn.Server):
 
 def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int = 8765,
                log_level: str = "info", access_log: bool = True,
-               max_seconds: float | None = None) -> None:
-    """Serve until SIGINT or SIGTERM (or a SIGTERM of its own after ``max_seconds``)."""
+               max_seconds: float | None = None, app: Any = None) -> None:
+    """Serve until SIGINT or SIGTERM (or a SIGTERM of its own after ``max_seconds``).
+    ``app`` is an app from :func:`create_app` that a caller extended (the web interface)."""
     if max_seconds is not None:
         timer = threading.Timer(max_seconds, os.kill, (os.getpid(), signal.SIGTERM))
         timer.daemon = True
         timer.start()
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
+    app = app if app is not None else create_app(settings)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             access_log=access_log, timeout_graceful_shutdown=5,
                             lifespan="on", proxy_headers=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -79,6 +79,9 @@ class ServiceSettings(BaseModel):
     grace_seconds: float = Field(20.0, ge=0, description="On SIGTERM: how long calls in flight "
                                  "may finish before their jobs are handed back to the queue.")
     poll_seconds: float = Field(0.5, gt=0, description="How often an idle worker looks for jobs.")
+    worker_mode: Literal["thread", "process"] = Field(
+        "thread", description="Run jobs in a thread of the API process, or in a process of "
+        "their own (dst-judge serve's default: judging never slows the API).")
     retention_days: float | None = Field(None, gt=0, description="Delete finished jobs and "
                                          "unused files older than this (default: keep).")
     max_job_budget: float | None = Field(None, gt=0, description="Spending cap per job (USD).")

@@ -28,7 +28,7 @@ from judge.analysis._agreement import (
     statistics_from_counts,
 )
 
-from ..conftest import write_jsonl
+from ..conftest import assert_located, write_jsonl
 
 SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "judge" / "data" / "formats"
                / "labels.schema.json")
@@ -204,6 +204,24 @@ def test_option_and_row_errors():
         agreement_report([row("D0", 0, "yes", v24=True)])  # type: ignore[arg-type]
 
 
+@pytest.mark.xfail(strict=True, reason="agreement_report checks the rows after load_run, "
+                   "without their file: the CLI prints '<input>: ...' instead of the line of "
+                   "judgments.jsonl (judge/analysis)")
+@pytest.mark.parametrize(("second", "field"), [
+    (row("d0.json", 0, False, v24=True), "dialogue_id"),  # the same turn again
+    (row("D1", 0, "yes", v24=True), "verdict")])  # type: ignore[arg-type]
+def test_cli_names_the_judgments_line_of_a_bad_row(tmp_path, capsys, second, field):
+    from judge.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = write_jsonl(run / "judgments.jsonl", [row("D0", 0, True, v24=True), second])
+    (run / "summary.json").write_text("{}", encoding="utf-8")
+    assert main(["agreement", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{rows}:2: field '{field}'" in err and "Traceback" not in err
+
+
 # --------------------------------------------------------------------------- human labels
 
 
@@ -345,8 +363,7 @@ def test_bad_label_named_by_file_line_field(tmp_path, record, field):
     path = write_jsonl(tmp_path / "labels.jsonl", [GOOD | {"turn_index": 5}, record])
     with pytest.raises(InputError) as info:
         load_labels(path)
-    assert (info.value.path, info.value.line, info.value.field) == (str(path), 2, field)
-    assert f"{path}:2: field '{field}'" in str(info.value)
+    assert_located(info.value, path, 2, field)
     # the published JSON Schema rejects the same record
     assert list(jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).iter_errors(
         record))
@@ -357,12 +374,12 @@ def test_duplicate_annotator_on_a_turn(tmp_path):
         GOOD, {**GOOD, "annotator": "y"}, {**GOOD, "dialogue_id": "d0.json", "label": 0}])
     with pytest.raises(InputError, match=r"annotator 'x' already labelled .*line 1") as info:
         load_labels(path)
-    assert (info.value.line, info.value.field) == (3, "annotator")
+    assert_located(info.value, path, 3, "annotator")
     unnamed = {"dialogue_id": "D0", "turn_index": 0, "label": 1}
     path = write_jsonl(tmp_path / "unnamed.jsonl", [unnamed, unnamed])
     with pytest.raises(InputError, match="without annotator") as info:
         load_labels(path)
-    assert info.value.line == 2
+    assert_located(info.value, path, 2, "annotator")
 
 
 def test_malformed_json_and_empty_file(tmp_path):
@@ -370,12 +387,14 @@ def test_malformed_json_and_empty_file(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n\n{\"dialogue_id\": \"D0\",\n", encoding="utf-8")
     with pytest.raises(InputError, match="invalid JSON") as info:
         load_labels(path)
-    assert (info.value.path, info.value.line) == (str(path), 3)
+    assert_located(info.value, path, 3, None)
     path.write_text("\n", encoding="utf-8")
-    with pytest.raises(InputError, match="no labels"):
+    with pytest.raises(InputError, match="no labels") as info:
         load_labels(path)
-    with pytest.raises(InputError, match="not found"):
+    assert_located(info.value, path, None, None)
+    with pytest.raises(InputError, match="not found") as info:
         load_labels(tmp_path / "missing.jsonl")
+    assert_located(info.value, tmp_path / "missing.jsonl", None, None)
 
 
 def test_schema_is_valid_and_accepts_good_labels(tmp_path):

@@ -41,7 +41,7 @@ from judge.analysis._audit import (
     write_labels,
 )
 
-from ..conftest import EXAMPLES, mount_cassette, write_jsonl
+from ..conftest import EXAMPLES, assert_located, mount_cassette, write_jsonl
 
 RUNS = {"two-dim": "example-two-dim.json", "direct": "example-direct.json",
         "two-dim-cot": "example-two-dim-cot.json"}
@@ -344,13 +344,14 @@ def test_empty_audit_and_missing_run(tmp_path):
     run = write_run(tmp_path / "run", [row(pred={"a-b": "x"}, gold=both({"a-b": "x"}))])
     assert write_audit(run, tmp_path / "out" / "a.html") == 0
     assert embedded((tmp_path / "out" / "a.html").read_text())["items"] == []
-    with pytest.raises(InputError, match=r"judgments\.jsonl"):
+    with pytest.raises(InputError, match=r"judgments\.jsonl") as info:
         write_audit(tmp_path / "nowhere", tmp_path / "b.html")
+    assert_located(info.value, tmp_path / "nowhere", None, None)
     (run / "judgments.jsonl").write_text(
         '{"dialogue_id": "D1", "turn_index": 0, "verdict": true, "rule": {}}\n{oops\n')
     with pytest.raises(InputError) as info:
         write_audit(run, tmp_path / "b.html")
-    assert info.value.line == 2
+    assert_located(info.value, run / "judgments.jsonl", 2, None)
 
 
 # --- decisions → human labels --------------------------------------------------------------
@@ -421,9 +422,7 @@ def test_conflicting_decisions_name_file_line_and_field(tmp_path):
         with pytest.raises(InputError, match="conflicting decisions for D1 turn 0") as info:
             import_decisions(path)
         # the CSV's first record spans lines 2-3 (a quoted line break), so the second is line 4
-        assert info.value.line == (4 if path.suffix == ".csv" else 2)
-        assert info.value.field == "decision" and info.value.path == str(path)
-        assert str(path) in str(info.value)
+        assert_located(info.value, path, 4 if path.suffix == ".csv" else 2, "decision")
 
 
 @pytest.mark.parametrize(("change", "field", "message"), [
@@ -439,22 +438,24 @@ def test_bad_decision_rows(tmp_path, change, field, message):
     path = write_jsonl(tmp_path / "d.jsonl", records)
     with pytest.raises(InputError, match=message) as info:
         import_decisions(path)
-    assert (info.value.line, info.value.field) == (1, field)
+    assert_located(info.value, path, 1, field)
 
 
 def test_bad_export_files(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"decision": ""}\n[1, 2]\n', encoding="utf-8")
     with pytest.raises(InputError, match="JSON object") as info:
         import_decisions(tmp_path / "bad.jsonl")
-    assert info.value.line == 2
+    assert_located(info.value, tmp_path / "bad.jsonl", 2, None)
     (tmp_path / "broken.jsonl").write_text("{nope\n", encoding="utf-8")
-    with pytest.raises(InputError, match="invalid JSON"):
+    with pytest.raises(InputError, match="invalid JSON") as info:
         import_decisions(tmp_path / "broken.jsonl")
+    assert_located(info.value, tmp_path / "broken.jsonl", 1, None)
     (tmp_path / "cols.csv").write_text("dialogue_id,turn_index\nD1,0\n", encoding="utf-8")
     with pytest.raises(InputError, match="header lacks") as info:
         import_decisions(tmp_path / "cols.csv")
-    assert info.value.field == "decision"
-    with pytest.raises(InputError, match="not found"):
+    assert_located(info.value, tmp_path / "cols.csv", 1, "decision")  # the header line
+    with pytest.raises(InputError, match="not found") as info:
         import_decisions(tmp_path / "missing.csv")
+    assert_located(info.value, tmp_path / "missing.csv", None, None)
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     assert import_decisions(tmp_path / "empty.csv") == []

@@ -72,3 +72,38 @@ def test_systems_table_json_and_png(tmp_path):
     assert table["systems"][0]["jga"]["RULE-2.1"] == pytest.approx(100 * 5 / 11)
     assert table["systems"][1]["jga"]["RULE-2.1"] == pytest.approx(100 * 2 / 11)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_systems_uses_the_recorded_schema_and_its_legend_covers_no_bar(tmp_path):
+    from judge.analysis import systems_figure
+
+    strong = _run(tmp_path, "strong", "example-two-dim.json")
+    weak = _run(tmp_path, "weak", "example-weak-two-dim.json",
+                predictions="predictions-weak.jsonl")
+    out_json = tmp_path / "systems.json"
+    # no --schema: the runs recorded the schema's absolute path and digest
+    assert main(["systems", str(strong), str(weak), "--json", str(out_json)]) == 0
+    table = json.loads(out_json.read_text())
+    figure = systems_figure(table)
+    renderer = figure.canvas.get_renderer()
+    legend = figure.legends[0].get_window_extent(renderer)
+    for axis in figure.axes:
+        for patch in axis.patches:
+            assert not legend.overlaps(patch.get_window_extent(renderer))
+
+
+def test_systems_refuses_a_changed_recorded_schema(tmp_path, capsys):
+    import shutil
+
+    schema = tmp_path / "schema.json"
+    shutil.copy(EXAMPLES / "schema.json", schema)
+    out = tmp_path / "run"
+    assert main(["evaluate", "--schema", str(schema),
+                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                 "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
+                 "--replay", str(CASSETTES / "example-two-dim.json"),
+                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
+    schema.write_text(schema.read_text() + "\n")
+    capsys.readouterr()
+    assert main(["systems", str(out)]) == 2
+    assert "--schema" in capsys.readouterr().err

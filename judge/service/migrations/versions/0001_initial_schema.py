@@ -40,6 +40,7 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('endpoint', sa.String(length=100), nullable=False),
     sa.Column('at', sa.Float(), nullable=False),
+    sa.Column('done_at', sa.Float(), nullable=True),
     sa.Column('tokens', sa.Integer(), nullable=False),
     sa.Column('job_id', sa.String(length=40), nullable=False),
     sa.PrimaryKeyConstraint('id')

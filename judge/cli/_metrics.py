@@ -1,0 +1,104 @@
+"""``metrics`` (the exact-match suite) and ``validate`` (file checks against JSON Schemas)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from .._errors import OptionError
+from ..data import FILE_KINDS, json_schema, load_predictions, validate_file
+from ..metrics import DEFAULT_LAMBDAS, compute_metrics
+from ._options import add_data_options, disambiguate, load_data, metric_options
+from ._report import print_metrics
+
+
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
+    p = commands.add_parser(
+        "metrics", help="exact-match DST metrics (JGA, SA, AGA, RSA, FGA, GCA, RULE TSA, ...)",
+        description="Score predictions against gold annotations with the exact-match suite.")
+    add_data_options(p, many=True)
+    p.add_argument("--gold", help="annotation version to score against, e.g. 2.1 or 2.4 "
+                   "(default: the file's first)")
+    p.add_argument("--match", default="exact",
+                   help="matching policy: exact, nospace, normalized, alternatives, or a '+' "
+                   "combination (default: exact)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write every figure to OUT")
+    p.add_argument("--num-slots", type=int,
+                   help="K of slot accuracy (default: the schema's slot count)")
+    p.add_argument("--none-values", nargs="+", default=["none"], metavar="V",
+                   help="values that mean 'absent' (default: none)")
+    p.add_argument("--aga-unit", choices=["turn", "frame"], default="turn",
+                   help="average goal accuracy per turn or per frame (default: turn)")
+    p.add_argument("--rsa-empty-turn", choices=["zero", "skip", "one"], default="zero",
+                   help="relative slot accuracy of a turn where gold and prediction are both "
+                   "empty (default: zero)")
+    p.add_argument("--fga-lambdas", type=float, nargs="+", default=list(DEFAULT_LAMBDAS),
+                   metavar="L", help="flexible goal accuracy decay constants (default: "
+                   + " ".join(str(v) for v in DEFAULT_LAMBDAS) + ")")
+    p.add_argument("--update-include-removals", action="store_true",
+                   help="turn update accuracy also compares slot removals")
+    p.add_argument("--alpha", type=float, default=10 / 11,
+                   help="GCA value weight (default: 10/11)")
+    p.add_argument("--gca-dedupe", action="store_true",
+                   help="GCA: count a slot once per turn when both loops see it")
+    p.add_argument("--keep-explicit-none", action="store_true",
+                   help="GCA: explicit 'none' values count as changes (published few-shot)")
+    p.add_argument("--undefined", choices=["zero", "null"], default="zero",
+                   help="GCA with nothing to count: 0 (reference) or null (default: zero)")
+    p.add_argument("--rule-match", choices=["exact", "nospace"],
+                   help="RULE verdict matching (default: follows --match)")
+    p.add_argument("--per-dialogue", action="store_true", help="add per-dialogue figures")
+    p.add_argument("--no-breakdowns", action="store_true",
+                   help="skip per-domain and per-slot breakdowns")
+    p.set_defaults(handler=run_metrics)
+
+    p = commands.add_parser(
+        "validate", help="check a schema, dialogues or predictions file; list every problem",
+        description="Validate a file against its published JSON Schema and list every problem "
+        "(file, line, field). With --print-schema, print the JSON Schema instead.")
+    p.add_argument("kind", choices=FILE_KINDS, help="what the file holds")
+    p.add_argument("file", nargs="?", help="the file to check")
+    p.add_argument("--limit", type=int, default=100,
+                   help="stop after this many problems (default: 100)")
+    p.add_argument("--print-schema", action="store_true", help="print the JSON Schema")
+    p.set_defaults(handler=run_validate)
+
+
+def run_metrics(args: argparse.Namespace, console: Console) -> int:
+    options = metric_options(
+        match=args.match, none_values=tuple(args.none_values), num_slots=args.num_slots,
+        aga_unit=args.aga_unit, rsa_empty_turn=args.rsa_empty_turn,
+        fga_lambdas=tuple(args.fga_lambdas),
+        update_include_removals=args.update_include_removals, alpha=args.alpha,
+        gca_dedupe=args.gca_dedupe, keep_explicit_none=args.keep_explicit_none,
+        undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
+        breakdowns=not args.no_breakdowns)
+    schema, dialogues = load_data(args)
+    predictions = [load_predictions(p, dialogues, schema) for p in args.predictions]
+    disambiguate(predictions)
+    report = compute_metrics(dialogues, predictions, schema, options, gold=args.gold)
+    print_metrics(report, console)
+    if args.json_out:
+        report.write_json(args.json_out)
+        console.print(f"wrote {args.json_out}", markup=False)
+    return 0
+
+
+def run_validate(args: argparse.Namespace, console: Console) -> int:
+    if args.print_schema:
+        print(json.dumps(json_schema(args.kind), indent=2))
+        return 0
+    if not args.file:
+        raise OptionError("validate needs a FILE (or --print-schema)")
+    problems = validate_file(args.kind, args.file, limit=args.limit)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"dst-judge: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
+        return 2
+    console.print(f"{args.file}: valid {args.kind} file", markup=False)
+    return 0
