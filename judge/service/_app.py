@@ -417,8 +417,6 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
         service.labels.delete(principal, label_id)
         return Response(status_code=204)
 
-    from ..web import mount_web  # the web interface under /ui (judge/web)
-    mount_web(app)
     return app
 
 

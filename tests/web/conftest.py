@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the web interface needs the serve extra")
 
 from judge.service import build_settings, create_app, create_token
+from judge.web import mount_web
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
 
@@ -79,6 +80,7 @@ def web(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, Any]]:
         "endpoints": {"fake": {"base_url": fake_model.url, "api_key": CANARY_KEY}},
         "default_endpoint": "fake"})
     app = create_app(settings)
+    mount_web(app)
     service = app.state.service
     service.start()
     tokens = {

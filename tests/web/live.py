@@ -13,6 +13,7 @@ import httpx
 import uvicorn
 
 from judge.service import build_settings, create_app, create_token
+from judge.web import mount_web
 
 CANARY_KEY = "sk-canary-0123456789abcdef"
 
@@ -25,6 +26,7 @@ class LiveServer:
                                          "default_model": "fake-judge"}},
                   "default_endpoint": "fake", **settings}
         self.app = create_app(build_settings(values))
+        mount_web(self.app)
         self.service = self.app.state.service
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning",
                                 access_log=False, lifespan="on", timeout_graceful_shutdown=2)
