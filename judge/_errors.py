@@ -5,7 +5,8 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
 
     DSTJudgeError
     ├── InputError          a user-supplied file is malformed (names file, line, field)
-    │   └── DataMismatchError   files are individually valid but do not fit together
+    │   ├── DataMismatchError   files are individually valid but do not fit together
+    │   └── FormatError         a file is in none of the known formats
     ├── OptionError         an option value is invalid or unsupported for the input
     ├── ModelError          a model call failed after retries (``fatal`` ones stop the run)
     │   └── CassetteMiss    a replayed run sent a request its cassette does not hold
@@ -59,6 +60,11 @@ class InputError(DSTJudgeError):
 
 class DataMismatchError(InputError):
     """Dialogues and predictions (or labels) are each valid but do not fit together."""
+
+
+class FormatError(InputError):
+    """A file is in none of the formats dst-judge reads (or is another kind of file): the
+    message names the first field that does not fit and lists the known formats."""
 
 
 class OptionError(DSTJudgeError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ def iter_jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
                     yield number, line
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 
@@ -46,7 +47,7 @@ def read_text(path: str | Path) -> str:
     try:
         with open_text(path) as handle:
             return handle.read()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 
@@ -58,6 +59,8 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
                          line=exc.lineno) from exc
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", path=path) from None
 
 
 def format_loc(loc: tuple[Any, ...]) -> str:
@@ -95,3 +98,5 @@ def parse_line(model: type[BaseModel], text: str, *, path: str | Path, line: int
         return model.model_validate_json(text)
     except ValidationError as exc:
         raise validation_error(exc, path=path, line=line) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", path=path, line=line) from None

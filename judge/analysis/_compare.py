@@ -12,14 +12,14 @@ from ..data import DialogueSet, Schema, load_dialogues, load_predictions
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
-from ._agreement import TurnKey, _row_key
+from ._labels import TurnKey, row_key
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
     """Judge verdicts against another rater's labels (turn key → 0/1), on the turns that
     rater labelled; dialogue ids join in any spelling."""
     labelled = [(r["verdict"], label) for r in rows
-                if (label := other.get(_row_key(r))) is not None]
+                if (label := other.get(row_key(r))) is not None]
     return agreement([v for v, _ in labelled], [bool(label) for _, label in labelled])
 
 

@@ -10,9 +10,9 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from ..data import load_predictions
 from ..model import download, read_output, status, submit
 from ..pipeline import collect, plan_evaluation, rules_for, write_requests
+from ._convert import load_predictions_noted
 from ._evaluate import finish
 from ._options import (
     COST,
@@ -64,7 +64,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run_prepare(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     plan = plan_evaluation(config, schema, dialogues, predictions)
     count = write_requests(plan, args.out)
     console.print(f"wrote {count} requests to {args.out} ({len(plan.turns)} turns)",
@@ -90,7 +90,7 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
 def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     if args.output_file:
         files = [Path(args.output_file)]
     elif args.batch_id:

@@ -22,6 +22,7 @@ def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
     systems = [s.metrics for s in report.systems]
     rows: list[tuple[str, list[Any]]] = [
         ("JGA", [m["jga"] for m in systems]),
+        ("Final-turn JGA", [m.get("final_turn_jga") for m in systems]),
         ("Slot accuracy (SA)", [m["sa"] for m in systems]),
         ("Average goal accuracy (AGA)", [m["aga"] for m in systems]),
         ("Relative slot accuracy (RSA)", [m["rsa"] for m in systems]),
@@ -75,6 +76,10 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
             console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
                           f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
                           f"({names}); they count as errors.")
+        if inputs.get("renamed_slots"):
+            count = sum(inputs["renamed_slots"].values())
+            console.print(f"[cyan]{system.name}[/]: {count} predicted slot name(s) read as the "
+                          f"schema's ({', '.join(list(inputs['renamed_slots'])[:3])}).")
         if inputs["integration_mismatches"]:
             console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
                           "whose pred_turn_state does not integrate into pred_state, e.g. "
@@ -126,29 +131,56 @@ def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...
 
 
 def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
-    """Pairwise agreement, then (with human labels) the re-evaluation figure and its caveat."""
+    """Pairwise agreement and chance-corrected coefficients; with human labels the reviewers'
+    agreement and the re-evaluation figure with its caveat; with a sample, population
+    estimates."""
     from ..analysis import (
         AGREEMENT_HEADER,
+        COEFFICIENT_HEADER,
+        POPULATION_HEADER,
         REEVALUATION_HEADER,
+        REEVALUATION_NOTE,
+        REVIEWER_HEADER,
         format_agreement,
+        format_coefficients,
+        format_population,
         format_reevaluation,
+        format_reviewers,
     )
 
     console = console or Console()
     boot = report["bootstrap"]
+    level = f"{100 * boot['confidence']:g} %"
     _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
-                  f"dialogues; {int(100 * boot['confidence'])} % bootstrap intervals over "
-                  f"dialogues, {boot['n_boot']} replicates)", AGREEMENT_HEADER,
-                  format_agreement(report), console)
+                  f"dialogues; {level} bootstrap intervals over dialogues, {boot['n_boot']} "
+                  "replicates)", AGREEMENT_HEADER, format_agreement(report), console)
+    _simple_table("Chance-corrected agreement (same pairs and intervals)", COEFFICIENT_HEADER,
+                  format_coefficients(report), console)
+    rows = format_reviewers(report)
+    if rows:
+        _simple_table("Agreement between the human reviewers (all their labels)",
+                      REVIEWER_HEADER, rows, console)
     rows = format_reevaluation(report)
     if rows:
         _simple_table("Accuracy after human re-evaluation (the paper's figure)",
                       REEVALUATION_HEADER, rows, console)
-        console.print(report["reevaluation"][0]["assumption"], highlight=False)
+        console.print(REEVALUATION_NOTE, highlight=False)
+    population = report.get("population")
+    if population:
+        labelled, drawn = population["labelled_turns"], population["sampled_turns"]
+        _simple_table(f"Population estimates from the stratified sample ({labelled} of {drawn} "
+                      f"drawn turns labelled, population {population['population_turns']} "
+                      "turns)",
+                      POPULATION_HEADER, format_population(report), console)
+        if population["uncovered_turns"]:
+            console.print(f"[yellow]{population['uncovered_turns']} turns belong to strata "
+                          "with no labelled turn; the estimates leave them out[/]")
     human = report.get("human")
     if human and human["unknown"]["count"]:
         console.print(f"[yellow]{human['unknown']['count']} human label(s) refer to turns this "
                       "run does not contain[/]")
+    if human and human.get("unsure"):
+        console.print(f"{human['unsure']} label(s) marked unsure are left out of every figure")
 
 
 def print_methods(table: dict[str, Any], console: Console | None = None) -> None:

@@ -14,6 +14,7 @@ from ._fga import flexible_goal_accuracy
 from ._gca import granular_change_accuracy
 from ._joint import (
     average_goal_accuracy,
+    final_turn_jga,
     joint_goal_accuracy,
     relative_slot_accuracy,
     slot_accuracy,
@@ -80,6 +81,7 @@ def _core(
     prf = slot_prf(prepared)
     return {
         "jga": joint_goal_accuracy(prepared),
+        "final_turn_jga": final_turn_jga(prepared),
         "sa": slot_accuracy(prepared, num_slots),
         "aga": average_goal_accuracy(prepared, options.aga_unit, domain_of),
         "rsa": relative_slot_accuracy(prepared, options.rsa_empty_turn),
@@ -195,6 +197,7 @@ def _input_counts(prepared: Sequence[Prepared], predictions: PredictionSet, sche
         "dialogues": len(prepared),
         "turns": sum(len(d.gold) for d in prepared),
         "out_of_schema_slots": dict(predictions.out_of_schema.most_common()),
+        "renamed_slots": dict(predictions.renamed.most_common()),
         "turns_with_out_of_schema_slots": sum(
             1 for d in prepared for p in d.pred if any(s not in schema.slots for s in p)),
         "integration_mismatches": len(issues),
