@@ -29,12 +29,16 @@ N_BOOT = 200
 
 
 @dataclass
+class Table:
+    caption: str
+    header: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
+@dataclass
 class Computed:
     fingerprint: tuple[Any, ...]
-    rows: list[tuple[str, ...]]
-    header: tuple[str, ...]
-    coefficients: list[tuple[str, ...]] | None
-    coefficient_header: tuple[str, ...] | None
+    tables: list[Table]
     human_turns: int
     seconds: float
     at: float
@@ -86,8 +90,16 @@ class AgreementBoard:
         self.service = service
         self.results: dict[str, Computed] = {}
         self.pending: set[str] = set()
+        self.samples: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-agreement")
+
+    def use_sample(self, job_id: str, sample: Any) -> None:
+        """The stratified sample reviewers of this job label (for population estimates)."""
+        with self.lock:
+            if self.samples.get(job_id) is not sample:
+                self.samples[job_id] = sample
+                self.results.pop(job_id, None)
 
     def panel(self, project_id: str, job_id: str, index: RunIndex, me: str) -> dict[str, Any]:
         labels = self.service.labels.list(project_id, job_id=job_id)
@@ -97,20 +109,21 @@ class AgreementBoard:
             stale = computed is None or computed.fingerprint != mark
             if stale and job_id not in self.pending and labels:
                 self.pending.add(job_id)
-                self.executor.submit(self._compute, job_id, index, labels, mark)
+                self.executor.submit(self._compute, job_id, index, labels, mark,
+                                     self.samples.get(job_id))
             updating = job_id in self.pending
         return {"quick": quick_stats(labels, me), "computed": computed,
                 "stale": stale and bool(labels), "updating": updating}
 
     def _compute(self, job_id: str, index: RunIndex, labels: list[dict[str, Any]],
-                 mark: tuple[Any, ...]) -> None:
+                 mark: tuple[Any, ...], sample: Any) -> None:
         started = time.perf_counter()
         try:
-            result = compute(index, labels, mark, started)
+            result = compute(index, labels, mark, started, sample)
         except Exception as exc:  # shown on the panel; the labels themselves are safe
             log.exception("agreement of job %s failed", job_id)
-            result = Computed(mark, [], (), None, None, 0, time.perf_counter() - started,
-                              time.time(), error=str(exc))
+            result = Computed(mark, [], 0, time.perf_counter() - started, time.time(),
+                              error=str(exc))
         with self.lock:
             self.results[job_id] = result
             self.pending.discard(job_id)
@@ -120,18 +133,33 @@ class AgreementBoard:
 
 
 def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...],
-            started: float) -> Computed:
+            started: float, sample: Any = None) -> Computed:
+    """The library's agreement report on the run's verdicts and the collected labels, as the
+    tables ``dst-judge agreement`` prints (population estimates when a sample is reviewed)."""
     rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
              "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
     human = human_labels(label_records(labels))
-    report = analysis.agreement_report(rows, human, n_boot=N_BOOT, seed=0)
-    coefficients = getattr(analysis, "format_coefficients", None)
-    header = getattr(analysis, "COEFFICIENT_HEADER", None)
+    labelled = {(d, t) for d, t in ((i["dialogue_id"], int(i["turn_index"])) for i in labels)}
+    if sample is not None and not any((t.dialogue_id, t.turn_index) in labelled
+                                      for t in sample.turns):
+        sample = None  # nothing of the sample is labelled yet
+    report = analysis.agreement_report(rows, human, sample=sample, n_boot=N_BOOT, seed=0)
+    tables = [
+        Table("Agreement (judge, RULE, humans)", tuple(analysis.AGREEMENT_HEADER[:4]),
+              [tuple(r[:4]) for r in analysis.format_agreement(report)]),
+        Table("Chance-corrected", tuple(analysis.COEFFICIENT_HEADER),
+              [tuple(r) for r in analysis.format_coefficients(report)]),
+    ]
+    reviewers = analysis.format_reviewers(report)
+    if reviewers:
+        tables.append(Table("Reviewers as a group", tuple(analysis.REVIEWER_HEADER),
+                            [tuple(r) for r in reviewers]))
+    population = analysis.format_population(report)
+    if population:
+        tables.append(Table("Population estimates from the stratified sample",
+                            tuple(analysis.POPULATION_HEADER[:4]),
+                            [tuple(r[:4]) for r in population]))
     return Computed(
-        fingerprint=mark, rows=[tuple(r) for r in analysis.format_agreement(report)],
-        header=tuple(analysis.AGREEMENT_HEADER),
-        coefficients=[tuple(r) for r in coefficients(report)] if coefficients and header
-        else None,
-        coefficient_header=tuple(header) if coefficients and header else None,
+        fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),
         seconds=time.perf_counter() - started, at=time.time())

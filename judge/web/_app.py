@@ -26,8 +26,8 @@ class WebState:
     def __init__(self, service: Any) -> None:
         self.service = service
         self.index = IndexCache(service)
-        self.queues = Queues(service)
         self.agreement = AgreementBoard(service)
+        self.queues = Queues(service, self.agreement)
         self._labels: dict[str, str | None] = {}
 
     @functools.cached_property

@@ -6,10 +6,8 @@ with per-slot labels (label, unsure, the predicted ``value`` the reviewer saw, n
 reviewer who labelled only slots gets the turn label those imply: 0 when a slot is wrong,
 otherwise null and unsure (they judged parts, not the whole turn).
 
-The extended format comes with the agreement work (``judge.analysis`` reads ``reviewer``,
-``unsure``, ``time`` and ``slots``). Until that reader is in place, the export writes the first
-format (definite turn labels with ``annotator`` and ``note``), which every version reads; the
-switch is :data:`EXTENDED`.
+Every record is checked by the format's own model (:class:`judge.analysis.HumanLabel`) before
+it is used for statistics, so an export is always a file ``dst-judge agreement --human`` reads.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from typing import Any
 
 from ..analysis import HumanLabel, HumanLabels
 
-EXTENDED = "reviewer" in HumanLabel.model_fields
 _VALUE = {"correct": 1, "incorrect": 0, "unsure": None}
 
 
@@ -50,16 +47,7 @@ def label_records(items: Iterable[Mapping[str, Any]],
                                                                              g[0][0])):
         turn = next((i for i in group if not i["slot"]), None)
         slots = sorted((i for i in group if i["slot"]), key=lambda i: str(i["slot"]))
-        if not EXTENDED:
-            if turn is not None and turn["label"] in ("correct", "incorrect"):
-                record: dict[str, Any] = {"dialogue_id": dialogue_id, "turn_index": turn_index,
-                                          "label": _VALUE[turn["label"]],
-                                          "annotator": reviewer}
-                if turn.get("note"):
-                    record["note"] = turn["note"]
-                out.append(record)
-            continue
-        record = {"dialogue_id": dialogue_id, "turn_index": turn_index}
+        record: dict[str, Any] = {"dialogue_id": dialogue_id, "turn_index": turn_index}
         if turn is not None:
             record["label"] = _VALUE[turn["label"]]
             if turn["label"] == "unsure":

@@ -8,7 +8,9 @@ Queues:
   accepts what the annotation rejects" first (the one that most often points at a gold
   error), then by how many annotation versions disagree, then in run order;
 * ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
-  stratum, for measuring agreement without the bias of labelling disagreements only.
+  stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
+  agreement without the bias of labelling disagreements only; the agreement panel then adds
+  the population estimates of that sample.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -32,7 +34,7 @@ from .._errors import DSTJudgeError, ServiceError
 from ._common import WebRoute, render
 from ._detail import turn_view
 from ._index import RunIndex
-from ._labelfile import EXTENDED, label_records
+from ._labelfile import label_records
 from ._rows import dialogue_rows
 from ._runs import job_label, viewer_of
 from ._session import check_csrf
@@ -43,14 +45,6 @@ QUEUES = {"disagreements": "judge / RULE disagreements",
           "candidates": "label-error candidates, ranked by evidence"}
 LABELS = ("correct", "incorrect", "unsure")
 DEFAULT_SAMPLE = 100
-
-
-def candidates_available() -> bool:
-    return all(hasattr(analysis, name) for name in ("find_candidates", "source_from_run"))
-
-
-def queue_choices() -> dict[str, str]:
-    return {k: v for k, v in QUEUES.items() if k != "candidates" or candidates_available()}
 
 
 QueueItem = tuple[str, int, str]
@@ -73,27 +67,26 @@ def disagreement_queue(index: RunIndex) -> list[QueueItem]:
     return [item for _, item in sorted(ranked)]
 
 
-def sample_queue(index: RunIndex, n: int, seed: int) -> list[QueueItem]:
-    version = index.versions[0] if index.versions else None
-    strata: dict[str, list[Any]] = {}
-    for e in index.entries:
-        rule = e.rule_map.get(version) if version else None
-        if e.verdict is None or rule is None:
-            continue
-        name = (f"judge {'correct' if e.verdict else 'incorrect'} × RULE-{version} "
-                f"{'correct' if rule else 'incorrect'}")
-        strata.setdefault(name, []).append(e)
-    rng = random.Random(seed)
-    share, left = divmod(n, max(1, len(strata)))
-    chosen: list[QueueItem] = []
-    for position, name in enumerate(sorted(strata, key=lambda s: -len(strata[s]))):
-        members = strata[name]
-        want = min(len(members), share + (1 if position < left else 0))
-        for e in rng.sample(members, want):
-            chosen.append((e.dialogue_id, e.turn_index, f"sample: {name} "
-                           f"(1 of {want} from {len(members)} turns)"))
-    rng.shuffle(chosen)
-    return chosen
+def draw(index: RunIndex, n: int, seed: int) -> Any:
+    """A stratified sample of the run (``judge.analysis.draw_sample``: judge verdict × RULE
+    verdict of the first annotation version, equal allocation), as ``labels sample`` draws."""
+    if not index.versions:
+        raise ServiceError("the run has no RULE verdicts to stratify by", status=409)
+    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
+             "rule": e.rule_map} for e in index.entries]
+    try:
+        return analysis.draw_sample(rows, n=n, gold=index.versions[0], seed=seed)
+    except DSTJudgeError as exc:
+        raise ServiceError(str(exc), status=422, field="n") from None
+
+
+def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
+    """The sample's turns in a seeded random order (strata mixed, so a reviewer cannot tell
+    a turn's stratum from its place in the queue)."""
+    items = [(t.dialogue_id, t.turn_index, f"sample: {t.stratum} (weight {t.weight:.1f}: "
+              f"{t.stratum_sample} of {t.stratum_size} turns)") for t in sample.turns]
+    random.Random(seed).shuffle(items)
+    return items
 
 
 def candidate_queue(service: Any, row: Any, index: RunIndex) -> list[QueueItem]:
@@ -121,24 +114,33 @@ def candidate_queue(service: Any, row: Any, index: RunIndex) -> list[QueueItem]:
     for candidate in found:
         key = (str(candidate.dialogue_id), int(candidate.turn_index))
         if key in known and key not in items:
-            items[key] = (f"candidate: {candidate.slot} — score {candidate.score:.2f}")
+            items[key] = (f"candidate #{len(items) + 1}: {candidate.slot} — gold "
+                          f"{candidate.gold_value!r}, systems say {candidate.predicted!r} "
+                          f"(score {candidate.score:.2f})")
     return [(d, t, why) for (d, t), why in items.items()]
 
 
 class Queues:
     """Queues per job, kind and parameters, rebuilt when the run's index changes."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, board: Any) -> None:
         self.service = service
+        self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
+        self.samples: dict[tuple[Any, ...], Any] = {}
 
     def get(self, row: Any, index: RunIndex, kind: str, n: int, seed: int) -> list[QueueItem]:
         key = (row.id, index.key, kind, n if kind == "sample" else 0,
                seed if kind == "sample" else 0)
         found = self.items.get(key)
+        if kind == "sample" and key in self.samples:
+            self.board.use_sample(row.id, self.samples[key])
         if found is None:
             if kind == "sample":
-                found = sample_queue(index, n, seed)
+                sample = draw(index, n, seed)
+                self.samples[key] = sample
+                self.board.use_sample(row.id, sample)
+                found = sample_queue(sample, seed)
             elif kind == "candidates":
                 try:
                     found = candidate_queue(self.service, row, index)
@@ -151,12 +153,13 @@ class Queues:
                 found = disagreement_queue(index)
             if len(self.items) > 32:
                 self.items.clear()
+                self.samples.clear()
             self.items[key] = found
         return found
 
 
 def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
-    chosen = queue if queue in queue_choices() else "disagreements"
+    chosen = queue if queue in QUEUES else "disagreements"
     params: dict[str, Any] = {"queue": chosen}
     if chosen == "sample":
         params.update(n=n, seed=seed)
@@ -212,7 +215,7 @@ def review_index(request: Request) -> Response:
         entry["mine"] += item["reviewer"] == viewer.name
     items = [{"job": j, "label": job_label(request, viewer, j),
               "counts": counts.get(j["id"], {"labels": 0, "mine": 0})} for j in runs]
-    return render(request, "review_index.html", items=items, queues=queue_choices(),
+    return render(request, "review_index.html", items=items, queues=QUEUES,
                   default_sample=DEFAULT_SAMPLE)
 
 
@@ -229,7 +232,7 @@ def review_page(request: Request, job_id: str, queue: str = "disagreements",
     panel = request.app.state.web.agreement.panel(viewer.project_id, job_id, index,
                                                   viewer.name)
     return render(request, "review.html", **context, job=job,
-                  label=job_label(request, viewer, job), queues=queue_choices(),
+                  label=job_label(request, viewer, job), queues=QUEUES,
                   panel=panel, labels=LABELS)
 
 
@@ -330,11 +333,9 @@ def export_labels(request: Request, job_id: str, reviewer: str | None = None) ->
     service.jobs.row(viewer.project_id, job_id)
     items = service.labels.list(viewer.project_id, job_id=job_id, reviewer=reviewer or None)
     predicted: dict[tuple[str, int], Mapping[str, Any]] = {}
-    if EXTENDED:
-        for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
-            for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):
-                predicted[(dialogue_id, int(row["turn_index"]))] = \
-                    row.get("pred_turn_state") or {}
+    for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
+        for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):
+            predicted[(dialogue_id, int(row["turn_index"]))] = row.get("pred_turn_state") or {}
     records = label_records(items, predicted)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)

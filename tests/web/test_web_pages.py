@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from judge.analysis import load_labels
-from judge.web._labelfile import EXTENDED
 
 from .conftest import example_upload, import_run
 from .synthetic import bundle, synthetic_rows
@@ -298,7 +297,7 @@ def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
 def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(web,
                                                                                 synthetic_run):
     from judge.web._index import build_index
-    from judge.web._review import disagreement_queue, sample_queue
+    from judge.web._review import disagreement_queue, draw, sample_queue
 
     rows = synthetic_rows(160, seed=3)
     index = build_index("j", None, iter(rows), {"rule_match": "nospace"})
@@ -308,8 +307,9 @@ def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(
     assert len(queue) == len(expected)
     accepts = [q for q in queue if q[2].startswith("judge accepts")]
     assert queue[: len(accepts)] == accepts and 0 < len(accepts) < len(queue)
-    sample = sample_queue(index, 20, seed=1)
-    assert sample == sample_queue(index, 20, seed=1) != sample_queue(index, 20, seed=2)
+    sample = sample_queue(draw(index, 20, seed=1), seed=1)
+    assert sample == sample_queue(draw(index, 20, seed=1), seed=1)
+    assert sample != sample_queue(draw(index, 20, seed=2), seed=2)
     assert len(sample) == 20 and len(set(sample)) == 20
     strata = {why.split("(")[0] for _, _, why in sample}
     assert len(strata) >= 3  # every non-empty judge × RULE stratum is drawn from
@@ -355,18 +355,16 @@ def test_labels_per_turn_and_slot_export_to_the_labels_format(web, synthetic_run
     path.write_text(text, encoding="utf-8")
     labels = load_labels(path)
     assert set(labels.annotators) == {"alice", "bob"}
-    if EXTENDED:
-        assert len(records) == 8
-        second = next(r for r in records if r["reviewer"] == "alice"
-                      and r["turn_index"] == turns[1][1] and r["dialogue_id"] == turns[1][0])
-        assert second["label"] == 0 and second["note"] == f"why {turns[1][1]}"
-        assert second["slots"][slot] == {"label": 0, "value": row["pred_turn_state"][slot],
-                                         "note": "wrong value"}
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", second["time"])
-        unsure = next(r for r in records if r["reviewer"] == "alice" and r.get("unsure"))
-        assert unsure["label"] is None
-    else:  # the first format: definite turn labels only, unsure and slots left out
-        assert len(records) == 7 and all("annotator" in r for r in records)
+    assert len(records) == 8
+    second = next(r for r in records if r["reviewer"] == "alice"
+                  and r["turn_index"] == turns[1][1] and r["dialogue_id"] == turns[1][0])
+    assert second["label"] == 0 and second["note"] == f"why {turns[1][1]}"
+    assert second["slots"][slot] == {"label": 0, "value": row["pred_turn_state"][slot],
+                                     "note": "wrong value"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", second["time"])
+    unsure = next(r for r in records if r["reviewer"] == "alice" and r.get("unsure"))
+    assert unsure["label"] is None and unsure["turn_index"] == turns[2][1]
+    assert labels.unsure_turns == 1 and len(labels.per_slot()) == 1
     per_turn = labels.per_turn()
     assert len(per_turn) >= 2
 
@@ -444,3 +442,77 @@ def test_the_session_key_is_private_or_from_the_environment(tmp_path, monkeypatc
     assert load_secret(tmp_path) == first and len(first) == 64
     monkeypatch.setenv(SECRET_ENV, "shared by the replicas")
     assert load_secret(tmp_path) == b"shared by the replicas"
+
+
+def test_slot_labels_alone_imply_the_turn_label_in_the_export(web, synthetic_run):
+    rows = synthetic_rows(160, seed=3)
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    wrong, right = rows[10], rows[11]
+    slot_w, slot_r = next(iter(wrong["pred_turn_state"])), next(iter(right["pred_turn_state"]))
+    for row, slot, label in ((wrong, slot_w, "incorrect"), (right, slot_r, "correct")):
+        assert _label(client, csrf, synthetic_run, dialogue_id=row["dialogue_id"],
+                      turn_index=row["turn_index"], slot=slot, label=label).status_code == 200
+    text = client.get(f"/ui/review/{synthetic_run}/labels.jsonl").text
+    records = {(r["dialogue_id"], r["turn_index"]): r
+               for r in map(json.loads, text.splitlines())}
+    implied = records[(wrong["dialogue_id"], wrong["turn_index"])]
+    assert implied["label"] == 0 and implied["slots"][slot_w]["label"] == 0
+    partial = records[(right["dialogue_id"], right["turn_index"])]
+    assert partial["label"] is None and partial["unsure"] is True
+    assert partial["slots"][slot_r] == {"label": 1, "value": right["pred_turn_state"][slot_r]}
+
+
+def _wait_panel(client: Any, url: str, needle: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        html = client.get(url).text
+        if 'data-updating="false"' in html and needle in html:
+            return html
+        assert time.monotonic() < deadline, html
+        time.sleep(0.1)
+
+
+def test_reviewing_a_sample_adds_population_estimates(web, synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    assert "sample: judge=" in page.text and "weight" in page.text
+    from judge.web._index import build_index
+    from judge.web._review import draw
+
+    index = build_index("j", None, iter(synthetic_rows(160, seed=3)), {})
+    sample = draw(index, 12, seed=4)
+    for turn in sample.turns[:8]:
+        assert _label(client, csrf, synthetic_run, dialogue_id=turn.dialogue_id,
+                      turn_index=turn.turn_index, label="correct").status_code == 200
+    html = _wait_panel(client, f"/ui/review/{synthetic_run}/agreement",
+                       "Population estimates")
+    assert "human: correct turns %" in html and "AC1" in html
+
+
+def test_candidates_queue_ranks_label_error_candidates_of_a_judged_run(web):
+    from judge.analysis import find_candidates, source_from_run
+    from judge.data import load_dialogues, load_schema
+    from judge.pipeline import Run
+    from tests.conftest import EXAMPLES
+
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    done = client.post("/ui/runs/new", data={"csrf": csrf}, files=example_upload())
+    job_id = done.headers["location"].rsplit("/", 1)[1]
+    project = web["service"].tokens.resolve_token(web["tokens"]["alice"]).project_id
+    assert _wait(web["service"], project, job_id)["status"] == "succeeded"
+    rows = list(web["service"].jobs.judgments(project, job_id))
+    summary = web["service"].jobs.row(project, job_id).summary
+    found = find_candidates(load_dialogues(EXAMPLES / "dialogues.jsonl"),
+                            [source_from_run(Run(job_id, summary, rows))],
+                            schema=load_schema(EXAMPLES / "schema.json"))
+    assert found, "the example has suspect gold values"
+    page = client.get(f"/ui/review/{job_id}?queue=candidates")
+    assert page.status_code == 200 and "candidate #1: " + found[0].slot in page.text
+    assert (f'data-dialogue="{found[0].dialogue_id}" data-turn="{found[0].turn_index}"'
+            in page.text)
+    imported = import_run(web, bundle(synthetic_rows(20, seed=1)))
+    refused = client.get(f"/ui/review/{imported}?queue=candidates")
+    assert refused.status_code == 409 and "dialogues file" in refused.text
