@@ -19,9 +19,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from ..data import dialogue_key
 from ._charts import grouped_bars
 from ._common import WebRoute, _url, render
 from ._index import RunIndex
+from ._labelfile import human_labels, label_records
 from ._runs import job_label, viewer_of
 
 router = APIRouter(route_class=WebRoute)
@@ -42,6 +44,21 @@ def headline(job: dict[str, Any], summary: dict[str, Any], label: str) -> dict[s
             "agreement": {v: f.get("agreement") for v, f in rule.items()},
             "errors": summary.get("error_turns"), "cost": summary.get("cost_usd"),
             "rule_match": summary.get("rule_match")}
+
+
+def human_agreement(index: RunIndex, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The judge's agreement with the majority human label of each labelled turn (the
+    reviewers' labels recorded on this run); None without labels."""
+    human = human_labels(label_records(labels))
+    if human is None:
+        return None
+    majority = human.per_turn()
+    pairs = [(e.verdict, majority[key]) for e in index.entries if e.verdict is not None
+             and (key := (dialogue_key(e.dialogue_id), e.turn_index)) in majority]
+    if not pairs:
+        return None
+    return {"agreement": 100.0 * sum(int(v) == h for v, h in pairs) / len(pairs),
+            "turns": len(pairs)}
 
 
 def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]:
@@ -122,8 +139,12 @@ def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = N
     for job_id in chosen:
         row = service.jobs.row(viewer.project_id, job_id)
         job = next(j for j in available if j["id"] == job_id)
-        runs.append(headline(job, row.summary or {}, labels[job_id]))
-        indexes.append(web.index.get(row))
+        index = web.index.get(row)
+        figures = headline(job, row.summary or {}, labels[job_id])
+        figures["human"] = human_agreement(
+            index, service.labels.list(viewer.project_id, job_id=job_id))
+        runs.append(figures)
+        indexes.append(index)
     figures = build(runs, indexes) if runs else None
     return render(request, "compare.html", available=available, labels=labels, chosen=chosen,
                   runs=runs, figures=figures, max_runs=MAX_RUNS)

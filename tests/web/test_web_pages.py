@@ -394,6 +394,13 @@ def test_agreement_panel_grows_with_labels(web, synthetic_run):
     judge_row = re.search(r"<td>judge vs human</td><td>(\d+)</td><td>([\d.]+)", html)
     assert judge_row and int(judge_row.group(1)) >= 1
     assert "12</strong> labels on <strong>6</strong> turns" in html
+    # the compare page puts the judge beside the humans' majority of this run's labels
+    compare = alice.get(f"/ui/compare?run={synthetic_run}").text
+    majority = {}
+    for row in rows[:6]:  # alice follows the judge, bob says correct: ties are left out
+        if row["verdict"] is not None and row["verdict"]:
+            majority[(row["dialogue_id"], row["turn_index"])] = 1
+    assert f"100.0 % <span class=\"muted small\">({len(majority)} turns)</span>" in compare
 
 
 def test_hostile_values_are_escaped_in_every_page(web):
