@@ -305,7 +305,7 @@ def _consistent(service: Any, viewer: Any, job_id: str, values: dict[str, Any]) 
 
 @router.post("/review/{job_id}/labels")
 async def save_label(request: Request, job_id: str) -> Response:
-    viewer = viewer_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
     check_csrf(request, viewer, None)
     viewer.require("review")
     try:

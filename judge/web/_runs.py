@@ -108,7 +108,7 @@ def runs_page(request: Request, status: str = "", kind: str = "",
 async def events(request: Request, job: Annotated[list[str] | None, Query()] = None) -> Response:
     """Server-sent events for the jobs a page shows: ``job`` with the live fields whenever
     one changes, until all are final (or the page goes away)."""
-    viewer = viewer_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
     service = request.app.state.service
     watched = list(dict.fromkeys(job or []))[:100]
 
@@ -148,7 +148,7 @@ async def events(request: Request, job: Annotated[list[str] | None, Query()] = N
 
 @router.post("/runs/{job_id}/cancel")
 async def cancel(request: Request, job_id: str) -> Response:
-    viewer = viewer_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
     form = await request.form()
     check_csrf(request, viewer, _text(form.get("csrf")))
     viewer.require("submit")
@@ -314,7 +314,7 @@ def submit_page(request: Request) -> Response:
 
 @router.post("/runs/new")
 async def submit(request: Request) -> Response:
-    viewer = viewer_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
     form = await request.form()
     check_csrf(request, viewer, _text(form.get("csrf")))
     viewer.require("submit")

@@ -56,7 +56,7 @@
       const text = $('[data-field="progress"] .progress-text', root);
       if (text) {
         let t = (p.done || 0) + " / " + (p.total === null || p.total === undefined ? "?" : p.total) + " calls";
-        if (p.errors) t += ", " + p.errors + " errors";
+        if (p.errors) t += ", " + p.errors + (p.errors === 1 ? " error" : " errors");
         if (p.cache_hits) t += ", " + p.cache_hits + " cached";
         if (p.eta_seconds && data.status === "running") t += ", ~" + seconds(p.eta_seconds) + " left";
         text.textContent = t;
