@@ -213,9 +213,10 @@ class EvaluateRunner:
         dialogues_path, _ = inputs.path(source.inputs["dialogues"])
         predictions_path, pred_row = inputs.path(source.inputs["predictions"])
         rules_id = source.inputs.get("rules")
+        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
         schema, dialogues, predictions, rules = await asyncio.to_thread(
-            self._load, schema_path, dialogues_path, predictions_path, pred_row,
-            inputs.path(rules_id)[0] if rules_id else None, options)
+            self._load, schema_path, dialogues_path, predictions_path, pred_row, rules_path,
+            options)
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
         values.update(self.reply_store(job.project_id))
@@ -256,7 +257,7 @@ class EvaluateRunner:
                 live.tokens = spend.prompt_tokens + spend.completion_tokens
 
         sources = {"schema": schema_row["name"],
-                   "rules": inputs.names.get(str(inputs.path(rules_id)[0])) if rules_id else None}
+                   "rules": rules_row["name"] if rules_row else None}
         try:
             result = await evaluate_async(
                 config, schema, dialogues, predictions, rules=rules, out_dir=folder,

@@ -271,3 +271,34 @@ def test_migrations_match_the_tables(tmp_path):
     with db.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == []
+
+
+def test_a_token_spending_cap_stops_its_jobs_then_refuses_new_ones(service_env):
+    from judge.service import create_token
+
+    api, files = service_env["api"], service_env["files"]
+    capped = create_token(service_env["service"].db, "lab", "read,submit",
+                          spend_cap_usd=0.0001)[0]
+    job = api.post("/v1/jobs", token=capped, json={
+        "kind": "evaluate", "inputs": files,
+        "options": {"model": "gpt-4o", "concurrency": 1}}).json()
+    done = api.wait(job["id"], token=capped)
+    assert done["status"] == "stopped" and done["exit_code"] == 3, done
+    refused = api.post("/v1/jobs", token=capped, json={"kind": "evaluate", "inputs": files})
+    assert refused.status_code == 403 and "spending cap" in refused.json()["error"]["message"]
+    usage = api.get("/v1/usage", token=capped).json()
+    mine = [t for t in usage["tokens"] if t["spend_cap_usd"] == 0.0001]
+    assert mine and mine[0]["cost_usd"] >= 0.0001
+
+
+def test_an_uploaded_rules_file_is_used_by_name(service_env, tmp_path):
+    api, files = service_env["api"], service_env["files"]
+    rules = api.upload(EXAMPLES.parent / "rules" / "multiwoz.json", "rules")
+    assert rules.status_code == 201, rules.text
+    job = api.post("/v1/jobs", json={"kind": "evaluate",
+                                     "inputs": {**files, "rules": rules.json()["id"]},
+                                     "options": {"model": "m"}}).json()
+    done = api.wait(job["id"])
+    assert done["status"] == "succeeded"
+    summary = api.get(f"/v1/jobs/{job['id']}/results").json()
+    assert "/files/" not in json.dumps(summary)
