@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..metrics import MetricsReport
 
@@ -183,15 +184,35 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         console.print(f"{human['unsure']} label(s) marked unsure are left out of every figure")
 
 
+def _kappa_cell(figure: dict[str, Any] | None) -> str:
+    """``0.41 [0.22, 0.58]``: kappa with its interval, in 17 characters at most."""
+    if not figure or figure.get("value") is None:
+        return "—"
+    ci = figure.get("ci")
+    return f"{figure['value']:.2f}" + (f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else "")
+
+
 def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
+    """Judge methods side by side, laid out to fit 80 columns without cutting a name: one
+    block of rows per method (its name on a line of its own), one row per reference rater."""
     console = console or Console()
     methods = table["methods"]
-    versions = list(methods[0]["agreement"])
-    header = ("method", *[f"agree {v}" for v in versions], "TSA", "judge JGA", "calls",
-              "tokens", "errors")
-    rows = [(m["method"], *[m["agreement"][v] for v in versions], m["tsa"], m["judge_jga"],
-             m["calls"], m["tokens"], m["errors"]) for m in methods]
-    _simple_table(f"Judge methods on the same {table['turns']} turns (%)", header, rows, console)
+    out = Table(title=f"Judge methods on the same {table['turns']} turns",
+                title_justify="left", box=None, pad_edge=False)
+    for name, justify in (("method / vs", "left"), ("agree %", "right"),
+                          ("kappa [95% CI]", "right"), ("TSA %", "right"),
+                          ("JGA %", "right"), ("err", "right")):
+        out.add_column(name, justify=justify, no_wrap=True)
+    for m in methods:
+        out.add_row(Text(m["method"], style="bold"), "", "", _fmt(m["tsa"]),
+                    _fmt(m["judge_jga"]), _fmt(m["errors"]))
+        for version, value in m["agreement"].items():
+            label = version if version == "human" else f"RULE-{version}"
+            out.add_row(Text(f"  {label}"), _fmt(value),
+                        _kappa_cell((m.get("kappa") or {}).get(version)), "", "", "")
+    console.print(out)
+    console.print(Text("calls / tokens: " + "; ".join(
+        f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
 
 
 def print_systems(table: dict[str, Any], console: Console | None = None) -> None:
