@@ -8,6 +8,7 @@ version are read from ``gold_state_<tag>`` keys (``gold_state_21`` → version `
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -255,7 +256,7 @@ def _records(model: type[ModelT], path: str | Path, kind: Kind, context: Context
     """The format name and the validated records of a file of ``kind``, native or converted."""
     found, _, located = read_foreign(path, kind, context, fmt=fmt)
     if found.name == NATIVE:
-        return NATIVE, ((_Loc(path, line), parse_line(model, text, path=path, line=line))
+        return NATIVE, ((_Loc(path, line), _parse_native(model, text, path, line))
                         for line, text in iter_jsonl_lines(path))
 
     def converted() -> Iterator[tuple[_Loc, ModelT]]:
@@ -267,6 +268,35 @@ def _records(model: type[ModelT], path: str | Path, kind: Kind, context: Context
                                     where) from None
 
     return found.name, converted()
+
+
+_GOLD_FIELD = re.compile(r"^turns\[(\d+)\]\.(gold_states|gold_turn_states)\.(.+)$")
+
+
+def _parse_native(model: type[ModelT], text: str, path: str | Path, line: int) -> ModelT:
+    """One native record; a problem inside a gold state is named by the key the file wrote
+    (``gold_state_21``), not by the parsed form (``gold_states.2.1``)."""
+    try:
+        return parse_line(model, text, path=path, line=line)
+    except InputError as exc:
+        found = _GOLD_FIELD.match(exc.field or "")
+        if found is None:
+            raise
+        index, parsed, inside = found.groups()
+        try:
+            turn = json.loads(text)["turns"][int(index)]
+        except (ValueError, LookupError, TypeError):
+            raise exc from None
+        for key in turn if isinstance(turn, dict) else ():
+            match = _GOLD_KEY.match(key)
+            if not match or key in ("gold_states", "gold_turn_states"):
+                continue
+            version = version_label(match.group(2))
+            if (bool(match.group(1)) == (parsed == "gold_turn_states")
+                    and (inside == version or inside.startswith(version + "."))):
+                raise InputError(exc.reason, path=path, line=line,
+                                 field=f"turns[{index}].{key}{inside[len(version):]}") from None
+        raise
 
 
 def _canonical(state: State, schema: Schema, renamed: Counter[str]) -> State:

@@ -18,8 +18,8 @@ from .._errors import InputError, OptionError
 from .._io import format_loc, iter_jsonl_lines, read_json
 from .._resources import package_dir
 
-FileKind = Literal["schema", "dialogues", "predictions", "labels"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample")
 
 
 @cache
@@ -34,8 +34,8 @@ def json_schema(kind: FileKind) -> dict[str, Any]:
 def _foreign_records(kind: FileKind, path: str | Path) -> tuple[str, Any] | None:
     """For a file in a foreign format: its format name and converted records (located);
     None for a native file (or a kind that has no other formats)."""
-    if kind == "labels":
-        return None
+    if kind not in ("schema", "dialogues", "predictions"):
+        return None  # labels, samples: dst-judge's own formats, nothing to convert from
     from .._errors import FormatError
     from ._convert import read_foreign
 

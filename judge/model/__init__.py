@@ -20,6 +20,7 @@ from ._cassette import (
 from ._client import (
     Completion,
     ModelClient,
+    SharedLimiter,
     redact,
 )
 from ._cost import (
@@ -61,6 +62,7 @@ __all__ = [
     "RawResponse",
     "RecordingTransport",
     "RequestEstimate",
+    "SharedLimiter",
     "Spend",
     "TokenCounter",
     "Transport",

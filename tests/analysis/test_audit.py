@@ -26,6 +26,7 @@ from judge import (
 )
 from judge.analysis._audit import (
     ACCEPTED_RECOMMENDATION,
+    JUDGE_FLAG,
     KINDS,
     MISSED_DONTCARE,
     STALE_CARRY_OVER,
@@ -469,3 +470,101 @@ def test_bad_export_files(tmp_path):
     assert_located(info.value, tmp_path / "missing.csv", None, None)
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     assert import_decisions(tmp_path / "empty.csv") == []
+
+
+# --- fixes: say the cause, name the match policy, show the ranking -------------------------
+
+
+def test_a_judge_flag_without_a_value_difference_says_its_cause():
+    # the judge invents a missed taxi-arriveby = dontcare; prediction and gold agree on all
+    trace = [{"step": "completeness", "key": "taxi-arriveby", "slot": "taxi-arriveby",
+              "value": "dontcare", "decision": "kept",
+              "reason": "user value missing from the predicted turn state"}]
+    rows = [row(pred={"taxi-leaveat": "17:15"}, gold=both({"taxi-leaveat": "17:15"}),
+                verdict=False, missed=["taxi-arriveby"], trace=trace)]
+    (item,) = audit_items(rows)
+    assert (item.slot, item.kind, item.predicted) == ("taxi-arriveby", JUDGE_FLAG, None)
+    assert item.gold == {"2.1": None, "2.4": None}
+    assert item.cause == ("the judge says the prediction missed taxi-arriveby = 'dontcare'; "
+                          "no annotation version sets it in this turn")
+    flagged = [row(pred={"restaurant-food": "italian"},
+                   gold=both({"restaurant-food": "italian"}), verdict=False,
+                   incorrect=["restaurant-food"])]
+    (item,) = audit_items(flagged)
+    assert item.kind == JUDGE_FLAG and "flags restaurant-food = 'italian' as incorrect" in \
+        item.cause and "2.4 has 'italian'" in item.cause
+
+
+def test_whole_turn_items_say_why_they_are_listed():
+    rejected = [row(pred={"taxi-leaveat": "17:15"}, gold=both({"taxi-leaveat": "17:15"}),
+                    verdict=False)]
+    assert "the judge rejects the turn without naming a slot" in audit_items(rejected)[0].cause
+    deletion = [row(pred={"hotel-area": "none", "hotel-stars": "4"},
+                    gold=both({"hotel-stars": "4"}), verdict=True)]
+    (item,) = audit_items(deletion, ignore_none_pairs=True)
+    assert item.slot == "" and "RULE-2.1, RULE-2.4 rejects" in item.cause
+    assert "hotel-area = 'none'" in item.cause
+
+
+def test_rule_heading_names_the_match_policy(tmp_path):
+    rows = [row(pred={"a-b": "x"}, gold=both({"a-b": "y"}))]
+    for match in ("nospace", "exact"):
+        summary = {"rule_match": match, "rule": {"2.1": {"tsa": 0.0, "agreement": 0.0}},
+                   "data": {"versions": ["2.1", "2.4"]}}
+        run = write_run(tmp_path / match, rows, summary)
+        write_audit(run, tmp_path / f"{match}.html")
+        html = (tmp_path / f"{match}.html").read_text(encoding="utf-8")
+        assert f"RULE ({match} match)" in html
+        assert ("RULE (exact match)" in html) == (match == "exact")
+
+
+def test_real_run_page_shows_causes_and_the_ranking(runs, tmp_path):
+    from judge.analysis import find_candidates, load_audit_inputs
+
+    inputs = load_audit_inputs([runs["two-dim"]], dialogues=EXAMPLES / "dialogues.jsonl",
+                               schema=EXAMPLES / "schema.json")
+    candidates = find_candidates(inputs.dialogues, inputs.sources, gold="2.1",
+                                 schema=inputs.schema)
+    out = tmp_path / "page.html"
+    write_audit(runs["two-dim"], out, candidates=candidates)
+    html = out.read_text(encoding="utf-8")
+    data = embedded(html)
+    # the turn the judge rejects for a missed dontcare no annotation has is a judge flag now
+    flagged = [i for i in data["items"] if i["kind"] == JUDGE_FLAG]
+    assert flagged and all(i["cause"] for i in flagged)
+    assert not [i for i in data["items"] if i["slot"] == "" and not i["cause"]]
+    assert "RULE (nospace match)" in html and "RULE (exact match)" not in html
+    assert f"Suspected gold errors of 2.1, ranked ({len(candidates)})" in html
+    ranks = [int(r) for r in re.findall(r'<tr><td class="num">(\d+)</td><td class="num">0\.',
+                                        html)]
+    assert ranks == list(range(1, len(candidates) + 1))
+
+
+def test_page_of_predictions_only(tmp_path):
+    from judge.analysis import find_candidates, load_audit_inputs
+
+    inputs = load_audit_inputs([EXAMPLES / "predictions.jsonl"],
+                               dialogues=EXAMPLES / "dialogues.jsonl")
+    candidates = find_candidates(inputs.dialogues, inputs.sources)
+    assert write_audit(None, tmp_path / "p.html", candidates=candidates) == 0
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "Suspected gold errors of 2.1" in html and "<script" not in html
+    assert not RESOURCE_URL.search(html)
+
+
+def test_candidate_values_cannot_break_out_of_the_page(tmp_path):
+    from judge import load_dialogues, load_predictions
+    from judge.analysis import find_candidates, source_from_predictions
+
+    nasty = "</td></tr><script>alert(1)</script><img src=x onerror=alert(1)>"
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [
+        {"dialogue_id": "D<b>1", "turns": [{"turn_index": 0, "system": "", "user": nasty,
+                                            "gold_state_21": {"hotel-name": "a & b"}}]}]))
+    system = load_predictions(write_jsonl(tmp_path / "p.jsonl", [
+        {"dialogue_id": "D<b>1", "system_name": "<i>sys</i>",
+         "turns": [{"turn_index": 0, "pred_state": {"hotel-name": nasty}}]}]), dialogues)
+    candidates = find_candidates(dialogues, [source_from_predictions(system)])
+    write_audit(None, tmp_path / "p.html", candidates=candidates)
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "<i>" not in html and "&lt;script&gt;" in html
