@@ -20,6 +20,7 @@ from ._errors import (
     RunDirectoryError,
     RunInterrupted,
     RunLocked,
+    ServiceError,
     StoreError,
     exit_status_for,
 )
@@ -42,6 +43,7 @@ from .analysis import (
     write_labels,
     write_sample,
 )
+from .client import Client
 from .data import (
     Dialogue,
     DialogueSet,
@@ -94,6 +96,7 @@ from .pipeline import (
 __all__ = [
     "BudgetReached",
     "CassetteMiss",
+    "Client",
     "DSTJudgeError",
     "DataMismatchError",
     "Dialogue",
@@ -120,6 +123,7 @@ __all__ = [
     "RunInterrupted",
     "RunLocked",
     "Schema",
+    "ServiceError",
     "SlotSpec",
     "State",
     "StoreError",

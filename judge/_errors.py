@@ -19,7 +19,8 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     ├── LocalSetupError     installing local weights or building llama-server failed
     │   ├── ChecksumError
     │   └── BuildToolMissing
-    └── LocalServerError    starting, finding or stopping the local server failed
+    ├── LocalServerError    starting, finding or stopping the local server failed
+    └── ServiceError        the evaluation service refused a request (HTTP status, field)
 """
 
 from __future__ import annotations
@@ -170,6 +171,18 @@ class BuildToolMissing(LocalSetupError):
 
 class LocalServerError(DSTJudgeError):
     """Starting, finding or stopping the local server failed."""
+
+
+class ServiceError(DSTJudgeError):
+    """A request the evaluation service refuses (raised by the server, which answers it as a
+    JSON error), or the refusal the Python client received: HTTP ``status``, a message, and
+    the ``field`` at fault as a JSON path (``options.base_url``) where there is one."""
+
+    def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
+        self.status = status
+        self.field = field
+        self.reason = message
+        super().__init__(f"{field}: {message}" if field else message)
 
 
 def exit_status_for(exc: BaseException) -> ExitStatus | int:

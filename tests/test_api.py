@@ -26,13 +26,16 @@ EXPECTED = {
     "RunConflict", "StoreError",
     # several systems judged together, each distinct request sent once
     "evaluate_systems", "evaluate_systems_async",
+    # the service's Python client and its error
+    "Client", "ServiceError",
     # bring your own data (issue 14)
     "FormatError", "convert", "paper_tables", "score_profile",
     # agreement on a sample, ranked label-error candidates
     "draw_sample", "find_candidates", "load_audit_inputs", "load_sample", "write_candidates",
     "write_sample",
 }
-STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
+STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
+          "client", "service", "web")
 
 
 def test_all_is_the_curated_surface():

@@ -17,7 +17,6 @@ from ..pipeline import (
     EvaluationResult,
     cached_request_keys,
     estimate,
-    estimate_systems,
     evaluate,
     evaluate_systems,
     plan_evaluation,
@@ -103,12 +102,10 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     rules = rules_for(args.rules, schema)
     if args.dry_run:
         plans = [plan_evaluation(config, schema, dialogues, p, rules=rules) for p in systems]
+        figures = estimate(plans[0], cached_keys=cached_request_keys(config), others=plans[1:])
+        print_estimate(figures, console)
         if len(plans) > 1:
-            print_systems_estimate(estimate_systems(plans,
-                                                    cached_keys=cached_request_keys(config)),
-                                   system_dirs(systems), console)
-            return 0
-        print_estimate(estimate(plans[0], cached_keys=cached_request_keys(config)), console)
+            print_saving(figures, system_dirs(systems), console)
         return 0
     if not args.out:
         raise OptionError("evaluate needs --out DIR (the run directory), unless --dry-run")
@@ -163,19 +160,14 @@ def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
     return int(status)
 
 
-def print_systems_estimate(figures: dict[str, Any], names: list[str], console: Console) -> None:
-    """The dry run of several systems: each alone, and together (each request sent once)."""
-    for name, alone in zip(names, figures["separate"], strict=True):
-        console.print(f"system {name}: {alone['calls']} calls", markup=False)
-    cost = figures["cost_usd"]["live"]
-    money = ("" if cost["together"] is None else
-             f"; live cost ${cost['together']:.2f} together, ${cost['separately']:.2f} "
-             "separately")
-    console.print(f"{figures['systems']} systems: {figures['calls']} calls, "
-                  f"{figures['distinct']} distinct requests ({figures['already_cached']} "
-                  f"already cached); to send together {figures['to_send']}, separately "
-                  f"{figures['to_send_separately']} (saving {figures['saving']:.1%}){money}",
-                  markup=False)
+def print_saving(figures: dict[str, Any], names: list[str], console: Console) -> None:
+    """What judging several systems together saves over separate runs."""
+    alone = figures["calls"] - figures["already_cached"]
+    saving = 1 - figures["to_send"] / alone if alone else 0.0
+    console.print(f"{figures['systems']} systems ({', '.join(names)}): {figures['calls']} "
+                  f"calls, {figures['to_send']} distinct requests to send, "
+                  f"{figures['already_cached']} already cached (saving {saving:.1%} over "
+                  "separate runs)", markup=False)
 
 
 def finish(result: EvaluationResult, out: str, console: Console) -> int:

@@ -20,14 +20,26 @@ from ._cassette import (
 from ._client import (
     Completion,
     ModelClient,
+    SharedLimiter,
     redact,
 )
 from ._cost import (
+    ASSUMED_COMPLETION_TOKENS,
     ModelPrice,
+    PrefixCacheRule,
     PriceTable,
+    RequestEstimate,
     Spend,
+    cost_figures,
+    estimate_requests,
     load_prices,
+    price_and_counter,
+    usage_check,
     usage_cost,
+)
+from ._tokens import (
+    TokenCounter,
+    counter_for,
 )
 from ._transport import (
     AiohttpTransport,
@@ -37,6 +49,7 @@ from ._transport import (
 )
 
 __all__ = [
+    "ASSUMED_COMPLETION_TOKENS",
     "CHAT_URL",
     "AiohttpTransport",
     "Cassette",
@@ -44,22 +57,31 @@ __all__ = [
     "HttpxTransport",
     "ModelClient",
     "ModelPrice",
+    "PrefixCacheRule",
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "RequestEstimate",
+    "SharedLimiter",
     "Spend",
+    "TokenCounter",
     "Transport",
     "call_key",
     "cassette_client",
+    "cost_figures",
+    "counter_for",
     "custom_id",
     "download",
+    "estimate_requests",
     "load_prices",
     "parse_custom_id",
+    "price_and_counter",
     "read_output",
     "redact",
     "replay_transport",
     "scrub",
     "status",
     "submit",
+    "usage_check",
     "usage_cost",
 ]

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from aiolimiter import AsyncLimiter
@@ -218,6 +218,19 @@ def chat_completion(content: bytes) -> Completion:
     return Completion.from_chat_json(reply)
 
 
+class SharedLimiter(Protocol):
+    """A rate-limit pool outside this client (e.g. one per endpoint shared by every job of a
+    service): asked before every request goes out and told how each one ended."""
+
+    async def acquire(self, tokens: int) -> Any:
+        """Wait until one more request of about ``tokens`` tokens may be sent; returns a ticket
+        for :meth:`release`."""
+
+    def release(self, ticket: Any, status: int | None, headers: Mapping[str, str]) -> None:
+        """The request of ``ticket`` ended: HTTP status and headers, or ``None`` when no
+        response came."""
+
+
 class ModelClient:
     """Async chat completions with retries, a concurrency bound and the ledger of paid work.
 
@@ -230,7 +243,8 @@ class ModelClient:
     def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
                  ledger: Ledger | None = None, refresh: bool = False,
                  run_id: str | None = None,
-                 before_send: Callable[[], None] | None = None) -> None:
+                 before_send: Callable[[], None] | None = None,
+                 limiter: SharedLimiter | None = None) -> None:
         self.config = config
         self.before_send = before_send
         """Called before every request goes out, retries included (budget, stop)."""
@@ -239,6 +253,8 @@ class ModelClient:
         """Send every request once even when the ledger has a reply (and record the new one)."""
         self.run_id = run_id
         """Recorded as the origin of the replies this client pays for."""
+        self.limiter = limiter
+        """Optional shared pool asked after this client's own limits (see SharedLimiter)."""
         self._secret = config.secret
         self._url = config.endpoint + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
@@ -400,7 +416,7 @@ class ModelClient:
                         self.before_send()
                     await self._respect_limits(body)
                     self.calls += 1
-                    raw = await self._transport.post(self._url, content, self._headers)
+                    raw = await self._post(content, body)
                     self._read_limit_headers(raw.headers)
                     if not 200 <= raw.status < 300:
                         raise HTTPStatusError(raw)
@@ -423,6 +439,20 @@ class ModelClient:
             await asyncio.sleep(self.ledger.lease / 3)
             with contextlib.suppress(StoreError):
                 self.ledger.renew()
+
+    async def _post(self, content: bytes, body: dict[str, Any]) -> RawResponse:
+        """One POST, through the shared limiter when there is one."""
+        if self.limiter is None:
+            return await self._transport.post(self._url, content, self._headers)
+        ticket = await self.limiter.acquire(min(estimate_tokens(body), self.config.tpm or 2**31))
+        status: int | None = None
+        headers: Mapping[str, str] = {}
+        try:
+            raw = await self._transport.post(self._url, content, self._headers)
+            status, headers = raw.status, raw.headers
+            return raw
+        finally:
+            self.limiter.release(ticket, status, headers)
 
     async def _respect_limits(self, body: dict[str, Any]) -> None:
         """Wait for the RPM/TPM limiters and for any pause the server's headers asked for."""

@@ -3,7 +3,7 @@ re-asks → filter and integrate → results; and the one reader and writer of r
 
 from ._answer import CallResult, RunProgress
 from ._batch import write_requests
-from ._estimate import cached_request_keys, estimate, estimate_systems
+from ._estimate import cached_request_keys, estimate
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     collect,
@@ -16,7 +16,7 @@ from ._evaluate import (
     rules_for,
     system_dirs,
 )
-from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, plan_evaluation
+from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
 from ._result import EvaluationResult
 from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 
@@ -32,9 +32,9 @@ __all__ = [
     "RunProgress",
     "build_manifest",
     "cached_request_keys",
+    "call_chains",
     "collect",
     "estimate",
-    "estimate_systems",
     "evaluate",
     "evaluate_async",
     "evaluate_systems",

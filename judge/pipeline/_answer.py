@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from .._errors import BudgetReached, ModelError
 from ..method import InvalidOutput, parse_reply
 from ..model import Completion, ModelClient, Spend, call_key
-from ._plan import EvaluationPlan, PlannedCall
+from ._plan import EvaluationPlan, PlannedCall, call_chains
 
 STOP_GRACE = 10.0
 """Seconds calls in flight may take to finish once a run is told to stop."""
@@ -239,23 +239,43 @@ async def answer_plan(plan: EvaluationPlan, source: CompletionSource,
 
 async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
                        source: CompletionSource, control: RunControl) -> list[list[CallResult]]:
-    """Answer every call of several plans at once through one source (one slot pool, one
-    ledger: a request two plans share is sent once), each plan in plan order.
+    """Answer every call of several plans at once through one source (one ledger: a request
+    two plans share is sent once); each plan's answers come back in plan order.
+
+    ``concurrency`` workers each take the next chain of :func:`call_chains` (one dialogue's
+    calls of one dimension, of any plan) and send its calls in turn order, keeping prefixes
+    warm; a re-ask is sent by the worker of its call, before that worker starts another.
 
     The first call that raises (budget, a fatal model error) or :meth:`RunControl.stop` (a
-    signal) stops the run: nothing more is sent, calls in flight have ``control.grace``
-    seconds to finish and be recorded, the rest is cancelled, and the reason is raised.
+    signal) stops the run: no worker starts another call, calls in flight have
+    ``control.grace`` seconds to finish and be recorded, the rest is cancelled, and the
+    reason is raised.
     """
-    groups = [[asyncio.ensure_future(judge_call(c, source, plan.config.reasks, hooks))
-               for t in plan.turns for c in t.calls] for plan, hooks in jobs]
-    tasks = [task for group in groups for task in group]
+    answers: list[list[list[CallResult | None]]] = [
+        [[None] * len(t.calls) for t in plan.turns] for plan, _ in jobs]
+    chains = [(j, chain) for j, (plan, _) in enumerate(jobs) for chain in call_chains(plan)]
+    pending = iter(chains)
+
+    async def worker() -> None:
+        for j, chain in pending:  # the shared iterator hands each chain to one worker
+            plan, hooks = jobs[j]
+            for t, c in chain:
+                if control.stop_reason is not None:
+                    return
+                answers[j][t][c] = await judge_call(plan.turns[t].calls[c], source,
+                                                    plan.config.reasks, hooks)
+
+    concurrency = max((plan.config.concurrency for plan, _ in jobs), default=1)
+    tasks = [asyncio.ensure_future(worker())
+             for _ in range(max(1, min(concurrency, len(chains))))]
     everything = asyncio.gather(*tasks)
     stop_wait = asyncio.ensure_future(control.stopping.wait())
     try:
         await asyncio.wait({everything, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        if everything.done() and everything.exception() is None:
-            return [[task.result() for task in group] for group in groups]
-        if everything.done():
+        if everything.done() and everything.exception() is None and control.stop_reason is None:
+            return [[r for turn in plan_answers for r in turn if r is not None]
+                    for plan_answers in answers]
+        if everything.done() and everything.exception() is not None:
             control.stop(everything.exception())  # type: ignore[arg-type]
         await _grace(tasks, control)
     finally:
@@ -269,7 +289,7 @@ async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
     raise control.stop_reason
 
 
-async def _grace(tasks: list[asyncio.Future[CallResult]], control: RunControl) -> None:
+async def _grace(tasks: list[asyncio.Future[None]], control: RunControl) -> None:
     """Let calls in flight finish (and be recorded) for up to ``control.grace`` seconds."""
     pending = [t for t in tasks if not t.done()]
     if not pending:

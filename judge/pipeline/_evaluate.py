@@ -21,7 +21,7 @@ from .._config import JudgeConfig, load_config
 from .._errors import ModelError, OptionError, RunConflict, RunInterrupted
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
-from ..model import Completion, ModelClient, Spend, call_key, load_prices
+from ..model import Completion, ModelClient, SharedLimiter, Spend, call_key, load_prices
 from ..store import LEDGER_FILE, Ledger, SQLiteLedger, open_cache
 from ._answer import (
     CallResult,
@@ -102,7 +102,9 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                          on_progress: Callable[[RunProgress], None] | None = None,
                          refresh: bool = False, force: bool = False,
                          retry_failed: bool = False, ledger: Ledger | None = None,
-                         handle_signals: bool = False) -> EvaluationResult:
+                         handle_signals: bool = False, limiter: SharedLimiter | None = None,
+                         on_result: Callable[[CallResult], None] | None = None
+                         ) -> EvaluationResult:
     """Judge every turn live (through the ledger) and integrate the verdicts.
 
     With ``out_dir`` the run locks that directory, keeps an append-only log of finished calls
@@ -114,7 +116,9 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     (resumable). ``refresh`` sends calls to the model even when the ledger has them (and
     stores the new replies); ``retry_failed`` first drops the logged calls that ended in an
     error (with ``refresh``: ``retry-errors``). ``handle_signals``: Ctrl-C and SIGTERM stop
-    the run gracefully with :class:`RunInterrupted`.
+    the run gracefully with :class:`RunInterrupted`. ``limiter`` is a rate-limit pool shared
+    with other runs (the service's); ``on_result`` hears of every call as it is logged (the
+    service keeps a copy of the run log in its database).
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     system = _System(plan, RunDirectory(out_dir) if out_dir is not None else None)
@@ -122,7 +126,8 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                                  force=force, retry_failed=retry_failed,
                                  ledger_dir=out_dir, http_client=http_client,
                                  on_progress=on_progress, refresh=refresh, ledger=ledger,
-                                 handle_signals=handle_signals))[0]
+                                 handle_signals=handle_signals, limiter=limiter,
+                                 on_result=on_result))[0]
 
 
 async def evaluate_systems_async(
@@ -177,7 +182,10 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
                          sources: dict[str, Any] | None, resume: bool, force: bool,
                          retry_failed: bool, ledger_dir: str | Path | None, http_client: Any,
                          on_progress: Callable[[RunProgress], None] | None, refresh: bool,
-                         ledger: Ledger | None, handle_signals: bool) -> list[EvaluationResult]:
+                         ledger: Ledger | None, handle_signals: bool,
+                         limiter: SharedLimiter | None = None,
+                         on_result: Callable[[CallResult], None] | None = None
+                         ) -> list[EvaluationResult]:
     """Lock and open every system's run directory, answer all plans through one client and
     ledger, write each system's results."""
     try:
@@ -188,7 +196,8 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
                     force=force, retry_failed=retry_failed)
         results = await _run(systems, config, http_client=http_client,
                              on_progress=on_progress, refresh=refresh, ledger=ledger,
-                             ledger_dir=ledger_dir, handle_signals=handle_signals)
+                             ledger_dir=ledger_dir, handle_signals=handle_signals,
+                             limiter=limiter, on_result=on_result)
         for system, result in zip(systems, results, strict=True):
             if system.run_dir is not None:
                 result.summary["calls"]["retried"] = system.run_dir.dropped
@@ -203,7 +212,8 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
 async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
                on_progress: Callable[[RunProgress], None] | None, refresh: bool,
                ledger: Ledger | None, ledger_dir: str | Path | None,
-               handle_signals: bool) -> list[EvaluationResult]:
+               handle_signals: bool, limiter: SharedLimiter | None,
+               on_result: Callable[[CallResult], None] | None) -> list[EvaluationResult]:
     prices = load_prices(config.prices)
     control = RunControl(spend=Spend(prices.price(config.model)), budget=config.budget,
                          grace=config.stop_grace)
@@ -211,7 +221,7 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
     jobs = []
     for system in systems:
         hooks = RunHooks(done={e["custom_id"]: CallResult.from_log(e) for e in system.logged},
-                         on_result=_logger(system.run_dir, progress, on_progress),
+                         on_result=_logger(system.run_dir, progress, on_progress, on_result),
                          control=control)
         for earlier in hooks.done.values():
             hooks.finished_before(earlier)
@@ -222,7 +232,7 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
     first_dir = systems[0].run_dir
     run_id = (first_dir.run_id if first_dir is not None else None) or uuid.uuid4().hex
     client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
-                         run_id=run_id, before_send=control.before_send)
+                         run_id=run_id, before_send=control.before_send, limiter=limiter)
     try:
         with _signals_stop(control, handle_signals):
             answers = await answer_plans(jobs, LiveSource(client), control)
@@ -251,10 +261,15 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
 
 
 def _logger(run_dir: RunDirectory | None, progress: RunProgress,
-            on_progress: Callable[[RunProgress], None] | None) -> Callable[[CallResult], None]:
+            on_progress: Callable[[RunProgress], None] | None,
+            on_result: Callable[[CallResult], None] | None) -> Callable[[CallResult], None]:
     def finished(result: CallResult) -> None:
         if run_dir is not None:
             run_dir.append(result)
+        if on_result is not None:
+            on_result(result)
+        if on_result is not None:
+            on_result(result)
         progress.update(result)
         if on_progress is not None:
             on_progress(progress)

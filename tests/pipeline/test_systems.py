@@ -73,7 +73,8 @@ def test_cli_takes_a_directory_and_the_dry_run_reports_the_saving(tmp_path, caps
             "--no-cache", "--no-progress"]
     assert main(["evaluate", *data, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "2 systems: 44 calls, 22 distinct requests" in out and "saving 50.0%" in out
+    assert "2 systems (system-a, system-b): 44 calls, 22 distinct requests" in out
+    assert "saving 50.0%" in out
     with FaultServer(FaultConfig()) as server:
         assert main(["evaluate", *data, "--base-url", server.url, "--out",
                      str(tmp_path / "runs")]) == 0
