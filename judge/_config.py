@@ -39,7 +39,7 @@ class JudgeConfig(BaseSettings):
     """Everything that decides how the judge talks to a model and scores turns."""
 
     model_config = SettingsConfigDict(env_prefix="DST_JUDGE_", extra="forbid",
-                                      populate_by_name=True, frozen=True)
+                                      populate_by_name=True, frozen=True, allow_inf_nan=False)
 
     # --- endpoint -----------------------------------------------------------------------------
     base_url: str | None = Field(
@@ -79,6 +79,20 @@ class JudgeConfig(BaseSettings):
     tpm: int | None = Field(None, ge=1, description="Tokens per minute at most (estimated).")
     prompt_cache_key: bool = Field(False, description="Send a per-dialogue prompt_cache_key "
                                    "(OpenAI) so a dialogue's calls share a cache route.")
+    # --- untrusted replies --------------------------------------------------------------------
+    max_reply_bytes: int = Field(1_000_000, ge=1024, description="Largest reply accepted, "
+                                 "counted both as received (compressed) and decompressed; "
+                                 "reading stops there and the call is an error row.")
+    max_reply_depth: int = Field(64, ge=8, le=10_000, description="Deepest JSON nesting "
+                                 "accepted in a reply.")
+    max_reply_chars: int = Field(100_000, ge=1000, description="Longest message content "
+                                 "accepted (characters); a longer one is an error row.")
+    # --- Batch API ----------------------------------------------------------------------------
+    batch_max_requests: int = Field(50_000, ge=1, description="Requests per Batch API request "
+                                    "file (the API's limit: 50,000); more go into further "
+                                    "files, one batch each.")
+    batch_max_bytes: int = Field(200_000_000, ge=10_000, description="Bytes per Batch API "
+                                 "request file (the API's limit: 200 MB).")
     # --- cost ---------------------------------------------------------------------------------
     budget: float | None = Field(None, gt=0, description="Stop cleanly (resumable) once the "
                                  "run has spent this many USD.")

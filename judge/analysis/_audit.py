@@ -23,7 +23,7 @@ from typing import Any
 import jinja2
 
 from .._errors import InputError
-from .._io import read_text
+from .._io import open_output, read_text, write_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
@@ -318,9 +318,7 @@ def write_audit(run_dir: str | Path, out_html: str | Path) -> int:
     summary, rows = load_run_dir(run_dir)
     ignore_none = "nospace" in str(summary.get("rule_match") or "")
     items = audit_items(rows, ignore_none_pairs=ignore_none)
-    out = Path(out_html)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_audit(summary, rows, items), encoding="utf-8")
+    write_text(out_html, render_audit(summary, rows, items))
     return len(items)
 
 
@@ -427,10 +425,8 @@ def import_decisions(path: str | Path, *, annotator: str | None = None) -> list[
 
 def write_labels(records: Iterable[dict[str, Any]], path: str | Path) -> int:
     """Write human-label records as JSON Lines; returns how many were written."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with out.open("w", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1

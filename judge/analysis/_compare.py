@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError
+from .._io import open_output
 from ..data import DialogueSet, Schema, load_dialogues, load_predictions
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
@@ -126,8 +127,9 @@ def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     figure = systems_figure(table)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
-    return out
+    try:
+        with open_output(path, "wb") as handle:
+            figure.savefig(handle, dpi=120, format="png")
+    finally:
+        plt.close(figure)
+    return Path(path)

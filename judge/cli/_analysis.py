@@ -23,7 +23,7 @@ from ..analysis import (
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
 from ._options import write_json
-from ._report import print_agreement, print_methods, print_systems
+from ._report import print_agreement, print_methods, print_systems, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -124,18 +124,18 @@ def run_systems(args: argparse.Namespace, console: Console) -> int:
     print_systems(table, console)
     write_json(args.json_out, table, console)
     if args.png:
-        console.print(f"wrote {plot_systems(table, args.png)}", markup=False)
+        say(console, f"wrote {plot_systems(table, args.png)}")
     return 0
 
 
 def run_audit(args: argparse.Namespace, console: Console) -> int:
     count = write_audit(args.run, args.out)
-    console.print(f"wrote {args.out} ({count} items)", markup=False)
+    say(console, f"wrote {args.out} ({count} items)")
     return 0
 
 
 def run_labels_import(args: argparse.Namespace, console: Console) -> int:
     records = import_decisions(args.decisions, annotator=args.annotator)
     count = write_labels(records, args.out)
-    console.print(f"wrote {count} human label(s) to {args.out}", markup=False)
+    say(console, f"wrote {count} human label(s) to {args.out}")
     return 0

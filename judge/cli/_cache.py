@@ -9,6 +9,7 @@ from rich.console import Console
 
 from .._config import load_config
 from ..store import ResponseCache
+from ._report import say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -24,12 +25,11 @@ def run_cache(args: argparse.Namespace, console: Console) -> int:
     cache = ResponseCache(config.cache_dir)
     try:
         if args.action == "clear":
-            console.print(f"removed {cache.clear()} cached replies from {config.cache_dir}",
-                          markup=False)
+            say(console, f"removed {cache.clear()} cached replies from {config.cache_dir}")
         else:
             stats = cache.stats()
-            console.print(f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
-                          f"{stats['directory']}", markup=False)
+            say(console, f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
+                          f"{stats['directory']}")
     finally:
         cache.close()
     return 0

@@ -33,7 +33,7 @@ from ._options import (
     load_data,
     with_progress,
 )
-from ._report import print_estimate, print_evaluation
+from ._report import print_estimate, print_evaluation, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -101,8 +101,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
         out_dir=args.out, resume=args.resume, sources=_sources(args), on_progress=on_progress))
     if cassette is not None:
         cassette.save()
-        console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}",
-                      markup=False)
+        say(console, f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
     return finish(result, args.out, console, written=True)
 
 
@@ -111,8 +110,8 @@ def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
         args.run, overrides=overrides, on_progress=on_progress))
-    console.print(f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
-                  "others came from the run log", markup=False)
+    say(console, f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
+                  "others came from the run log")
     return finish(result, args.run, console, written=True)
 
 
@@ -123,6 +122,5 @@ def finish(result: EvaluationResult, out: str, console: Console, *,
     if not written:
         result.write(folder)
     print_evaluation(result.summary, console)
-    console.print(f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}",
-                  markup=False)
+    say(console, f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}")
     return 0

@@ -13,7 +13,7 @@ from .._errors import OptionError
 from ..data import FILE_KINDS, json_schema, load_predictions, validate_file
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
 from ._options import add_data_options, disambiguate, load_data, metric_options
-from ._report import print_metrics
+from ._report import print_metrics, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -84,7 +84,7 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
     print_metrics(report, console)
     if args.json_out:
         report.write_json(args.json_out)
-        console.print(f"wrote {args.json_out}", markup=False)
+        say(console, f"wrote {args.json_out}")
     return 0
 
 
@@ -100,5 +100,5 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
     if problems:
         print(f"dst-judge: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
         return 2
-    console.print(f"{args.file}: valid {args.kind} file", markup=False)
+    say(console, f"{args.file}: valid {args.kind} file")
     return 0

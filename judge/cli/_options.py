@@ -9,7 +9,6 @@ import json
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -17,8 +16,10 @@ from rich.console import Console
 
 from .._config import JudgeConfig, load_config
 from .._errors import OptionError
+from .._io import write_text
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_schema, read_id_list
 from ..metrics import MetricOptions
+from ._report import say
 
 ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
@@ -167,8 +168,8 @@ def metric_options(**values: object) -> MetricOptions:
 def write_json(path: str | None, data: Any, console: Console) -> None:
     """Write ``data`` as indented JSON to ``path`` when one was given."""
     if path:
-        Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {path}", markup=False)
+        write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        say(console, f"wrote {path}")
 
 
 def with_progress(progress: bool | None, console: Console, run: Any) -> Any:

@@ -1,4 +1,11 @@
-"""Terminal rendering of results (rich tables); JSON lives with the result objects."""
+"""Terminal rendering of results (rich tables); JSON lives with the result objects.
+
+Everything shown that comes from data (system names, slot names and values, refusals, error
+texts, paths) is untrusted: it reaches rich only as :class:`~rich.text.Text` (never parsed as
+markup, so ``[/x]`` or ``[bold`` in a system name print as written) and with control
+characters removed (:func:`judge._io.printable`: no ANSI escapes, bells or carriage returns
+from a data file or a server reach the terminal).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from .._io import printable
 from ..metrics import MetricsReport
 
 
@@ -16,6 +25,34 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
+
+
+def text(value: Any, style: str = "") -> Text:
+    """A value as inert text: printable characters only, never read as markup."""
+    return Text(printable(_fmt(value)), style=style)
+
+
+def line(*parts: Any) -> Text:
+    """One message from pieces: ``(text, style)`` pairs keep our styling, anything else is
+    data and passes through :func:`text`."""
+    out = Text()
+    for part in parts:
+        out.append_text(Text(part[0], style=part[1]) if isinstance(part, tuple)
+                        else text(part))
+    return out
+
+
+def say(console: Console, message: Any, *, soft_wrap: bool = False) -> None:
+    """Print one plain message (paths, ids, counts from data) safely."""
+    console.print(text(message), highlight=False, soft_wrap=soft_wrap)
+
+
+def _table(title: Any) -> Table:
+    return Table(title=text(title), title_justify="left")
+
+
+def _add(table: Table, *cells: Any) -> None:
+    table.add_row(*[text(cell) for cell in cells])
 
 
 def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
@@ -60,68 +97,69 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
     opts = report.options
     title = (f"Exact-match metrics vs gold {opts['gold']} · match={opts['match']} · "
              f"{report.data['num_dialogues']} dialogues, {report.data['num_turns']} turns")
-    table = Table(title=title, title_justify="left")
+    table = _table(title)
     table.add_column("metric (%)")
     for system in report.systems:
-        table.add_column(system.name, justify="right")
+        table.add_column(text(system.name), justify="right")
     for label, values in _rows(report):
-        table.add_row(label, *[_fmt(v) for v in values])
+        table.add_row(text(label), *[text(v) for v in values])
     console.print(table)
     for system in report.systems:
         inputs = system.inputs
         oos = inputs["out_of_schema_slots"]
         if oos:
             names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
-            console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
-                          f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
-                          f"({names}); they count as errors.")
+            console.print(line((printable(system.name), "yellow"),
+                               f": {len(oos)} predicted slot name(s) outside the schema in "
+                               f"{inputs['turns_with_out_of_schema_slots']} turns ({names}); "
+                               "they count as errors."))
         if inputs["integration_mismatches"]:
-            console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
-                          "whose pred_turn_state does not integrate into pred_state, e.g. "
-                          f"{inputs['integration_examples'][0]}")
+            console.print(line((printable(system.name), "yellow"),
+                               f": {inputs['integration_mismatches']} turn(s) whose "
+                               "pred_turn_state does not integrate into pred_state, e.g. "
+                               f"{inputs['integration_examples'][0]}"))
 
 
 def print_evaluation(summary: dict[str, Any], console: Console | None = None) -> None:
     """The judge run at a glance: TSA, judge JGA, RULE agreement, calls and errors."""
     console = console or Console()
-    table = Table(title=f"LLM judge · method={summary['method']} · "
-                  f"semantics={summary['semantics']} · {summary['data']['system']}",
-                  title_justify="left")
+    table = _table(f"LLM judge · method={summary['method']} · "
+                   f"semantics={summary['semantics']} · {summary['data']['system']}")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("turns scored / with errors",
+    _add(table, "turns scored / with errors",
                   f"{summary['scored_turns']} / {summary['error_turns']}")
-    table.add_row("Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
-    table.add_row("Judge JGA (%)", _fmt(summary["judge_jga"]))
+    _add(table, "Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
+    _add(table, "Judge JGA (%)", _fmt(summary["judge_jga"]))
     for version, figures in summary["rule"].items():
-        table.add_row(f"RULE TSA vs {version} (%, {summary['rule_match']})",
+        _add(table, f"RULE TSA vs {version} (%, {summary['rule_match']})",
                       _fmt(figures["tsa"]))
-        table.add_row(f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
+        _add(table, f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
     calls = summary["calls"]
-    table.add_row("calls planned / skipped (empty state)",
+    _add(table, "calls planned / skipped (empty state)",
                   f"{calls['planned']} / {calls['skipped']}")
     if "sent" in calls:
-        table.add_row("requests sent / cache hits / retries",
+        _add(table, "requests sent / cache hits / retries",
                       f"{calls['sent']} / {calls['cache_hits']} / {calls['retries']}")
-    table.add_row("re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
+    _add(table, "re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
     tokens = summary["tokens"]
-    table.add_row("tokens prompt / completion / cached prompt",
+    _add(table, "tokens prompt / completion / cached prompt",
                   f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
                   f"{tokens['cached_prompt_tokens']}")
     share = summary.get("static_prompt_share")
-    table.add_row("static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
+    _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
     for example in summary["errors"]["examples"]:
-        console.print(f"[yellow]error row[/] {example}", highlight=False)
+        console.print(line(("error row", "yellow"), " ", example), highlight=False)
 
 
 def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]],
                   console: Console) -> None:
-    table = Table(title=title, title_justify="left")
+    table = _table(title)
     for n, name in enumerate(header):
-        table.add_column(name, justify="left" if n == 0 else "right")
+        table.add_column(text(name), justify="left" if n == 0 else "right")
     for row in rows:
-        table.add_row(*[_fmt(v) for v in row])
+        table.add_row(*[text(v) for v in row])
     console.print(table)
 
 
@@ -144,11 +182,11 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
     if rows:
         _simple_table("Accuracy after human re-evaluation (the paper's figure)",
                       REEVALUATION_HEADER, rows, console)
-        console.print(report["reevaluation"][0]["assumption"], highlight=False)
+        console.print(text(report["reevaluation"][0]["assumption"]), highlight=False)
     human = report.get("human")
     if human and human["unknown"]["count"]:
-        console.print(f"[yellow]{human['unknown']['count']} human label(s) refer to turns this "
-                      "run does not contain[/]")
+        console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
+                           "run does not contain", style="yellow"))
 
 
 def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
@@ -194,4 +232,4 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     ]
     _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
                   rows, console)
-    console.print(figures["note"], highlight=False)
+    console.print(text(figures["note"]), highlight=False)

@@ -17,17 +17,21 @@ from ._cassette import (
     replay_transport,
     scrub,
 )
-from ._client import (
-    Completion,
-    ModelClient,
-    redact,
-)
+from ._client import ModelClient
 from ._cost import (
     ModelPrice,
     PriceTable,
     Spend,
     load_prices,
     usage_cost,
+)
+from ._reply import (
+    Completion,
+    ReplyLimits,
+    cached_completion,
+    completion_from_body,
+    parse_chat_reply,
+    redact,
 )
 from ._transport import (
     AiohttpTransport,
@@ -47,13 +51,17 @@ __all__ = [
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "ReplyLimits",
     "Spend",
     "Transport",
+    "cached_completion",
     "call_key",
     "cassette_client",
+    "completion_from_body",
     "custom_id",
     "download",
     "load_prices",
+    "parse_chat_reply",
     "parse_custom_id",
     "read_output",
     "redact",

@@ -21,7 +21,7 @@ import httpx
 from .._config import JudgeConfig
 from .._digest import canonical_json
 from .._errors import CassetteMiss, InputError, OptionError
-from .._io import read_json
+from .._io import read_json, write_text
 
 _API_PATH = re.compile(r"/(chat/completions|completions|embeddings|files|batches)(/.*)?$")
 # Key-shaped tokens: "sk-" + 20 or more key characters, not inside a word ("task-oriented").
@@ -115,10 +115,8 @@ class Cassette:
         })
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"source": self.source, "interactions": self.interactions}
-        self.path.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
+        write_text(self.path, json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
 
 
 def response_from_record(record: dict[str, Any]) -> httpx.Response:
@@ -142,7 +140,10 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
-        content = await response.aread()
+        # the bytes as sent (still compressed): the judge's transport decodes them under its
+        # size cap, as it does for live replies
+        content = b"".join([chunk async for chunk in response.aiter_raw()])
+        await response.aclose()
         copy = httpx.Response(response.status_code, headers=response.headers, content=content,
                               request=request)
         self.cassette.add(request, copy)

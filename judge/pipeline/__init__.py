@@ -2,7 +2,16 @@
 re-asks → filter and integrate → results; and the one reader and writer of run directories."""
 
 from ._answer import CallResult, RunProgress
-from ._batch import write_requests
+from ._batch import (
+    RequestFiles,
+    default_record,
+    fan_out,
+    read_record,
+    record_ids,
+    request_files,
+    submit_files,
+    write_requests,
+)
 from ._estimate import cached_request_keys, estimate
 from ._evaluate import (
     TRANSPORT_OPTIONS,
@@ -23,19 +32,26 @@ __all__ = [
     "EvaluationResult",
     "PlannedCall",
     "PlannedTurn",
+    "RequestFiles",
     "Run",
     "RunDirectory",
     "RunProgress",
     "build_manifest",
     "cached_request_keys",
     "collect",
+    "default_record",
     "estimate",
     "evaluate",
     "evaluate_async",
+    "fan_out",
     "load_run",
     "plan_evaluation",
+    "read_record",
+    "record_ids",
+    "request_files",
     "retry_errors",
     "rules_for",
+    "submit_files",
     "write_requests",
     "write_results",
 ]

@@ -17,6 +17,7 @@ from ..method import RuleSet, default_rules, load_rules
 from ..model import Completion, ModelClient, Spend, call_key, load_prices
 from ..store import ResponseCache
 from ._answer import CallResult, LiveSource, RecordedSource, RunHooks, RunProgress, answer_plan
+from ._batch import fan_out
 from ._plan import plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
@@ -88,13 +89,16 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             predictions: PredictionSet,
             records: dict[tuple[str, int, str], Completion | ModelError], *,
             rules: RuleSet | None = None) -> EvaluationResult:
-    """Integrate a finished batch's completions exactly as live ones (no re-asks)."""
+    """Integrate a finished batch's completions exactly as live ones (no re-asks); a call
+    whose request body was sent once for several calls gets that line's answer."""
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(records))),
+    answered = fan_out(plan, records)
+    result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(answered))),
                           batch=True)
     expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
     result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
-    result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
+    result.summary["calls"]["batch_lines_missing"] = len(expected - set(answered))
+    result.summary["calls"]["batch_lines_shared"] = len(set(answered) - set(records))
     return result
 
 

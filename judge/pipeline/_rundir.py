@@ -16,9 +16,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from .._digest import file_digest, text_digest
 from .._errors import InputError, OptionError
-from .._io import iter_jsonl_lines, read_json
+from .._io import iter_jsonl_lines, loads, read_json, validation_error
+from ._files import JudgmentRow, RunManifest
 from ._plan import EvaluationPlan
 
 RUN_LOG = "calls.jsonl"
@@ -39,9 +42,15 @@ class RunDirectory:
         self._handle: TextIO | None = None
 
     def read_manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None when there is none; a damaged one is an InputError."""
         if not self.manifest_path.is_file():
             return None
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        data = read_json(self.manifest_path)
+        try:
+            RunManifest.model_validate(data)
+        except ValidationError as exc:
+            raise validation_error(exc, path=self.manifest_path, line=None) from None
+        return data
 
     def read_log(self) -> list[dict[str, Any]]:
         """Logged call results; a torn last line (killed mid-write) is ignored."""
@@ -194,13 +203,17 @@ def load_run(path: str | Path) -> Run:
     rows = []
     for line, text in iter_jsonl_lines(rows_path):
         try:
-            row = json.loads(text)
+            row = loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg})", path=rows_path, line=line) from None
         missing = [f for f in _ROW_FIELDS if not isinstance(row, dict) or f not in row]
         if missing:
             raise InputError("a judgment row lacks this field", path=rows_path, line=line,
                              field=missing[0])
+        try:
+            JudgmentRow.model_validate(row)
+        except ValidationError as exc:
+            raise validation_error(exc, path=rows_path, line=line) from None
         rows.append(row)
     if not rows:
         raise InputError("no judgment rows", path=rows_path)
