@@ -107,15 +107,22 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def check_output_dir(path: str | Path) -> Path:
-    """A directory results will be written into: created when missing; an existing file or an
-    unwritable place is an :class:`OutputError` before any work (or payment) starts."""
+    """Check, creating nothing, that results can be written into directory ``path``: it is a
+    writable directory, or can be made inside the nearest existing (writable) one. An
+    :class:`OutputError` before any work (or payment) starts, instead of a failure after."""
     folder = Path(path)
     try:
-        if folder.exists() and not folder.is_dir():
-            raise NotADirectoryError(20, "it is a file, not a directory")
-        folder.mkdir(parents=True, exist_ok=True)
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise PermissionError(13, "the directory is not writable")
+        if not str(path).strip():
+            raise FileNotFoundError(2, "the path is empty")
+        existing = folder
+        while not existing.exists():
+            if existing.parent == existing:
+                break
+            existing = existing.parent
+        if not existing.is_dir():
+            raise NotADirectoryError(20, f"{existing} is a file, not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise PermissionError(13, f"{existing} is not writable")
     except OSError as exc:
         raise OutputError(f"cannot write into this directory: {exc.strerror or exc}",
                           path=folder) from None

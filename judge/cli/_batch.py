@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
+from .._io import check_output_dir
 from ..data import load_predictions
 from ..model import ReplyLimits, download, read_output, status
 from ..pipeline import (
@@ -147,6 +148,7 @@ def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
     predictions = load_predictions(args.predictions, dialogues, schema)
+    check_output_dir(args.out)
     files = [Path(f) for f in args.output_file or []]
     ids = _ids(args)
     if not files and not ids:

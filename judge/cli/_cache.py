@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from .._config import load_config
+from .._errors import InputError
 from ..store import ResponseCache
 from ._report import say
 
@@ -22,14 +24,34 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 def run_cache(args: argparse.Namespace, console: Console) -> int:
     config = load_config({"cache_dir": args.cache_dir}, args.config)
+    if args.action == "clear":
+        return _clear(config.cache_dir, console)
     cache = ResponseCache(config.cache_dir)
     try:
-        if args.action == "clear":
-            say(console, f"removed {cache.clear()} cached replies from {config.cache_dir}")
-        else:
-            stats = cache.stats()
-            say(console, f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
-                          f"{stats['directory']}")
+        stats = cache.stats()
+        say(console, f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
+                     f"{stats['directory']}")
     finally:
         cache.close()
+    return 0
+
+
+def _clear(directory: Path, console: Console) -> int:
+    """Empty the cache; a damaged database (one that no longer opens or reads) is removed."""
+    try:
+        cache = ResponseCache(directory)
+    except InputError as exc:
+        if not (directory / "cache.db").is_file():
+            raise
+        reason = exc.reason
+    else:
+        try:
+            say(console, f"removed {cache.clear()} cached replies from {directory}")
+            return 0
+        except InputError as exc:
+            reason = exc.reason
+        finally:
+            cache.close()
+    ResponseCache.remove(directory)
+    say(console, f"removed the damaged reply cache in {directory} ({reason.split(';')[0]})")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import OptionError
+from .._io import check_output_dir, printable
 from ..data import load_predictions
 from ..model import cassette_client
 from ..pipeline import (
@@ -92,6 +94,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if not args.out:
         raise OptionError("evaluate needs --out DIR (the run directory), unless --dry-run")
+    check_output_dir(args.out)  # before anything is sent (and paid for)
     if not (args.replay or config.base_url or config.api_key):
         raise OptionError("no model to ask: set OPENAI_API_KEY, pass --base-url for a local "
                           "OpenAI-compatible server, or --replay a cassette")
@@ -123,4 +126,16 @@ def finish(result: EvaluationResult, out: str, console: Console, *,
         result.write(folder)
     print_evaluation(result.summary, console)
     say(console, f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}")
-    return 0
+    # every turn judged: 0; some error rows: 1; none judged: 4 (the README's exit table)
+    summary = result.summary
+    if not summary.get("error_turns"):
+        return 0
+    first = (summary.get("errors", {}).get("examples") or ["?"])[0]
+    if not summary.get("scored_turns"):
+        print(printable(f"dst-judge: nothing could be judged: every turn is an error row "
+                        f"(first: {first})", newlines=False), file=sys.stderr)
+        return 4
+    print(f"dst-judge: {summary['error_turns']} turn(s) are error rows; 'dst-judge "
+          f"retry-errors {printable(out, newlines=False)}' sends their calls again",
+          file=sys.stderr)
+    return 1

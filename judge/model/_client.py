@@ -28,7 +28,7 @@ from tenacity import (
 )
 
 from .._config import JudgeConfig
-from .._errors import ModelError
+from .._errors import ModelError, ReplyError
 from .._io import loads, printable
 from .._version import __version__
 from ..store import ResponseCache, cache_key
@@ -220,14 +220,15 @@ class ModelClient:
                         self._read_limit_headers(raw.headers)
                         if not 200 <= raw.status < 300:
                             raise HTTPStatusError(raw)
+                        if raw.defect:  # a reply arrived (paid for) but was cut: no retry
+                            raise ReplyError(redact(raw.defect, self._secret) or "")
         except (HTTPStatusError, NoResponse, httpx.HTTPError) as exc:
             error = _as_model_error(exc)
             message = redact(str(error), self._secret) or ""
             if message != str(error):
                 error = ModelError(message, fatal=error.fatal, status=error.status)
             raise error from None
-        completion = parse_chat_reply(raw.content, limits=self._limits, secret=self._secret,
-                                      defect=raw.defect)
+        completion = parse_chat_reply(raw.content, limits=self._limits, secret=self._secret)
         if caching:
             self.cache.set(key, completion.record())
         return completion

@@ -186,17 +186,14 @@ def _not_completion(exc: ValidationError, secret: str | None) -> ReplyError:
 
 
 def parse_chat_reply(raw: bytes, *, limits: ReplyLimits | None = None,
-                     secret: str | None = None, defect: str | None = None) -> Completion:
-    """Validate the raw body of an HTTP 200 chat-completions reply.
+                     secret: str | None = None) -> Completion:
+    """Validate the raw body of an HTTP 200 chat-completions reply (fresh, or read back from
+    where it was recorded) and return it as a :class:`Completion` with the key removed.
 
-    ``defect`` is the transport's note that ``raw`` is not the whole body (reading stopped at
-    a size cap; an unknown or corrupt content encoding). Raises :class:`~judge.ReplyError`
-    naming the first problem: too large, nested too deep, not JSON, a field of the wrong
-    type, content too long.
+    Raises :class:`~judge.ReplyError` naming the first problem: too large, nested too deep,
+    not JSON, a field of the wrong type, content too long.
     """
     limits = limits or ReplyLimits()
-    if defect:
-        raise ReplyError(defect)
     if len(raw) > limits.max_bytes:
         raise ReplyError(f"the reply has {len(raw):,} bytes, more than the cap of "
                          f"{limits.max_bytes:,} (max_reply_bytes)")

@@ -68,6 +68,8 @@ class CappedBody:
         if len(codings) > 1 or (codings and self._coding not in ("gzip", "x-gzip", "deflate")):
             self.defect = f"the reply uses an unsupported content-encoding {encoding!r}"
         self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self._head = b""
+        self._members = 0
 
     @property
     def content(self) -> bytes:
@@ -78,12 +80,12 @@ class CappedBody:
         if self.defect is not None:
             return False
         self.received += len(chunk)
-        if self.received > self.limit:
-            self.defect = (f"the reply is larger than the cap of {self.limit:,} bytes as "
-                           "received (max_reply_bytes); reading stopped there")
-            return False
         if self._coding is None:
             return self._keep(chunk)
+        if self.received > self.limit:
+            self.defect = (f"the reply is larger than the cap of {self.limit:,} bytes as "
+                           "received, compressed (max_reply_bytes); reading stopped there")
+            return False
         try:
             return self._inflate(chunk)
         except zlib.error as exc:
@@ -93,10 +95,12 @@ class CappedBody:
     def _keep(self, data: bytes) -> bool:
         room = self.limit - self.size
         if len(data) > room:
-            self._parts.append(data[:room])
-            self.size = self.limit
+            # one byte over the cap is kept: whoever reads the recorded start back sees that
+            # the reply was too large, not merely cut
+            self._parts.append(data[:room + 1])
+            self.size = self.limit + 1
             self.defect = (f"the reply is larger than the cap of {self.limit:,} bytes "
-                           "decompressed (max_reply_bytes); reading stopped there")
+                           "(max_reply_bytes); reading stopped there")
             return False
         if data:
             self._parts.append(data)
@@ -104,16 +108,21 @@ class CappedBody:
         return True
 
     def _inflate(self, data: bytes) -> bool:
+        data = self._head + data
+        self._head = b""
         while data:
             if self._decoder is None:
-                if self._coding == "deflate":
-                    zlib_header = len(data) > 1 and data[0] & 0x0F == 8 and (
-                        (data[0] << 8) | data[1]) % 31 == 0
-                    wbits = zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS
-                elif data[:2] == b"\x1f\x8b":
-                    wbits = 16 + zlib.MAX_WBITS
-                else:  # trailing bytes after the last gzip member
+                if len(data) < 2:  # a stream's first two bytes tell its header: wait for them
+                    self._head = data
                     return True
+                if self._coding == "deflate":
+                    zlib_header = data[0] & 0x0F == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+                    wbits = zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS
+                elif data[:2] == b"\x1f\x8b" or not self._members:
+                    wbits = 16 + zlib.MAX_WBITS  # not gzip at all: zlib says it is corrupt
+                else:  # bytes after the last gzip member (padding): ignored
+                    return True
+                self._members += 1
                 self._decoder = zlib.decompressobj(wbits)
             # at most one byte more than the room left: the cap shows, memory stays bounded
             out = self._decoder.decompress(data, self.limit - self.size + 1)

@@ -107,7 +107,7 @@ def test_retry_errors_sends_only_the_failed_calls(tmp_path, capsys):
         failing = router.routes[0]
         original = failing.return_value
         failing.side_effect = [httpx.Response(503, json={"error": {"message": "busy"}})]
-        assert main(["evaluate", *data, "--out", str(out)]) == 0
+        assert main(["evaluate", *data, "--out", str(out)]) == 1  # finished with error rows
         summary = json.loads((out / "summary.json").read_text())
         assert summary["error_turns"] >= 1
         before = router.calls.call_count
