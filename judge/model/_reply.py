@@ -14,6 +14,7 @@ has the API key removed before it can reach a file or a terminal.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -136,15 +137,27 @@ class _Record(_Strict):
     system_fingerprint: StrictStr | None = None
 
 
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|list\[.*\]|dict\[.*\]|_[A-Za-z]+|"
+                        r"literal\[.*\]|function-\w+)$")
+_JSON_TYPES = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
+               "NoneType": "null", "list": "an array", "dict": "an object"}
+
+
 def _first_problem(exc: ValidationError) -> str:
-    """The first validation problem as ``field: message`` (never the offending value, which
-    may be huge or hold the key)."""
-    first = exc.errors(include_url=False, include_input=False)[0]
+    """The first validation problem as ``field: message``, naming the JSON type that was
+    found but never the value (it may be huge or hold the key)."""
+    first = exc.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
         return f"the server's reply is not JSON ({first.get('ctx', {}).get('error', '?')})"
-    where = format_loc(tuple(first["loc"])) or "the reply"
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p)))
+    where = format_loc(loc) or "the reply"
+    message = first["msg"]
+    if len(loc) < len(first["loc"]):  # a union: say what was there instead of each option
+        found = _JSON_TYPES.get(type(first.get("input")).__name__, "something else")
+        message = f"has the wrong type ({found})"
+        return f"field '{where}': {message}"
     more = len(exc.errors()) - 1
-    return f"field '{where}': {first['msg']}" + (f" (and {more} more)" if more > 0 else "")
+    return f"field '{where}': {message}" + (f" (and {more} more)" if more > 0 else "")
 
 
 def _completion(reply: _ChatCompletion, limits: ReplyLimits, secret: str | None) -> Completion:
@@ -178,9 +191,10 @@ def _completion(reply: _ChatCompletion, limits: ReplyLimits, secret: str | None)
 
 def _not_completion(exc: ValidationError, secret: str | None) -> ReplyError:
     problem = _first_problem(exc)
-    if exc.errors()[0]["type"] == "model_type":
+    first = exc.errors()[0]
+    if first["type"] == "model_type" and not first["loc"]:
         problem = "the server's reply is not a chat completion object"
-    elif exc.errors()[0]["type"] != "json_invalid":
+    elif first["type"] != "json_invalid":
         problem = f"the server's reply is not a usable chat completion: {problem}"
     return ReplyError(redact(problem, secret) or "")
 
