@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import email.policy
 import gzip
 import hashlib
 import json
@@ -47,6 +48,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -332,6 +334,8 @@ class _Server(ThreadingHTTPServer):
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         self._serial = 0
+        self.files: dict[str, bytes] = {}  # the Batch API's files and batches (see _batch_api)
+        self.batches: dict[str, dict[str, Any]] = {}
         super().__init__((HOST, port), _Handler)
 
     def next_serial(self) -> int:
@@ -395,6 +399,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._batch_api("GET", path, b""):
+            return
         if path == "/stats":
             self._send_json(200, self.server.stats.snapshot(bodies="bodies=0" not in self.path))
         elif path == "/health":
@@ -409,6 +415,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/reset":
             self.server.stats.reset()
             self._send_json(200, {"ok": True})
+            return
+        if self._batch_api("POST", path, raw):
             return
         if path.startswith(HOSTILE_PREFIX):
             self._hostile(path, raw)
@@ -459,6 +467,81 @@ class _Handler(BaseHTTPRequestHandler):
         reply, usage = completion_json(body, decision, server.next_serial())
         server.stats.served(decision.key, kind, usage)
         self._send_json(200, reply)
+
+    def _batch_api(self, method: str, path: str, raw: bytes) -> bool:
+        """The Batch API's files and batches endpoints (``/v1/files``, ``/v1/batches``, under
+        ``/hostile/<kind>`` too); False when ``path`` is not one of them.
+
+        A batch completes at once: each request line is answered (and billed) as a live call
+        would be, or with the hostile entry's reply; ``http-401-echo`` refuses every call.
+        """
+        kind = None
+        if path.startswith(HOSTILE_PREFIX):
+            kind, _, path = path[len(HOSTILE_PREFIX):].partition("/")
+            path = "/" + path
+        path = path.removeprefix("/v1")
+        if not path.startswith(("/files", "/batches")):
+            return False
+        token = self.headers.get("authorization", "").removeprefix("Bearer ")
+        if kind == "http-401-echo":
+            self._send_json(401, {"error": {"message": f"Incorrect API key provided: {token}",
+                                            "type": "invalid_request_error"}})
+            return True
+        server, parts = self.server, path.strip("/").split("/")
+        if method == "POST" and parts == ["files"]:
+            content = _multipart_file(self.headers.get("Content-Type", ""), raw)
+            file_id = f"file-{server.next_serial()}"
+            server.files[file_id] = content
+            self._send_json(200, {"id": file_id, "object": "file", "bytes": len(content),
+                                  "created_at": int(time.time()), "filename": "requests.jsonl",
+                                  "purpose": "batch", "status": "processed"})
+        elif method == "POST" and parts == ["batches"]:
+            request = json.loads(raw)
+            lines = server.files[request["input_file_id"]].decode("utf-8").splitlines()
+            output = [self._batch_line(json.loads(line), kind, token) for line in lines if line]
+            out_id, batch_id = f"file-{server.next_serial()}", f"batch_{server.next_serial()}"
+            server.files[out_id] = "".join(json.dumps(o) + "\n" for o in output).encode()
+            server.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": request["endpoint"],
+                "input_file_id": request["input_file_id"], "completion_window": "24h",
+                "status": "completed", "created_at": int(time.time()),
+                "output_file_id": out_id, "error_file_id": None,
+                "request_counts": {"total": len(output), "completed": len(output), "failed": 0},
+                "metadata": request.get("metadata")}
+            self._send_json(200, server.batches[batch_id])
+        elif method == "GET" and len(parts) == 2 and parts[0] == "batches" \
+                and parts[1] in server.batches:
+            self._send_json(200, server.batches[parts[1]])
+        elif method == "GET" and len(parts) == 3 and parts[0] == "files" \
+                and parts[2] == "content" and parts[1] in server.files:
+            self._send(200, server.files[parts[1]], {"Content-Type": "application/jsonl"})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {method} {path}"}})
+        return True
+
+    def _batch_line(self, line: dict[str, Any], kind: str | None, token: str) -> dict[str, Any]:
+        """The output line of one request line, billed like a live call."""
+        body, server = line["body"], self.server
+        key = body_hash(body)
+        attempt = server.stats.attempt(key, None)
+        decision = Decision(key, key, OK, result_keys(body))
+        if kind is None:
+            reply, usage = completion_json(body, decision, server.next_serial())
+            status, payload = 200, reply
+            server.stats.served(key, OK, usage)
+        else:
+            answer = HOSTILE_REPLIES[kind](Hostile(body, decision, server.next_serial(), token,
+                                                   attempt))
+            status = answer.status
+            try:
+                payload = json.loads(answer.content)
+            except ValueError:
+                payload = answer.content.decode("utf-8", "replace")
+            server.stats.served(key, HOSTILE if answer.paid else HOSTILE_ERROR,
+                                answer.usage if answer.paid else None)
+        return {"id": f"batch_req_{server.next_serial()}", "custom_id": line["custom_id"],
+                "response": {"status_code": status, "request_id": "req", "body": payload},
+                "error": None}
 
     def _hostile(self, path: str, raw: bytes) -> None:
         """``POST /hostile/<kind>/v1/chat/completions``: answer with that catalogue entry."""
@@ -656,6 +739,16 @@ class ServerProcess:
     def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
         """``GET /stats`` of the child."""
         return dict(get_json(self.port, "/stats" if bodies else "/stats?bodies=0"))
+
+
+def _multipart_file(content_type: str, raw: bytes) -> bytes:
+    """The ``file`` field of a multipart/form-data upload (the SDK's files.create)."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") == "file":
+            return part.get_payload(decode=True) or b""
+    raise ValueError("no file in the upload")
 
 
 # --- test data ---------------------------------------------------------------------------------

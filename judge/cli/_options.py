@@ -106,7 +106,8 @@ def add_rules_option(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
     """The one config: CLI values where given, then environment, config file, defaults."""
-    values = {name: getattr(args, name) for name in ALL if getattr(args, name, None) is not None}
+    values = {name: getattr(args, name) for name in JudgeConfig.model_fields
+              if getattr(args, name, None) is not None}
     if getattr(args, "no_cache", False):
         values["use_cache"] = False
     if getattr(args, "local", False):

@@ -23,7 +23,7 @@ import httpx
 import openai
 
 from .._config import JudgeConfig
-from .._errors import InputError, ModelError, ReplyError
+from .._errors import InputError, JSONTooDeep, ModelError, ReplyError
 from .._io import iter_jsonl_lines, loads, open_output, printable
 from ..data import dialogue_key
 from ._reply import Completion, ReplyLimits, completion_from_body, redact
@@ -31,6 +31,9 @@ from ._reply import Completion, ReplyLimits, completion_from_body, redact
 CHAT_URL = "/v1/chat/completions"
 ID_SEPARATOR = "::"
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+_CUSTOM_ID = re.compile(r'^\s*\{\s*(?:"id"\s*:\s*"[^"\\]*"\s*,\s*)?'
+                        r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+"""A record's custom id read without parsing it (as OpenAI writes records: first or second)."""
 
 
 def custom_id(dialogue_id: str, turn_index: int, dimension: str) -> str:
@@ -66,6 +69,15 @@ def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
         try:
             # the reply body sits three levels down in the record
             item = loads(text, max_depth=limits.max_depth + 3)
+        except JSONTooDeep as exc:
+            # a record nested too deep is its call's error, when the call can be told
+            found = _CUSTOM_ID.search(text)
+            key = parse_custom_id(json.loads(f'"{found.group(1)}"')) if found else None
+            if key is None:
+                raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
+            records[key] = ReplyError(f"the reply's JSON is nested deeper than "
+                                      f"{limits.max_depth} levels (max_reply_depth)")
+            continue
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
         if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
