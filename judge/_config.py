@@ -7,7 +7,6 @@ also work) > config file (JSON or TOML) > defaults.
 
 from __future__ import annotations
 
-import json
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._errors import InputError, OptionError
+from ._io import loads, read_text
 
 Method = Literal["two-dim", "two-dim-cot", "direct", "cot"]
 METHODS: tuple[Method, ...] = ("two-dim", "two-dim-cot", "direct", "cot")
@@ -168,11 +168,11 @@ class JudgeConfig(BaseSettings):
 def _read_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError("config file not found", path=path)
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         data = _parse_config_text(text, path)
     except ValueError as exc:
-        raise InputError(f"cannot parse config file: {exc}", path=path) from exc
+        raise InputError(f"cannot parse config file: {exc}", path=path) from None
     if not isinstance(data, dict):
         raise InputError("a config file must hold a table/object of options", path=path)
     return {key.replace("-", "_"): value for key, value in data.items()}
@@ -185,7 +185,7 @@ def _parse_config_text(text: str, path: Path) -> Any:
         except ModuleNotFoundError:  # Python 3.10
             import tomli as tomllib  # type: ignore[no-redef]
         return tomllib.loads(text)
-    return json.loads(text)
+    return loads(text)
 
 
 def load_config(cli_values: dict[str, Any] | None = None,

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import unicodedata
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -107,22 +108,19 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 def check_output_dir(path: str | Path) -> Path:
-    """Check, creating nothing, that results can be written into directory ``path``: it is a
-    writable directory, or can be made inside the nearest existing (writable) one. An
-    :class:`OutputError` before any work (or payment) starts, instead of a failure after."""
+    """Make sure results can be written into directory ``path`` (created when missing, and
+    tried with a scratch file): an :class:`OutputError` before any work (or payment)
+    starts, instead of a failure after it."""
     folder = Path(path)
     try:
         if not str(path).strip():
             raise FileNotFoundError(2, "the path is empty")
-        existing = folder
-        while not existing.exists():
-            if existing.parent == existing:
-                break
-            existing = existing.parent
-        if not existing.is_dir():
-            raise NotADirectoryError(20, f"{existing} is a file, not a directory")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise PermissionError(13, f"{existing} is not writable")
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(20, "it is a file, not a directory")
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".dst-judge-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
     except OSError as exc:
         raise OutputError(f"cannot write into this directory: {exc.strerror or exc}",
                           path=folder) from None
@@ -151,7 +149,7 @@ def iter_jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
                     yield number, line
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 
@@ -160,7 +158,7 @@ def read_text(path: str | Path) -> str:
     try:
         with open_text(path) as handle:
             return handle.read()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
 
 

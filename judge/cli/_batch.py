@@ -29,6 +29,7 @@ from ._options import (
     ENDPOINT,
     GENERATION,
     METHOD,
+    REPLIES,
     add_config_options,
     add_data_options,
     add_rules_option,
@@ -41,7 +42,6 @@ _PREPARE = ("model", *GENERATION, "method", "prompt_variant", "prompt_cache_key"
             "batch_max_requests", "batch_max_bytes")
 """What shapes the request files (transport and cost options do nothing at this step)."""
 _API = ("base_url", "timeout", "max_retries")
-_REPLIES = ("max_reply_bytes", "max_reply_depth", "max_reply_chars")
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -87,7 +87,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                      help="finished batches' output (and error) files on disk")
     add_data_options(col)
     add_config_options(col, (*ENDPOINT, *GENERATION, *METHOD, "prompt_cache_key", *COST,
-                             "timeout", "max_retries", *_REPLIES))
+                             "timeout", "max_retries", *REPLIES))
     add_rules_option(col)
     col.add_argument("--out", required=True, metavar="DIR", help="run directory for the results")
     col.set_defaults(handler=run_collect)

@@ -28,7 +28,8 @@ TRANSPORT = ("timeout", "max_retries", "concurrency", "http_backend", "rpm", "tp
              "prompt_cache_key")
 COST = ("budget", "prices")
 CACHE = ("cache_dir",)
-ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + COST + CACHE
+REPLIES = ("max_reply_bytes", "max_reply_depth", "max_reply_chars")
+ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + REPLIES + COST + CACHE
 """Every config field the command line offers (the key and OpenAI headers come from the
 environment only, so they never land in a shell history)."""
 

@@ -9,7 +9,6 @@ are written and paid for once: collecting fans the answer out to every call with
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import re
@@ -20,7 +19,7 @@ from typing import Any
 
 from .._config import JudgeConfig
 from .._digest import file_digest, text_digest
-from .._errors import InputError, ModelError, OptionError, OutputError
+from .._errors import InputError, ModelError, OptionError
 from .._io import iter_jsonl_lines, open_output, read_json, write_text
 from ..model import CHAT_URL, Completion, call_key, submit
 from ._plan import EvaluationPlan, PlannedCall
@@ -70,6 +69,24 @@ def _stale_parts(path: Path, keep: int) -> list[Path]:
                   if (m := pattern.match(p.name)) and int(m.group(1)) > keep)
 
 
+def _request_line(call: PlannedCall) -> bytes:
+    return (json.dumps({"custom_id": call.custom_id, "method": "POST", "url": CHAT_URL,
+                        "body": call.body}, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _split(sizes: Sequence[int], max_requests: int, max_bytes: int) -> list[int]:
+    """How many of the lines (of these sizes, in order) go into each file."""
+    counts: list[int] = []
+    used = 0
+    for size in sizes:
+        if not counts or counts[-1] >= max_requests or used + size > max_bytes:
+            counts.append(0)
+            used = 0
+        counts[-1] += 1
+        used += size
+    return counts or [0]
+
+
 def write_requests(plan: EvaluationPlan, path: str | Path, *, max_requests: int | None = None,
                    max_bytes: int | None = None) -> RequestFiles:
     """Write one Batch API request line per distinct request body (skipped calls need none),
@@ -78,50 +95,37 @@ def write_requests(plan: EvaluationPlan, path: str | Path, *, max_requests: int 
 
     One file is written to ``path`` itself; more are numbered beside it
     (``requests-001.jsonl``, ...), and numbered files of an earlier, larger split are removed
-    so that ``batch submit DIR`` never sends stale requests.
+    so that ``batch submit DIR`` never sends stale requests. The split is decided first (a
+    pass that only measures lines), so no file is ever renamed or written twice.
     """
     target = Path(path)
     max_requests = max_requests or plan.config.batch_max_requests
     max_bytes = max_bytes or plan.config.batch_max_bytes
     out = RequestFiles()
-    parts: list[Path] = []
-    with contextlib.ExitStack() as stack:
-        handle: Any = None
-        for call, first in distinct_calls(plan):
-            out.calls += 1
-            if not first:
-                out.duplicates += 1
-                continue
-            line = (json.dumps({"custom_id": call.custom_id, "method": "POST", "url": CHAT_URL,
-                                "body": call.body}, ensure_ascii=False) + "\n").encode("utf-8")
-            if len(line) > max_bytes:
-                raise OptionError(f"the request of {call.custom_id} alone has {len(line):,} "
-                                  f"bytes, more than batch_max_bytes ({max_bytes:,})")
-            if handle is None or out.counts[-1] >= max_requests or \
-                    out.sizes[-1] + len(line) > max_bytes:
-                stack.close()  # the previous part is complete
-                parts.append(part_path(target, len(parts) + 1))
-                handle = stack.enter_context(open_output(parts[-1], "wb"))
-                out.counts.append(0)
-                out.sizes.append(0)
-            handle.write(line)
-            out.counts[-1] += 1
-            out.sizes[-1] += len(line)
-    if len(parts) <= 1:
-        if parts:
-            try:
-                parts[0].replace(target)
-            except OSError as exc:
-                raise OutputError(f"cannot write: {exc.strerror or exc}", path=target) from None
-        else:  # nothing to ask: an empty request file says so
-            with open_output(target, "wb"):
-                pass
-        out.files = [target]
-        out.counts = out.counts or [0]
-        out.sizes = out.sizes or [0]
-    else:
-        out.files = parts
-    for stale in _stale_parts(target, len(parts) if len(parts) > 1 else 0):
+    sizes: list[int] = []
+    for call, first in distinct_calls(plan):
+        out.calls += 1
+        if not first:
+            out.duplicates += 1
+            continue
+        size = len(_request_line(call))
+        if size > max_bytes:
+            raise OptionError(f"the request of {call.custom_id} alone has {size:,} bytes, "
+                              f"more than batch_max_bytes ({max_bytes:,})")
+        sizes.append(size)
+    out.counts = _split(sizes, max_requests, max_bytes)
+    out.files = [target] if len(out.counts) == 1 else [
+        part_path(target, n + 1) for n in range(len(out.counts))]
+    lines = (_request_line(call) for call, first in distinct_calls(plan) if first)
+    for file, count in zip(out.files, out.counts, strict=True):
+        written = 0
+        with open_output(file, "wb") as handle:
+            for _ in range(count):
+                line = next(lines)
+                handle.write(line)
+                written += len(line)
+        out.sizes.append(written)
+    for stale in _stale_parts(target, len(out.files) if len(out.files) > 1 else 0):
         stale.unlink(missing_ok=True)
     return out
 

@@ -128,7 +128,7 @@ def check_bad_input(outcome: Outcome, root: Path, *, names: Path | str | None = 
     """A refused input: the expected exit status, one clean message, naming what it should."""
     check_clean(outcome, root)
     assert outcome.code in codes, (outcome.code, outcome.err)
-    assert "dst-judge:" in outcome.err or "problem" in outcome.err, outcome.err
+    assert "error:" in outcome.err or "problem" in outcome.err, outcome.err
     if names is not None:
         assert str(names) in outcome.err, outcome.err
     if line is not None:
