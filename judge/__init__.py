@@ -14,6 +14,8 @@ from ._errors import (
     InputError,
     ModelError,
     OptionError,
+    OutputError,
+    ReplyError,
 )
 from ._version import __version__
 from .analysis import (
@@ -90,9 +92,11 @@ __all__ = [
     "MetricsReport",
     "ModelError",
     "OptionError",
+    "OutputError",
     "PredDialogue",
     "PredTurn",
     "PredictionSet",
+    "ReplyError",
     "Run",
     "Schema",
     "SlotSpec",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
@@ -151,18 +152,31 @@ class JudgeConfig(BaseSettings):
 
     def answer_identity(self) -> dict[str, Any]:
         """Everything that decides which calls a run makes and what they answer (resume
-        refuses to continue a run when this changed)."""
-        return {**self.generation_identity(), "method": self.method,
+        refuses to continue a run when this changed); written to run manifests, so a password
+        in the base URL is masked."""
+        return {**self.generation_identity(), "endpoint": public_url(self.endpoint),
+                "method": self.method,
                 "prompt_variant": self.prompt_variant, "reasks": self.reasks,
                 "prompt_cache_key": self.prompt_cache_key}
 
     def public_dict(self) -> dict[str, Any]:
-        """Every option for results and logs, with the API key left out."""
+        """Every option for results and logs, with the API key left out (and a password in
+        the base URL masked)."""
         data = self.model_dump(mode="json", exclude={"api_key"})
         data["api_key_set"] = self.api_key is not None
-        data["endpoint"] = self.endpoint
+        data["base_url"] = public_url(self.base_url) if self.base_url else None
+        data["endpoint"] = public_url(self.endpoint)
         data["effective_rule_match"] = self.effective_rule_match
         return data
+
+
+def public_url(url: str) -> str:
+    """A URL safe to write down: the password of ``user:password@host`` masked."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:<redacted>@{host}"))
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:

@@ -21,6 +21,8 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # error types: a file the command could not write, a reply that is not a completion
+    "OutputError", "ReplyError",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
 

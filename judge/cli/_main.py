@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from .._errors import BudgetReached, DSTJudgeError
+from .._io import printable
 from .._version import __version__
 from . import _analysis, _batch, _cache, _evaluate, _local, _metrics
 
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "--budget and pass --resume to continue", file=sys.stderr)
         return 3
     except DSTJudgeError as exc:
-        print(f"dst-judge: error: {exc}", file=sys.stderr)
+        print(f"dst-judge: error: {printable(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dst-judge: interrupted", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
+from .._io import printable
 from ..data import FILE_KINDS, json_schema, load_predictions, validate_file
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
 from ._options import add_data_options, disambiguate, load_data, metric_options
@@ -96,9 +97,10 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("validate needs a FILE (or --print-schema)")
     problems = validate_file(args.kind, args.file, limit=args.limit)
     for problem in problems:
-        print(problem, file=sys.stderr)
+        print(printable(problem), file=sys.stderr)
     if problems:
-        print(f"dst-judge: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
+        print(printable(f"dst-judge: {len(problems)} problem(s) in {args.file}"),
+              file=sys.stderr)
         return 2
     say(console, f"{args.file}: valid {args.kind} file")
     return 0

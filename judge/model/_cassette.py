@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .._config import JudgeConfig
+from .._config import JudgeConfig, public_url
 from .._digest import canonical_json
 from .._errors import CassetteMiss, InputError, OptionError
 from .._io import read_json, write_text
@@ -163,7 +163,8 @@ def cassette_client(config: JudgeConfig, *, replay: str | Path | None = None,
     if replay:
         return httpx.AsyncClient(transport=replay_transport(Cassette.load(replay))), None
     if record:
-        cassette = Cassette(Path(record), source=f"{config.endpoint} model={config.model}",
+        cassette = Cassette(Path(record), source=f"{public_url(config.endpoint)} "
+                            f"model={config.model}",
                             secrets=(config.secret or "",))
         return httpx.AsyncClient(transport=RecordingTransport(cassette),
                                  timeout=config.timeout), cassette

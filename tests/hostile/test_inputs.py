@@ -190,6 +190,10 @@ _lines_case("predictions", "slot-value-object",
             [{**PREDICTION, "turns": [{"turn_index": 0,
                                        "pred_state": {"hotel-area": {"x": 1}}}]}],
             line=1, field_="pred_state")
+_lines_case("predictions", "escape-codes-in-a-bad-key",
+            [{**PREDICTION, "turns": [{"turn_index": 0,
+                                       "pred_state": {"\x1b[2J\x07hotel": {"x": 1}}}]}],
+            line=1, field_="[2Jhotel")
 _lines_case("predictions", "turn-index-negative",
             [{**PREDICTION, "turns": [{"turn_index": -1, "pred_state": {}}]}], line=1,
             field_="turn_index")

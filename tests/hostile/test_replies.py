@@ -168,3 +168,17 @@ def test_deep_content_cached_earlier_never_crashes_a_rerun(hostile_server, data,
         assert outcome.code == 4
     errors = [c["error"] for c in _calls(tmp_path / "two").values()]
     assert all("nested deeper" in e for e in errors)
+
+
+def test_a_password_in_the_base_url_is_written_nowhere(hostile_server, data, tmp_path,
+                                                       run_cli, canary):
+    """``http://user:KEY@host`` puts a secret into the URL itself: manifests, summaries and
+    the cache record the endpoint with the password masked."""
+    url = hostile_server.url.removesuffix("/v1").replace("http://", f"http://me:{canary}@")
+    outcome = run_cli("evaluate", *data.args(), "--model", "fault-model", "--base-url",
+                      f"{url}/hostile/usage-null/v1", "--cache-dir", str(tmp_path / "cache"),
+                      "--out", str(tmp_path / "run"), "--no-progress")
+    check_clean(outcome, tmp_path)
+    assert outcome.code == 0, outcome.err
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert "me:<redacted>@" in manifest["options"]["base_url"]
