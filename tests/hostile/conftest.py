@@ -69,10 +69,13 @@ def data(tmp_path: Path) -> Data:
 
 
 @pytest.fixture(autouse=True)
-def canary(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The canary key for every case, no proxies between the client and 127.0.0.1, and a
-    tiny retry backoff."""
+def canary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The canary key for every case, every default location inside the case's directory
+    (so that the check sees every file written), no proxies between the client and
+    127.0.0.1, and a tiny retry backoff."""
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    monkeypatch.setenv("DST_JUDGE_CACHE_DIR", str(tmp_path / "default-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for name in ("DST_JUDGE_API_KEY", "OPENAI_BASE_URL", "DST_JUDGE_BASE_URL", "HTTP_PROXY",
                  "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)

@@ -650,3 +650,21 @@ def test_damaged_cache_is_cleared_and_usable_again(tmp_path, data, run_cli):
     stats = run_cli("cache", "stats", "--cache-dir", str(cache))
     assert stats.code == 0 and "0 cached replies" in stats.out
     assert run_cli(*dry_run(data, "--cache-dir", str(cache))).code == 0
+
+
+def test_the_console_script_prints_no_traceback(tmp_path, data, canary):
+    """A case through the entry point in a fresh interpreter (one: starting one costs
+    seconds)."""
+    name = "schema-nested-200000-deep"
+    import os
+    import subprocess
+    import sys
+
+    built = CASES[name](tmp_path / "case", data)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "judge", *built.argv], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and canary not in done.stderr + done.stdout
+    assert str(built.expect.names) in done.stderr
