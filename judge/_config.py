@@ -126,7 +126,20 @@ class JudgeConfig(BaseSettings):
     @field_validator("base_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
-        return value.rstrip("/") if value else value
+        """An http(s) URL with a host (and a valid port), without its trailing slash."""
+        if not value:
+            return value
+        try:
+            parts = urlsplit(value)
+            port = parts.port  # raises ValueError when out of range or not a number
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. "
+                             "http://127.0.0.1:8080/v1")
+        if port == 0:
+            raise ValueError("port 0 is not a port a server listens on")
+        return value.rstrip("/")
 
     @property
     def endpoint(self) -> str:

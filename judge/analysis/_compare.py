@@ -43,7 +43,7 @@ def method_table(runs: Sequence[Run],
         row: dict[str, Any] = {
             "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
             "rule_match": s.get("rule_match"),
-            "agreement": {v: s["rule"][v]["agreement"] for v in versions},
+            "agreement": {v: s["rule"][v].get("agreement") for v in versions},
             "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
             "calls": s.get("calls", {}).get("planned"),
             "tokens": sum((s.get("tokens") or {}).get(k, 0)
@@ -85,7 +85,8 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
             "jga": {"judge": run.summary.get("judge_jga")},
         }
         for version in dialogues.versions:
-            entry["tsa"][f"RULE-{version}"] = run.summary["rule"][version]["tsa"]
+            entry["tsa"][f"RULE-{version}"] = (run.summary.get("rule", {}).get(version)
+                                               or {}).get("tsa")
             report = compute_metrics(dialogues, predictions, schema,
                                      MetricOptions(breakdowns=False), gold=version)
             entry["jga"][f"RULE-{version}"] = report.systems[0].metrics["jga"]

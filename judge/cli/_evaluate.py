@@ -94,10 +94,10 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if not args.out:
         raise OptionError("evaluate needs --out DIR (the run directory), unless --dry-run")
-    check_output_dir(args.out)  # before anything is sent (and paid for)
     if not (args.replay or config.base_url or config.api_key):
         raise OptionError("no model to ask: set OPENAI_API_KEY, pass --base-url for a local "
                           "OpenAI-compatible server, or --replay a cassette")
+    check_output_dir(args.out)  # before anything is sent (and paid for)
     http_client, cassette = cassette_client(config, replay=args.replay, record=args.record)
     result = with_progress(args.progress, console, lambda on_progress: evaluate(
         config, schema, dialogues, predictions, rules=rules, http_client=http_client,

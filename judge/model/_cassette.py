@@ -74,7 +74,19 @@ class Cassette:
         data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise InputError("a cassette is a JSON object with an 'interactions' list", path=path)
-        return cls(Path(path), data["interactions"], data.get("source", ""))
+        for n, item in enumerate(data["interactions"]):
+            request = item.get("request") if isinstance(item, dict) else None
+            response = item.get("response") if isinstance(item, dict) else None
+            problem = ("request" if not isinstance(request, dict)
+                       or not isinstance(request.get("method"), str)
+                       or not isinstance(request.get("path"), str) else
+                       "response" if not isinstance(response, dict)
+                       or type(response.get("status_code")) is not int else None)
+            if problem is not None:
+                raise InputError(f"each interaction needs a '{problem}' object (request: method, "
+                                 "path, body; response: status_code, body)", path=path,
+                                 field=f"interactions[{n}].{problem}")
+        return cls(Path(path), data["interactions"], str(data.get("source", "")))
 
     @staticmethod
     def _key(method: str, path: str, body: Any) -> str:

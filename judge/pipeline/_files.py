@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 
 class _Call(BaseModel):
@@ -66,3 +66,42 @@ class RunManifest(BaseModel):
     templates: dict[str, Any]
     sources: _Sources
     options: dict[str, Any]
+
+
+Number = StrictFloat | StrictInt
+
+
+class _RuleFigures(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    tsa: Number | None = None
+    agreement: Number | None = None
+
+
+class _DataFigures(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    versions: list[StrictStr] = Field(default_factory=list)
+    system: StrictStr | None = None
+    dialogues: StrictStr | None = None
+    predictions: StrictStr | None = None
+
+
+class RunSummary(BaseModel):
+    """``summary.json`` as the analysis commands read it (other fields kept as they are)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    method: StrictStr | None = None
+    prompt_variant: StrictStr | None = None
+    semantics: StrictStr | None = None
+    rule_match: StrictStr | None = None
+    tsa: Number | None = None
+    judge_jga: Number | None = None
+    turns: StrictInt | None = None
+    error_turns: StrictInt | None = None
+    data: _DataFigures = Field(default_factory=_DataFigures)
+    options: dict[str, Any] = Field(default_factory=dict)
+    rule: dict[str, _RuleFigures] = Field(default_factory=dict)
+    calls: dict[str, Any] = Field(default_factory=dict)
+    tokens: dict[str, Number] = Field(default_factory=dict)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from .._digest import file_digest, text_digest
 from .._errors import InputError, OptionError
 from .._io import iter_jsonl_lines, loads, read_json, validation_error
-from ._files import JudgmentRow, RunManifest
+from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
 
 RUN_LOG = "calls.jsonl"
@@ -200,6 +200,10 @@ def load_run(path: str | Path) -> Run:
     summary = read_json(summary_path)
     if not isinstance(summary, dict):
         raise InputError("summary.json must hold a JSON object", path=summary_path)
+    try:
+        RunSummary.model_validate(summary)
+    except ValidationError as exc:
+        raise validation_error(exc, path=summary_path, line=None) from None
     rows = []
     for line, text in iter_jsonl_lines(rows_path):
         try:

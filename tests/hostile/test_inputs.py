@@ -305,6 +305,20 @@ _file_option_case("not-utf8", "--dialogue-ids", "ids.txt", b"\xff\xfe\xfd\n")
 _file_option_case("unknown-id", "--dialogue-ids", "ids.txt", "NOPE\n")
 
 
+def _base_url_case(name: str, url: str) -> None:
+    @case(f"base-url-{name}")
+    def build(tmp: Path, data: Data) -> Case:
+        return Case(dry_run(data, "--base-url", url), Expect("base_url"))
+
+
+_base_url_case("not-a-url", "not a url")
+_base_url_case("broken-ipv6", "http://[::1/v1")
+_base_url_case("ftp", "ftp://127.0.0.1/v1")
+_base_url_case("port-out-of-range", "http://127.0.0.1:99999/v1")
+_base_url_case("port-word", "http://127.0.0.1:http/v1")
+_base_url_case("no-host", "http:///v1")
+
+
 @case("config-unknown-option")
 def _(tmp: Path, data: Data) -> Case:
     path = write(tmp / "config.json", '{"model": "m", "temperatur": 0.5}')
@@ -334,6 +348,13 @@ _replay_case("not-json", "{oops")
 _replay_case("deep", DEEP)
 _replay_case("list", "[]")
 _replay_case("interactions-object", '{"interactions": {}}')
+
+
+_replay_case("interaction-not-object", '{"interactions": [1, 2]}')
+_replay_case("interaction-no-request", '{"interactions": [{"response": {}}]}')
+_replay_case("status-code-string", json.dumps({"interactions": [{
+    "request": {"method": "POST", "path": "/chat/completions", "body": {}},
+    "response": {"status_code": "200", "body": {}}}]}))
 
 
 @case("replay-missing")
@@ -433,6 +454,25 @@ _rows_case("gold-state-string", [{**ROW, "gold_turn_state": {"2.1": "north"}}],
 _rows_case("no-verdict", [{k: v for k, v in ROW.items() if k != "verdict"}],
            field_="verdict")
 _rows_case("empty", "", line=None, commands=("agreement",))
+
+
+def _summary_case(name: str, summary: Any, field_: str) -> None:
+    for command in ("audit", "compare", "systems"):
+        @case(f"run-summary-{name}-{command}")
+        def build(tmp: Path, data: Data, command: str = command) -> Case:
+            folder = _run_dir(tmp, [ROW], summary=summary)
+            argv = {"audit": ["audit", str(folder), "--out", str(tmp / "a.html")],
+                    "compare": ["compare", str(folder)],
+                    "systems": ["systems", str(folder), "--schema", str(SCHEMA)]}[command]
+            return Case(argv, Expect(folder / "summary.json", field=field_))
+
+
+_summary_case("data-string", {"data": "x"}, "data")
+_summary_case("options-number", {"options": 5}, "options")
+_summary_case("rule-list", {"rule": [1]}, "rule")
+_summary_case("rule-figures-string", {"rule": {"2.1": "high"}}, "rule.2.1")
+_summary_case("versions-number", {"data": {"versions": 5}}, "data.versions")
+_summary_case("tsa-string", {"tsa": "high"}, "tsa")
 
 
 @case("run-not-a-directory")
