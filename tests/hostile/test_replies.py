@@ -182,3 +182,21 @@ def test_a_password_in_the_base_url_is_written_nowhere(hostile_server, data, tmp
     assert outcome.code == 0, outcome.err
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert "me:<redacted>@" in manifest["options"]["base_url"]
+
+
+def test_markup_in_the_system_name_prints_as_text_after_a_run(hostile_server, tmp_path,
+                                                              run_cli):
+    """evaluate's summary table carries the system name and the error rows' texts."""
+    from .conftest import DIALOGUE, PREDICTION, SCHEMA, jsonl
+
+    name = "[/x] [bold]sys\x1b[31m"
+    data = Data(SCHEMA, jsonl(tmp_path / "d.jsonl", [DIALOGUE]),
+                jsonl(tmp_path / "p.jsonl", [{**PREDICTION, "system_name": name}]))
+    base = f"{hostile_server.url.removesuffix('/v1')}/hostile/refusal-markup/v1"
+    outcome = run_cli("evaluate", *data.args(), "--model", "fault-model", "--base-url", base,
+                      "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run"),
+                      "--no-progress")
+    check_clean(outcome, tmp_path)
+    assert outcome.code == 4
+    flat = " ".join(outcome.out.split())  # the terminal width wraps the title
+    assert "[/x] [bold]sys[31m" in flat and "refused: [/x] I [bold refuse" in flat

@@ -218,7 +218,7 @@ def _console(console: Console | None, progress: bool) -> Console | None:
 
 def _say(console: Console | None, message: str) -> None:
     if console is not None:
-        console.print(message, highlight=False)
+        console.print(message, highlight=False, markup=False)  # paths may hold "["
 
 
 def _progress(console: Console | None, enabled: bool, *columns: Any) -> Progress:
