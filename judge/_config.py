@@ -7,6 +7,8 @@ also work) > config file (JSON or TOML) > defaults.
 
 from __future__ import annotations
 
+import json
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -198,8 +200,17 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     text = read_text(path)
     try:
         data = _parse_config_text(text, path)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot parse config file: {exc.msg} (column {exc.colno})", path=path,
+                         line=exc.lineno) from None
     except ValueError as exc:
-        raise InputError(f"cannot parse config file: {exc}", path=path) from None
+        # tomllib reports the place only in its message: "... (at line 2, column 5)"
+        found = re.search(r"at line (\d+), column (\d+)", str(exc))
+        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        line = int(found.group(1)) if found else None
+        column = f" (column {found.group(2)})" if found else ""
+        raise InputError(f"cannot parse config file: {reason}{column}", path=path,
+                         line=line) from None
     if not isinstance(data, dict):
         raise InputError("a config file must hold a table/object of options", path=path)
     return {key.replace("-", "_"): value for key, value in data.items()}

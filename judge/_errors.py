@@ -6,6 +6,7 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     DSTJudgeError
     ├── InputError          a user-supplied file is malformed (names file, line, field)
     │   ├── DataMismatchError   files are individually valid but do not fit together
+    │   ├── FormatError         a file is in none of the known formats
     │   └── OutputError     an output path cannot be written (names the path and why)
     ├── OptionError         an option value is invalid or unsupported for the input
     ├── ModelError          a model call failed after retries (``fatal`` ones stop the run)
@@ -15,7 +16,8 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     ├── LocalSetupError     installing local weights or building llama-server failed
     │   ├── ChecksumError
     │   └── BuildToolMissing
-    └── LocalServerError    starting, finding or stopping the local server failed
+    ├── LocalServerError    starting, finding or stopping the local server failed
+    └── ServiceError        the evaluation service refused a request (HTTP status, field)
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ class InputError(DSTJudgeError):
 
 class DataMismatchError(InputError):
     """Dialogues and predictions (or labels) are each valid but do not fit together."""
+
+
+class FormatError(InputError):
+    """A file is in none of the formats dst-judge reads (or is another kind of file): the
+    message names the first field that does not fit and lists the known formats."""
 
 
 class OutputError(InputError):
@@ -134,3 +141,15 @@ class BuildToolMissing(LocalSetupError):
 
 class LocalServerError(DSTJudgeError):
     """Starting, finding or stopping the local server failed."""
+
+
+class ServiceError(DSTJudgeError):
+    """A request the evaluation service refuses (raised by the server, which answers it as a
+    JSON error), or the refusal the Python client received: HTTP ``status``, a message, and
+    the ``field`` at fault as a JSON path (``options.base_url``) where there is one."""
+
+    def __init__(self, message: str, *, status: int, field: str | None = None) -> None:
+        self.status = status
+        self.field = field
+        self.reason = message
+        super().__init__(f"{field}: {message}" if field else message)

@@ -84,7 +84,8 @@ def printable(text: object, *, newlines: bool = True) -> str:
 
 
 @contextlib.contextmanager
-def open_output(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+def open_output(path: str | Path, mode: str = "w", *,
+                newline: str | None = None) -> Iterator[IO[Any]]:
     """Open an output file (parent folders created), turning every way it can fail (a
     directory, a read-only or missing folder, a full disk) into :class:`OutputError` naming
     the path. Text modes write UTF-8."""
@@ -93,7 +94,7 @@ def open_output(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
         if target.is_dir():
             raise IsADirectoryError(21, "it is a directory, not a file")
         target.parent.mkdir(parents=True, exist_ok=True)
-        kwargs = {} if "b" in mode else {"encoding": "utf-8"}
+        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": newline}
         with target.open(mode, **kwargs) as handle:
             yield handle
     except OSError as exc:
@@ -170,6 +171,8 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
                          line=exc.lineno) from exc
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", path=path) from None
 
 
 def format_loc(loc: tuple[Any, ...]) -> str:
@@ -207,3 +210,5 @@ def parse_line(model: type[BaseModel], text: str, *, path: str | Path, line: int
         return model.model_validate_json(text)
     except ValidationError as exc:
         raise validation_error(exc, path=path, line=line) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read", path=path, line=line) from None

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from judge import MetricOptions, compute_metrics, load_dialogues, load_predictions, load_schema
+from judge import (
+    InputError,
+    MetricOptions,
+    compute_metrics,
+    load_dialogues,
+    load_predictions,
+    load_schema,
+)
+
+pytest_plugins = ["pytester"]  # tests of the hooks below run an inner pytest session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -62,13 +71,50 @@ def score(tmp_path, mini_schema):
     return run
 
 
+def assert_located(error: InputError, path: str | Path | None, line: int | None,
+                   field: str | None) -> None:
+    """A bad-input error names the file, line and field: as attributes and at the head of its
+    message (``file:line: field 'x': reason``), so a user can go straight to the spot."""
+    assert (error.path, error.line, error.field) == (
+        str(path) if path is not None else None, line, field)
+    where = str(path) if path is not None else "<input>"
+    where += f":{line}" if line is not None else ""
+    where += f": field '{field}'" if field else ""
+    assert str(error).startswith(where + ": "), str(error)
+
+
+SHARED_SKIP = "shared data not available"
+
+
 def shared_path(*parts: str) -> Path:
     """A file of ../shared/data, or skip the test with a reason when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared data not available: {path} (only present in the dst-judge "
-                    "development workspace)")
+        pytest.skip(f"{SHARED_SKIP}: {path} (only present in the dst-judge development "
+                    "workspace)")
     return path
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI, a shared-data test that skips although ../shared/data is present fails.
+
+    Otherwise a moved or renamed data file would silently turn the regression checks against
+    the data README's values into skips, and a green run would check nothing.
+    """
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and _in_ci() and SHARED_DATA.is_dir()):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if SHARED_SKIP in reason:
+        report.outcome = "failed"
+        report.longrepr = (f"CI is set and {SHARED_DATA} exists, but this shared-data test "
+                           f"skipped: {reason}")
 
 
 # --- recorded model traffic ------------------------------------------------------------------

@@ -23,8 +23,16 @@ EXPECTED = {
     "write_requests",
     # error types: a file the command could not write, a reply that is not a completion
     "OutputError", "ReplyError",
+    # the service's Python client and its error
+    "Client", "ServiceError",
+    # bring your own data (issue 14)
+    "FormatError", "convert", "paper_tables", "score_profile",
+    # agreement on a sample, ranked label-error candidates
+    "draw_sample", "find_candidates", "load_audit_inputs", "load_sample", "write_candidates",
+    "write_sample",
 }
-STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli")
+STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
+          "client", "service")
 
 
 def test_all_is_the_curated_surface():

@@ -1,14 +1,20 @@
-"""What to make of runs: human labels, agreement statistics, comparisons and the audit."""
+"""What to make of runs: human labels, agreement statistics, sampling for labels, comparisons,
+the audit page and ranked label-error candidates."""
 
 from ._agreement import (
     AGREEMENT_HEADER,
+    COEFFICIENT_HEADER,
+    POPULATION_HEADER,
     REEVALUATION_HEADER,
-    HumanLabel,
-    HumanLabels,
+    REEVALUATION_NOTE,
+    REVIEWER_HEADER,
     agreement_report,
     format_agreement,
+    format_coefficients,
+    format_population,
     format_reevaluation,
-    load_labels,
+    format_reviewers,
+    judgment_rows_source,
 )
 from ._audit import (
     AuditItem,
@@ -16,7 +22,16 @@ from ._audit import (
     import_decisions,
     render_audit,
     write_audit,
-    write_labels,
+)
+from ._candidates import (
+    AuditSource,
+    Candidate,
+    Evidence,
+    find_candidates,
+    load_audit_inputs,
+    source_from_predictions,
+    source_from_run,
+    write_candidates,
 )
 from ._compare import (
     method_table,
@@ -24,24 +39,72 @@ from ._compare import (
     system_table,
     systems_figure,
 )
+from ._labels import (
+    HumanLabel,
+    HumanLabels,
+    SlotLabel,
+    load_labels,
+    write_labels,
+)
+from ._sampling import (
+    ALLOCATIONS,
+    Sample,
+    SampledTurn,
+    draw_sample,
+    load_sample,
+    write_sample,
+)
+from ._statistics import (
+    cohen_kappa,
+    gwet_ac1,
+    krippendorff_alpha,
+    pabak,
+)
 
 __all__ = [
     "AGREEMENT_HEADER",
+    "ALLOCATIONS",
+    "COEFFICIENT_HEADER",
+    "POPULATION_HEADER",
     "REEVALUATION_HEADER",
+    "REEVALUATION_NOTE",
+    "REVIEWER_HEADER",
     "AuditItem",
+    "AuditSource",
+    "Candidate",
+    "Evidence",
     "HumanLabel",
     "HumanLabels",
+    "Sample",
+    "SampledTurn",
+    "SlotLabel",
     "agreement_report",
     "audit_items",
+    "cohen_kappa",
+    "draw_sample",
+    "find_candidates",
     "format_agreement",
+    "format_coefficients",
+    "format_population",
     "format_reevaluation",
+    "format_reviewers",
+    "gwet_ac1",
     "import_decisions",
+    "judgment_rows_source",
+    "krippendorff_alpha",
+    "load_audit_inputs",
     "load_labels",
+    "load_sample",
     "method_table",
+    "pabak",
     "plot_systems",
     "render_audit",
+    "source_from_predictions",
+    "source_from_run",
     "system_table",
     "systems_figure",
     "write_audit",
+    "write_candidates",
     "write_labels",
+    "write_sample",
 ]

@@ -1,42 +1,65 @@
 """Agreement between the judge, the exact-match RULE verdicts and human labels.
 
 Every rater gives each turn a label, 1 = the predicted turn state is correct and 0 = incorrect.
-Point estimates come from scikit-learn. Confidence intervals come from a percentile bootstrap
-that resamples *dialogues*, because the turns of one dialogue share a context and a cumulative
-state, so they are not independent draws (METHOD.md §6). A statistic that is undefined on the
-data (say kappa when both raters give every turn the same label) is ``None``, never NaN.
+Each pair of raters gets raw agreement, the chance-corrected coefficients of ``_statistics``
+(Cohen's kappa, Gwet's AC1, Krippendorff's alpha, PABAK) and precision/recall/F1 of the
+"incorrect" class. Confidence intervals come from a percentile bootstrap that resamples
+*dialogues*, because the turns of one dialogue share a context and a cumulative state, so they
+are not independent draws (METHOD.md §6). With a stratified sample (``labels sample``) the
+human labels also give *population* estimates: each labelled turn stands for ``N_h / n_h``
+turns of its stratum. A statistic that is undefined on the data (say kappa when both raters
+give every turn the same label) is ``None``, never NaN.
 """
 
 from __future__ import annotations
 
 import itertools
 import zlib
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
-from .._errors import DataMismatchError, InputError, OptionError
-from .._io import iter_jsonl_lines, parse_line
-from ..data import dialogue_key
+from .._errors import DataMismatchError, OptionError
+from .._io import iter_jsonl_lines
+from ._labels import (
+    UNNAMED,
+    HumanLabel,
+    HumanLabels,
+    SlotKey,
+    TurnKey,
+    load_labels,
+    row_key,
+)
+from ._sampling import Sample, check_sample
+from ._statistics import (
+    COEFFICIENTS,
+    cluster_bootstrap,
+    group_statistics,
+    group_vectors,
+    krippendorff_alpha,
+    pair_statistics,
+    percentile_interval,
+    resample_dialogues,
+    stratified_bootstrap,
+    unit_counts,
+)
 
-TurnKey = tuple[str, int]
-"""A turn as ``(dialogue_key(dialogue_id), turn_index)``, so id spellings do not matter."""
+__all__ = [  # the labels live in ._labels; these names stay importable from here
+    "UNNAMED", "HumanLabel", "HumanLabels", "TurnKey", "agreement_report", "load_labels",
+    "resample_dialogues", "statistics_from_counts",
+]
 
 LABEL_NAMES: tuple[str, str] = ("incorrect", "correct")
 """Label order of every confusion matrix: index 0 = incorrect, 1 = correct."""
 
-UNNAMED = "(unnamed)"
-"""How labels without an ``annotator`` are shown: together they are one annotator."""
-
 STATISTICS: tuple[str, ...] = ("accuracy", "kappa", "precision", "recall", "f1")
+PAIR_STATISTICS: tuple[str, ...] = (*STATISTICS, "ac1", "alpha", "pabak")
+"""Everything a rater pair reports; ``accuracy``, ``precision``, ``recall``, ``f1`` in %."""
 
-_CHUNK = 256  # bootstrap replicates drawn at once, to bound memory on large data sets
 _MAX_EXAMPLES = 20
 
 REEVALUATION_ASSUMPTION = (
@@ -45,172 +68,16 @@ REEVALUATION_ASSUMPTION = (
     "as correct only when the human label equals the judge verdict, and disagreeing turns "
     "without a (majority) human label count as not matching."
 )
+REEVALUATION_NOTE = (
+    "Each row assumes humans labelled only the turns where the judge and that row's RULE "
+    "version disagree: turns where they agree count as correct judgments without human review, "
+    "and disagreeing turns without a (majority) human label count as not matching. This "
+    "over-states accuracy whenever judge and RULE are wrong together; a stratified sample "
+    "(dst-judge labels sample, then agreement --sample) measures it instead."
+)
 
 
-# --------------------------------------------------------------------------- human labels
-
-
-def _zero_or_one(value: int) -> int:
-    if value not in (0, 1):
-        raise ValueError("label must be 0 (incorrect) or 1 (correct)")
-    return value
-
-
-class HumanLabel(BaseModel):
-    """One person's verdict on one predicted turn state (one line of a labels file).
-
-    Strict types and no extra fields: a hand-made file with ``"label": true`` or a misspelt
-    ``"annotater"`` is more likely a mistake than an intent, so it is rejected, not guessed.
-    """
-
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-    dialogue_id: str = Field(min_length=1)
-    turn_index: int = Field(ge=0)
-    label: Annotated[StrictInt, AfterValidator(_zero_or_one)]
-    annotator: str | None = Field(default=None, min_length=1)
-    note: str | None = None
-
-    @property
-    def key(self) -> TurnKey:
-        return (dialogue_key(self.dialogue_id), self.turn_index)
-
-    @property
-    def annotator_name(self) -> str:
-        return self.annotator if self.annotator is not None else UNNAMED
-
-
-@dataclass
-class HumanLabels:
-    """The labels of one file, checked so that no annotator labels one turn twice."""
-
-    records: list[HumanLabel]
-    path: str | None = None
-    lines: list[int] | None = field(default=None, repr=False)
-    """1-based line of each record, when the labels were read from a file."""
-
-    def __post_init__(self) -> None:
-        if self.lines is not None and len(self.lines) != len(self.records):
-            raise ValueError("lines must give one line number per record")
-        seen: dict[tuple[str | None, TurnKey], int] = {}
-        for index, record in enumerate(self.records):
-            slot = (record.annotator, record.key)
-            if slot in seen:
-                first = seen[slot]
-                where = f"line {self.lines[first]}" if self.lines else f"record {first + 1}"
-                who = (f"annotator {record.annotator!r}" if record.annotator is not None
-                       else "a label without annotator (name the annotators to give one turn "
-                            "several labels)")
-                raise InputError(
-                    f"{who} already labelled dialogue {record.dialogue_id!r} turn "
-                    f"{record.turn_index} ({where})",
-                    path=self.path, line=self.line_of(index), field="annotator")
-            seen[slot] = index
-
-    def line_of(self, index: int) -> int | None:
-        """The file line of record ``index``, for messages that point the user at it."""
-        return self.lines[index] if self.lines else None
-
-    @property
-    def annotators(self) -> tuple[str, ...]:
-        """Annotator names in order of first appearance (unlabelled ones as ``UNNAMED``)."""
-        return tuple(dict.fromkeys(r.annotator_name for r in self.records))
-
-    def by_annotator(self) -> dict[str, dict[TurnKey, int]]:
-        """Each annotator's labels by turn (an annotator labels a turn at most once)."""
-        out: dict[str, dict[TurnKey, int]] = {name: {} for name in self.annotators}
-        for record in self.records:
-            out[record.annotator_name][record.key] = record.label
-        return out
-
-    def _votes(self) -> dict[TurnKey, Counter[int]]:
-        votes: dict[TurnKey, Counter[int]] = {}
-        for record in self.records:
-            votes.setdefault(record.key, Counter())[record.label] += 1
-        return votes
-
-    def per_turn(self) -> dict[TurnKey, int]:
-        """The majority label of every turn; tied turns are left out (see ``tied_turns``)."""
-        return {key: int(votes[1] > votes[0]) for key, votes in self._votes().items()
-                if votes[1] != votes[0]}
-
-    def tied_turns(self) -> list[TurnKey]:
-        """Turns whose annotators split evenly, so they have no majority label."""
-        return [key for key, votes in self._votes().items() if votes[1] == votes[0]]
-
-    def _unknown_indices(self, rows: Iterable[Mapping[str, Any]]) -> list[int]:
-        known = {_row_key(row) for row in rows}
-        return [i for i, record in enumerate(self.records) if record.key not in known]
-
-    def unknown_turns(self, rows: Iterable[Mapping[str, Any]]) -> list[HumanLabel]:
-        """Labels naming a turn the run does not hold; reported, because a labels file made
-        for a larger (or different) run is a common and harmless mismatch."""
-        return [self.records[i] for i in self._unknown_indices(rows)]
-
-
-def load_labels(path: str | Path) -> HumanLabels:
-    """Read and validate a human labels file (JSON Lines, plain or gzipped).
-
-    Raises :class:`InputError` naming file, line and field at the first problem.
-    """
-    records: list[HumanLabel] = []
-    lines: list[int] = []
-    for line, text in iter_jsonl_lines(path):
-        records.append(parse_line(HumanLabel, text, path=path, line=line))
-        lines.append(line)
-    if not records:
-        raise InputError("no labels in file", path=path)
-    return HumanLabels(records, path=str(path), lines=lines)
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def _row_key(row: Mapping[str, Any]) -> TurnKey:
-    return (dialogue_key(str(row["dialogue_id"])), int(row["turn_index"]))
-
-
-def _as_label(value: Any, what: str, row: Mapping[str, Any]) -> int | None:
-    """A judgment-row verdict as 0/1; ``None`` (an error row, or no RULE verdict) stays None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return int(value)
-    raise DataMismatchError(
-        f"{what} of dialogue {row['dialogue_id']!r} turn {row['turn_index']} must be true, "
-        f"false or null (got {value!r})")
-
-
-def _optional(value: float) -> float | None:
-    value = float(value)
-    return value if np.isfinite(value) else None
-
-
-def resample_dialogues(n_dialogues: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each dialogue is drawn in each bootstrap replicate, shape (n_boot, n_dialogues).
-
-    Each replicate draws ``n_dialogues`` dialogues with replacement; every turn of a drawn
-    dialogue comes along, which is what a weight per dialogue expresses.
-    """
-    draws = rng.integers(0, n_dialogues, size=(n_boot, n_dialogues))
-    counts = np.zeros((n_boot, n_dialogues), dtype=np.int64)
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
-    return counts
-
-
-def _bootstrap(per_dialogue: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """Sums of per-dialogue count vectors (D, k) over ``n_boot`` dialogue resamples: (n_boot, k)."""
-    n_dialogues = per_dialogue.shape[0]
-    out = np.zeros((n_boot, per_dialogue.shape[1]), dtype=np.int64)
-    for start in range(0, n_boot, _CHUNK):
-        stop = min(n_boot, start + _CHUNK)
-        out[start:stop] = resample_dialogues(n_dialogues, stop - start, rng) @ per_dialogue
-    return out
-
-
-def _rng(seed: int, name: str) -> np.random.Generator:
-    """A generator per comparison, so adding a rater does not change another pair's interval."""
-    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+# --------------------------------------------------------------------------- counting
 
 
 def statistics_from_counts(counts: np.ndarray) -> dict[str, np.ndarray]:
@@ -218,26 +85,158 @@ def statistics_from_counts(counts: np.ndarray) -> dict[str, np.ndarray]:
 
     ``counts[..., :]`` is ``[c00, c01, c10, c11]`` where ``cXY`` counts turns rater a labelled
     X and rater b labelled Y (0 = incorrect). Vectorised so that thousands of bootstrap
-    replicates cost one pass; undefined values come out as NaN. Percentages are ×100.
+    replicates cost one pass; counts may be weighted; undefined values come out as NaN.
+    Percentages are ×100.
     """
     c = np.asarray(counts, dtype=float)
-    c00, c01, c10, c11 = (c[..., i] for i in range(4))
-    n = c00 + c01 + c10 + c11
-    agree = c00 + c11
-    # kappa = (po - pe) / (1 - pe), both sides multiplied by n² to stay in whole numbers
-    chance = (c00 + c01) * (c00 + c10) + (c10 + c11) * (c01 + c11)
+    c00, c01, c10 = (c[..., i] for i in range(3))
+    table = pair_statistics(c.reshape(*c.shape[:-1], 2, 2))
 
     def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
     return {
-        "accuracy": 100.0 * ratio(agree, n),
-        "kappa": ratio(n * agree - chance, n * n - chance),
+        "accuracy": 100.0 * table["agreement"],
+        "kappa": table["kappa"],
         "precision": 100.0 * ratio(c00, c00 + c01),
         "recall": 100.0 * ratio(c00, c00 + c10),
         "f1": 100.0 * ratio(2 * c00, 2 * c00 + c01 + c10),
+        "ac1": table["ac1"],
+        "alpha": table["alpha"],
+        "pabak": table["pabak"],
     }
+
+
+_bootstrap = cluster_bootstrap  # the name older tests use
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    """A generator per comparison, so adding a rater does not change another pair's interval."""
+    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+
+
+def _optional(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """How intervals are drawn: replicates, seed, confidence level."""
+
+    n_boot: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 0:
+            raise OptionError(f"n_boot must be a whole number >= 0 (got {self.n_boot!r})")
+        if not 0.0 < self.confidence < 1.0:
+            raise OptionError(
+                f"confidence must lie strictly between 0 and 1 (got {self.confidence!r})")
+
+    def rng(self, name: str) -> np.random.Generator:
+        return _rng(self.seed, name)
+
+    def interval(self, replicates: np.ndarray) -> list[float] | None:
+        return percentile_interval(replicates, self.confidence)
+
+    def describe(self) -> dict[str, Any]:
+        return {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence,
+                "unit": "dialogue", "method": "percentile"}
+
+
+# --------------------------------------------------------------------------- step 1: raters
+
+
+@dataclass
+class Ratings:
+    """The run's verdicts as raters: the judge, each RULE version, and slot-level judge verdicts
+    (a slot the judge flags incorrect or missed is 0, every other slot of a judged turn 1)."""
+
+    order: list[TurnKey] = field(default_factory=list)
+    judge: dict[TurnKey, int] = field(default_factory=dict)
+    rules: dict[str, dict[TurnKey, int]] = field(default_factory=dict)
+    flagged: dict[TurnKey, set[str]] = field(default_factory=dict)
+
+    def raters(self) -> dict[str, dict[TurnKey, int]]:
+        out: dict[str, dict[TurnKey, int]] = {"judge": self.judge}
+        out.update({f"RULE-{v}": labels for v, labels in self.rules.items()})
+        return out
+
+    def judge_slot(self, key: SlotKey) -> int | None:
+        turn = key[:2]
+        if turn not in self.judge:
+            return None
+        return 0 if key[2] in self.flagged.get(turn, set()) else 1  # type: ignore[index]
+
+
+@dataclass(frozen=True)
+class RowsSource:
+    """Where judgment rows came from, so a bad row is named by file, line and field."""
+
+    path: str | None = None
+    lines: Sequence[int] | None = None
+
+    def error(self, message: str, index: int, field: str) -> DataMismatchError:
+        line = self.lines[index] if self.lines is not None and index < len(self.lines) else None
+        return DataMismatchError(message, path=self.path, line=line, field=field)
+
+
+def judgment_rows_source(run_dir: str | Path) -> RowsSource:
+    """The file and line of each row of a run's ``judgments.jsonl`` (rows are its non-blank
+    lines, in order, as :func:`judge.pipeline.load_run` reads them)."""
+    path = Path(run_dir) / "judgments.jsonl"
+    return RowsSource(str(path), [line for line, _ in iter_jsonl_lines(path)])
+
+
+def _as_label(value: Any, what: str, row: Mapping[str, Any], index: int, field_name: str,
+              source: RowsSource) -> int | None:
+    """A judgment-row verdict as 0/1; ``None`` (an error row, or no RULE verdict) stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    raise source.error(
+        f"{what} of dialogue {row['dialogue_id']!r} turn {row['turn_index']} must be true, "
+        f"false or null (got {value!r})", index, field_name)
+
+
+def read_ratings(rows: Sequence[Mapping[str, Any]],
+                 source: RowsSource | None = None) -> Ratings:
+    """Step 1: the judge's and every RULE version's label of each turn, in run order."""
+    source = source or RowsSource()
+    ratings = Ratings()
+    seen: dict[TurnKey, int] = {}
+    for index, row in enumerate(rows):
+        key = row_key(row)
+        if key in seen:
+            first = seen[key]
+            where = (f"line {source.lines[first]}" if source.lines is not None
+                     and first < len(source.lines) else f"row {first + 1}")
+            raise source.error(f"the run holds dialogue {row['dialogue_id']!r} turn "
+                               f"{row['turn_index']} twice (first at {where})", index,
+                               "dialogue_id")
+        ratings.order.append(key)
+        seen[key] = index
+        verdict = _as_label(row.get("verdict"), "verdict", row, index, "verdict", source)
+        if verdict is not None:
+            ratings.judge[key] = verdict
+            ratings.flagged[key] = {str(s) for s in [*(row.get("incorrect") or []),
+                                                     *(row.get("missed") or [])]}
+        for version, value in (row.get("rule") or {}).items():
+            label = _as_label(value, f"RULE-{version} verdict", row, index,
+                              f"rule.{version}", source)
+            rater = ratings.rules.setdefault(str(version), {})
+            if label is not None:
+                rater[key] = label
+    return ratings
+
+
+# --------------------------------------------------------------------------- step 2: pairs
 
 
 def _kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
@@ -247,73 +246,141 @@ def _kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
     return _optional(cohen_kappa_score(list(a), list(b), labels=[0, 1]))
 
 
-def _percentile_ci(replicates: np.ndarray, confidence: float) -> list[float] | None:
-    """Percentile interval over the replicates where the statistic is defined."""
-    finite = replicates[np.isfinite(replicates)]
-    if finite.size == 0:
-        return None
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(finite, [tail, 1.0 - tail])
-    return [float(low), float(high)]
+def _point_estimates(a: Sequence[int], b: Sequence[int]) -> dict[str, float | None]:
+    """Every pair statistic on the units both raters labelled (b is the reference)."""
+    if not a:
+        return dict.fromkeys(PAIR_STATISTICS)
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        b, a, labels=[0], zero_division=np.nan)
+    table = np.zeros((2, 2))
+    for x, y in zip(a, b, strict=True):
+        table[x, y] += 1
+    closed = pair_statistics(table)
+    return {
+        "accuracy": 100.0 * sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
+        "kappa": _kappa(a, b),
+        "precision": _optional(100.0 * precision[0]),
+        "recall": _optional(100.0 * recall[0]),
+        "f1": _optional(100.0 * f1[0]),
+        "ac1": _optional(closed["ac1"]),
+        "alpha": krippendorff_alpha(list(zip(a, b, strict=True))),
+        "pabak": _optional(closed["pabak"]),
+    }
 
 
-def _compare(name_a: str, labels_a: Mapping[TurnKey, int], name_b: str,
-             labels_b: Mapping[TurnKey, int], order: Sequence[TurnKey], *, n_boot: int,
-             seed: int, confidence: float) -> dict[str, Any]:
-    """Every statistic of one rater pair, over the turns both labelled; b is the reference."""
+def compare_raters(name_a: str, labels_a: Mapping[Any, int], name_b: str,
+                   labels_b: Mapping[Any, int], order: Sequence[Any], boot: Bootstrap, *,
+                   unit: str = "turn", name: str | None = None) -> dict[str, Any]:
+    """Every statistic of one rater pair over the units both labelled; b is the reference.
+
+    Units are turn keys or slot keys; either way their first element is the dialogue, which is
+    what the bootstrap resamples.
+    """
     keys = [k for k in order if k in labels_a and k in labels_b]
     a = [labels_a[k] for k in keys]
     b = [labels_b[k] for k in keys]
     dialogues = list(dict.fromkeys(k[0] for k in keys))
     entry: dict[str, Any] = {
-        "name": f"{name_a} vs {name_b}", "a": name_a, "b": name_b, "reference": name_b,
-        "n": len(keys), "dialogues": len(dialogues),
+        "name": name or f"{name_a} vs {name_b}", "a": name_a, "b": name_b, "reference": name_b,
+        "unit": unit, "n": len(keys), "dialogues": len(dialogues),
     }
-    if keys:
-        matrix = confusion_matrix(a, b, labels=[0, 1])
-        precision, recall, f1, _ = precision_recall_fscore_support(
-            b, a, labels=[0], zero_division=np.nan)
-        points: dict[str, float | None] = {
-            "accuracy": 100.0 * sum(x == y for x, y in zip(a, b, strict=True)) / len(keys),
-            "kappa": _kappa(a, b),
-            "precision": _optional(100.0 * precision[0]),
-            "recall": _optional(100.0 * recall[0]),
-            "f1": _optional(100.0 * f1[0]),
-        }
-    else:
-        matrix = np.zeros((2, 2), dtype=np.int64)
-        points = dict.fromkeys(STATISTICS)
-    intervals: dict[str, list[float] | None] = dict.fromkeys(STATISTICS)
-    if keys and n_boot > 0:
+    points = _point_estimates(a, b)
+    intervals: dict[str, list[float] | None] = dict.fromkeys(PAIR_STATISTICS)
+    if keys and boot.n_boot > 0:
         index = {d: i for i, d in enumerate(dialogues)}
         per_dialogue = np.zeros((len(dialogues), 4), dtype=np.int64)
         for k, x, y in zip(keys, a, b, strict=True):
             per_dialogue[index[k[0]], 2 * x + y] += 1
         replicates = statistics_from_counts(
-            _bootstrap(per_dialogue, n_boot, _rng(seed, entry["name"])))
-        intervals = {s: _percentile_ci(replicates[s], confidence) for s in STATISTICS}
-    for statistic in STATISTICS:
+            cluster_bootstrap(per_dialogue, boot.n_boot, boot.rng(entry["name"])))
+        intervals = {s: boot.interval(replicates[s]) for s in PAIR_STATISTICS}
+    for statistic in PAIR_STATISTICS:
         entry[statistic] = {"value": points[statistic], "ci": intervals[statistic]}
+    matrix = confusion_matrix(a, b, labels=[0, 1]) if keys else np.zeros((2, 2), dtype=np.int64)
     entry["confusion"] = {"rows": name_a, "columns": name_b, "labels": list(LABEL_NAMES),
                           "matrix": [[int(v) for v in row] for row in matrix]}
     return entry
 
 
-def _inter_annotator(human: HumanLabels) -> dict[str, Any] | None:
-    """Pairwise kappa and percent agreement of the annotators, over all labels in the file."""
+def _compare(name_a: str, labels_a: Mapping[TurnKey, int], name_b: str,
+             labels_b: Mapping[TurnKey, int], order: Sequence[TurnKey], *, n_boot: int,
+             seed: int, confidence: float) -> dict[str, Any]:
+    """One turn-level rater pair (the older signature of :func:`compare_raters`)."""
+    return compare_raters(name_a, labels_a, name_b, labels_b, order,
+                          Bootstrap(n_boot, seed, confidence))
+
+
+def pairwise(raters: Mapping[str, Mapping[TurnKey, int]], order: Sequence[TurnKey],
+             boot: Bootstrap) -> list[dict[str, Any]]:
+    """Step 2: every pair of raters, the later one as reference."""
+    names = list(raters)
+    return [compare_raters(x, raters[x], y, raters[y], order, boot)
+            for x, y in itertools.combinations(names, 2)]
+
+
+def slot_pair(ratings: Ratings, human: HumanLabels, seen: set[TurnKey],
+              boot: Bootstrap) -> dict[str, Any] | None:
+    """The judge against the human per-slot labels (None when no slot is labelled)."""
+    slots = {k: v for k, v in human.per_slot().items() if k[:2] in seen}
+    if not slots:
+        return None
+    judge = {k: v for k in slots if (v := ratings.judge_slot(k)) is not None}
+    return compare_raters("judge", judge, "human", slots, list(slots), boot, unit="slot",
+                          name="judge vs human (slots)")
+
+
+# --------------------------------------------------------------------------- step 3: humans
+
+
+def _reviewer_group(labels: Mapping[str, Mapping[TurnKey, int]],
+                    boot: Bootstrap) -> dict[str, Any]:
+    """Agreement of all reviewers at once (any number, missing labels allowed): percent
+    agreement, AC1, alpha and PABAK over the turns at least two of them labelled."""
+    names = list(labels)
+    keys = list(dict.fromkeys(k for name in names for k in labels[name]))
+    ratings = [[labels[name].get(k) for name in names] for k in keys]
+    vectors = group_vectors(unit_counts(ratings, (0, 1)))
+    points = group_statistics(vectors.sum(axis=0), 2)
+    pairable = int(vectors[:, 1].sum())
+    out: dict[str, Any] = {"reviewers": names, "turns": pairable,
+                           "dialogues": len({k[0] for k, v in zip(keys, vectors, strict=True)
+                                             if v[1]})}
+    values = {"agreement": _optional(100.0 * points["agreement"]),
+              "ac1": _optional(points["ac1"]), "alpha": krippendorff_alpha(ratings),
+              "pabak": _optional(points["pabak"])}
+    intervals: dict[str, list[float] | None] = dict.fromkeys(values)
+    if pairable and boot.n_boot > 0:
+        dialogues = list(dict.fromkeys(k[0] for k in keys))
+        index = {d: i for i, d in enumerate(dialogues)}
+        per_dialogue = np.zeros((len(dialogues), vectors.shape[1]))
+        for k, vector in zip(keys, vectors, strict=True):
+            per_dialogue[index[k[0]]] += vector
+        replicates = group_statistics(
+            cluster_bootstrap(per_dialogue, boot.n_boot, boot.rng("reviewers")), 2)
+        replicates["agreement"] = 100.0 * replicates["agreement"]
+        intervals = {s: boot.interval(replicates[s]) for s in values}
+    for statistic, value in values.items():
+        out[statistic] = {"value": value, "ci": intervals[statistic]}
+    return out
+
+
+def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[str, Any] | None:
+    """Step 3: agreement between the reviewers, over all labels in the file: each pair
+    (percent agreement, kappa, AC1, alpha, PABAK) and the whole group with intervals."""
     if len(human.annotators) < 2:
         return None
+    boot = boot or Bootstrap(n_boot=0)
     labels = human.by_annotator()
     pairs = []
     for x, y in itertools.combinations(human.annotators, 2):
         both = [k for k in labels[x] if k in labels[y]]
         a = [labels[x][k] for k in both]
         b = [labels[y][k] for k in both]
+        points = _point_estimates(a, b)
         pairs.append({
-            "a": x, "b": y, "n": len(both),
-            "agreement": (100.0 * sum(p == q for p, q in zip(a, b, strict=True)) / len(both)
-                          if both else None),
-            "kappa": _kappa(a, b),
+            "a": x, "b": y, "n": len(both), "agreement": points["accuracy"],
+            "kappa": points["kappa"], "ac1": points["ac1"], "alpha": points["alpha"],
+            "pabak": points["pabak"],
         })
     kappas = [p["kappa"] for p in pairs if p["kappa"] is not None]
     agreements = [p["agreement"] for p in pairs if p["agreement"] is not None]
@@ -322,12 +389,37 @@ def _inter_annotator(human: HumanLabels) -> dict[str, Any] | None:
         "pairs": pairs,
         "mean_kappa": float(np.mean(kappas)) if kappas else None,
         "mean_agreement": float(np.mean(agreements)) if agreements else None,
+        "group": _reviewer_group(labels, boot),
     }
 
 
-def _reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnKey, int],
-                  human: Mapping[TurnKey, int], tied: set[TurnKey], order: Sequence[TurnKey],
-                  *, n_boot: int, seed: int, confidence: float) -> dict[str, Any]:
+def _inter_annotator(human: HumanLabels) -> dict[str, Any] | None:
+    return inter_annotator(human)
+
+
+def human_summary(human: HumanLabels, rows: Sequence[Mapping[str, Any]],
+                  majority: Mapping[TurnKey, int], seen: set[TurnKey],
+                  boot: Bootstrap) -> dict[str, Any]:
+    """What the labels file holds and how it fits the run."""
+    unknown = human._unknown_indices(rows)
+    return {
+        "path": human.path, "labels": len(human.records),
+        "annotators": list(human.annotators),
+        "turns": len(majority), "tied_turns": len(set(human.tied_turns()) & seen),
+        "unsure": human.unsure_turns,
+        "slot_labels": sum(len(r.slots or {}) for r in human.records),
+        "unknown": {"count": len(unknown), "examples": [
+            {"line": human.line_of(i), "dialogue_id": human.records[i].dialogue_id,
+             "turn_index": human.records[i].turn_index,
+             "annotator": human.records[i].annotator_name}
+            for i in unknown[:_MAX_EXAMPLES]]},
+        "inter_annotator": inter_annotator(human, boot),
+    }
+
+
+def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnKey, int],
+                 human: Mapping[TurnKey, int], tied: set[TurnKey], order: Sequence[TurnKey],
+                 boot: Bootstrap) -> dict[str, Any]:
     """The paper's "accuracy after human re-evaluation" of the judge against one RULE version."""
     keys = [k for k in order if k in judge and k in rule]
     agreeing = [k for k in keys if judge[k] == rule[k]]
@@ -348,90 +440,134 @@ def _reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[Turn
         "accuracy": {"value": 100.0 * len(hits) / len(keys) if keys else None, "ci": None},
         "assumption": REEVALUATION_ASSUMPTION.format(version=version),
     }
-    if keys and n_boot > 0:
+    if keys and boot.n_boot > 0:
         dialogues = list(dict.fromkeys(k[0] for k in keys))
         index = {d: i for i, d in enumerate(dialogues)}
         per_dialogue = np.zeros((len(dialogues), 2), dtype=np.int64)
         for k in keys:
             per_dialogue[index[k[0]], 0] += k in hits
             per_dialogue[index[k[0]], 1] += 1
-        sums = _bootstrap(per_dialogue, n_boot, _rng(seed, f"reevaluation {version}"))
-        entry["accuracy"]["ci"] = _percentile_ci(100.0 * sums[:, 0] / sums[:, 1], confidence)
+        sums = cluster_bootstrap(per_dialogue, boot.n_boot, boot.rng(f"reevaluation {version}"))
+        entry["accuracy"]["ci"] = boot.interval(100.0 * sums[:, 0] / sums[:, 1])
     return entry
 
 
+# --------------------------------------------------------------------------- step 4: sample
+
+
+def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
+                         raters: Mapping[str, Mapping[TurnKey, int]],
+                         human: Mapping[TurnKey, int], boot: Bootstrap) -> dict[str, Any]:
+    """Step 4: population figures from the human labels of a stratified sample.
+
+    A labelled turn of stratum h weighs ``N_h / m_h`` (m_h = labelled turns of h; sampled turns
+    left unlabelled are treated as missing at random within their stratum). Weighted sums
+    estimate: the share of turns whose predicted state is correct by human judgment (the TSA a
+    person would give), and every rater's agreement with the humans (a weighted confusion
+    table, hence accuracy, kappa, AC1, alpha, PABAK, incorrect-class P/R/F1). Intervals come
+    from a stratified bootstrap of the labelled turns. Strata without any label cannot be
+    estimated; their turns are reported as not covered.
+    """
+    check_sample(sample, rows)
+    strata = sample.strata()
+    labelled = [t for t in sample.turns if t.key in human]
+    counts = {h: sum(t.stratum == h for t in labelled) for h in strata}
+    weights = np.array([strata[t.stratum]["size"] / counts[t.stratum] for t in labelled])
+    stratum_of = [t.stratum for t in labelled]
+    uncovered = sum(s["size"] for h, s in strata.items() if counts[h] == 0)
+    block: dict[str, Any] = {
+        "sample": sample.path, "gold": sample.gold, "population_turns": sample.population,
+        "sampled_turns": len(sample.turns), "labelled_turns": len(labelled),
+        "uncovered_turns": uncovered,
+        "strata": [{**s, "labelled": counts[h]} for h, s in sorted(strata.items())],
+        "method": "stratified (Horvitz-Thompson weights N_h/n_h over the labelled turns); "
+                  "percentile intervals from a stratified bootstrap of the labelled turns",
+    }
+    correct = np.array([[human[t.key]] for t in labelled], dtype=float)
+    value = _optional(100.0 * (weights @ correct[:, 0]) / weights.sum()) if labelled else None
+    ci = None
+    if labelled and boot.n_boot > 0:
+        sums = stratified_bootstrap(np.hstack([correct, np.ones_like(correct)]), stratum_of,
+                                    weights, boot.n_boot, boot.rng("population correct"))
+        ci = boot.interval(100.0 * sums[:, 0] / sums[:, 1])
+    block["human_correct"] = {"value": value, "ci": ci}
+    estimates = []
+    for name, labels in raters.items():
+        if name == "human":
+            continue
+        usable = [i for i, t in enumerate(labelled) if t.key in labels]
+        cells = np.zeros((len(usable), 4))
+        for row, i in enumerate(usable):
+            cells[row, 2 * labels[labelled[i].key] + human[labelled[i].key]] = 1
+        w = weights[usable]
+        entry: dict[str, Any] = {"name": f"{name} vs human", "a": name, "b": "human",
+                                 "n": len(usable)}
+        points = statistics_from_counts(w @ cells) if usable else {}
+        intervals: dict[str, Any] = dict.fromkeys(PAIR_STATISTICS)
+        if usable and boot.n_boot > 0:
+            sums = stratified_bootstrap(cells, [stratum_of[i] for i in usable], w, boot.n_boot,
+                                        boot.rng(f"population {name}"))
+            replicates = statistics_from_counts(sums)
+            intervals = {s: boot.interval(replicates[s]) for s in PAIR_STATISTICS}
+        for statistic in PAIR_STATISTICS:
+            entry[statistic] = {"value": _optional(points[statistic]) if usable else None,
+                                "ci": intervals[statistic]}
+        estimates.append(entry)
+    block["pairs"] = estimates
+    return block
+
+
+# --------------------------------------------------------------------------- the report
+
+
 def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = None, *,
-                     n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
-                     ) -> dict[str, Any]:
+                     sample: Sample | None = None, n_boot: int = 1000, seed: int = 0,
+                     confidence: float = 0.95,
+                     source: RowsSource | None = None) -> dict[str, Any]:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is
     the reference for precision, recall and F1 of the "incorrect" class (order: judge, RULE
-    versions as they appear, human). With human labels the report also holds the annotators'
-    agreement and the paper's accuracy after human re-evaluation.
+    versions as they appear, human). With human labels the report also holds the reviewers'
+    agreement, the judge against per-slot labels, and the paper's accuracy after human
+    re-evaluation; with a ``sample`` (and labels) it adds population estimates. ``source``
+    (see :func:`judgment_rows_source`) lets a bad row be named by file and line.
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        raise OptionError(f"n_boot must be a whole number >= 0 (got {n_boot!r})")
-    if not 0.0 < confidence < 1.0:
-        raise OptionError(f"confidence must lie strictly between 0 and 1 (got {confidence!r})")
-    order: list[TurnKey] = []
-    seen: set[TurnKey] = set()
-    judge: dict[TurnKey, int] = {}
-    rules: dict[str, dict[TurnKey, int]] = {}
-    for row in rows:
-        key = _row_key(row)
-        if key in seen:
-            raise DataMismatchError(
-                f"the run holds dialogue {row['dialogue_id']!r} turn {row['turn_index']} twice")
-        order.append(key)
-        seen.add(key)
-        verdict = _as_label(row.get("verdict"), "verdict", row)
-        if verdict is not None:
-            judge[key] = verdict
-        for version, value in (row.get("rule") or {}).items():
-            label = _as_label(value, f"RULE-{version} verdict", row)
-            rater = rules.setdefault(str(version), {})
-            if label is not None:
-                rater[key] = label
-    raters: dict[str, dict[TurnKey, int]] = {"judge": judge}
-    raters.update({f"RULE-{v}": labels for v, labels in rules.items()})
+    boot = Bootstrap(n_boot, seed, confidence)
+    ratings = read_ratings(rows, source)
+    raters = ratings.raters()
+    seen = set(ratings.order)
     human_block: dict[str, Any] | None = None
-    reevaluation: list[dict[str, Any]] | None = None
+    reevaluations: list[dict[str, Any]] | None = None
+    slot_entry: dict[str, Any] | None = None
+    majority: dict[TurnKey, int] = {}
     if human is not None:
         majority = {k: v for k, v in human.per_turn().items() if k in seen}
-        tied = set(human.tied_turns())
-        unknown = human._unknown_indices(rows)
         raters["human"] = majority
-        human_block = {
-            "path": human.path, "labels": len(human.records),
-            "annotators": list(human.annotators),
-            "turns": len(majority), "tied_turns": len(tied & seen),
-            "unknown": {"count": len(unknown), "examples": [
-                {"line": human.line_of(i), "dialogue_id": human.records[i].dialogue_id,
-                 "turn_index": human.records[i].turn_index,
-                 "annotator": human.records[i].annotator_name}
-                for i in unknown[:_MAX_EXAMPLES]]},
-            "inter_annotator": _inter_annotator(human),
-        }
-        reevaluation = [
-            _reevaluation(v, judge, labels, majority, tied, order, n_boot=n_boot, seed=seed,
-                          confidence=confidence)
-            for v, labels in rules.items()]
-    names = list(raters)
-    pairs = [_compare(x, raters[x], y, raters[y], order, n_boot=n_boot, seed=seed,
-                      confidence=confidence) for x, y in itertools.combinations(names, 2)]
+        human_block = human_summary(human, rows, majority, seen, boot)
+        tied = set(human.tied_turns())
+        reevaluations = [reevaluation(v, ratings.judge, labels, majority, tied, ratings.order,
+                                      boot) for v, labels in ratings.rules.items()]
+        slot_entry = slot_pair(ratings, human, seen, boot)
+    if sample is not None and human is None:
+        raise OptionError("population estimates need human labels of the sampled turns")
+    pairs = pairwise(raters, ratings.order, boot)
+    if slot_entry is not None:
+        pairs.append(slot_entry)
     return {
-        "raters": names,
+        "raters": list(raters),
         "labels": list(LABEL_NAMES),
-        "dialogues": len(dict.fromkeys(k[0] for k in order)),
-        "turns": len(order),
-        "judged_turns": len(judge),
-        "error_turns": len(order) - len(judge),
+        "coefficients": list(COEFFICIENTS),
+        "dialogues": len(dict.fromkeys(k[0] for k in ratings.order)),
+        "turns": len(ratings.order),
+        "judged_turns": len(ratings.judge),
+        "error_turns": len(ratings.order) - len(ratings.judge),
         "pairs": pairs,
         "human": human_block,
-        "reevaluation": reevaluation,
-        "bootstrap": {"n_boot": n_boot, "seed": seed, "confidence": confidence,
-                      "unit": "dialogue", "method": "percentile"},
+        "reevaluation": reevaluations,
+        "population": (population_estimates(sample, rows, raters, majority, boot)
+                       if sample is not None else None),
+        "bootstrap": boot.describe(),
     }
 
 
@@ -440,9 +576,16 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
 
 AGREEMENT_HEADER: tuple[str, ...] = (
     "pair (a vs reference)", "n", "accuracy % [CI]", "kappa [CI]", "F1 incorrect % [CI]")
+COEFFICIENT_HEADER: tuple[str, ...] = (
+    "pair", "n", "Gwet's AC1 [CI]", "Krippendorff's alpha [CI]", "PABAK [CI]")
 REEVALUATION_HEADER: tuple[str, ...] = (
     "judge vs", "turns", "agree", "disagree", "no human label",
     "accuracy after re-evaluation % [CI]")
+REVIEWER_HEADER: tuple[str, ...] = (
+    "reviewers", "turns", "agreement % [CI]", "AC1 [CI]", "alpha [CI]", "PABAK [CI]")
+POPULATION_HEADER: tuple[str, ...] = (
+    "pair (population estimate)", "n", "accuracy % [CI]", "kappa [CI]", "AC1 [CI]",
+    "alpha [CI]", "PABAK [CI]")
 
 
 def _cell(figure: Mapping[str, Any], digits: int) -> str:
@@ -461,9 +604,38 @@ def format_agreement(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
              _cell(p["f1"], 1)) for p in report["pairs"]]
 
 
+def format_coefficients(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One table row per rater pair, in the order of ``COEFFICIENT_HEADER``."""
+    return [(p["name"], str(p["n"]), _cell(p["ac1"], 3), _cell(p["alpha"], 3),
+             _cell(p["pabak"], 3)) for p in report["pairs"]]
+
+
+def format_reviewers(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The reviewers' group agreement (none with fewer than two reviewers)."""
+    block = ((report.get("human") or {}).get("inter_annotator") or {}).get("group")
+    if not block:
+        return []
+    return [(", ".join(block["reviewers"]), str(block["turns"]), _cell(block["agreement"], 1),
+             _cell(block["ac1"], 3), _cell(block["alpha"], 3), _cell(block["pabak"], 3))]
+
+
 def format_reevaluation(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """One table row per RULE version for the paper's re-evaluation figure (none without
     human labels), in the order of ``REEVALUATION_HEADER``."""
     return [(e["rule"], str(e["turns"]), str(e["agreeing"]), str(e["disagreeing"]),
              str(e["disagreeing_unlabelled"]), _cell(e["accuracy"], 1))
             for e in report.get("reevaluation") or []]
+
+
+def format_population(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Population estimates from a stratified sample, in the order of ``POPULATION_HEADER``;
+    the first row is the share of correct turns by human judgment."""
+    block = report.get("population")
+    if not block:
+        return []
+    rows = [("human: correct turns %", str(block["labelled_turns"]),
+             _cell(block["human_correct"], 1), "", "", "", "")]
+    rows += [(p["name"], str(p["n"]), _cell(p["accuracy"], 1), _cell(p["kappa"], 3),
+              _cell(p["ac1"], 3), _cell(p["alpha"], 3), _cell(p["pabak"], 3))
+             for p in block["pairs"]]
+    return rows

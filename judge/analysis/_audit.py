@@ -4,7 +4,8 @@ A judge is only as trustworthy as its agreement with people, and the gold annota
 compared against has known flaws. The audit lists every turn where the judge's verdict differs
 from the RULE (exact-match) verdict under some annotation version, broken down per slot with a
 *kind* that guesses why, so an annotator can decide who is right. The page exports those
-decisions; :func:`import_decisions` turns them into human labels (one per turn).
+decisions; :func:`import_decisions` turns them into human labels (one per turn). When the page
+is given ranked label-error candidates (``_candidates``), it shows that ranking too.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from typing import Any
 import jinja2
 
 from .._errors import InputError
-from .._io import loads, open_output, read_text, write_text
+from .._io import loads, read_text, write_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
+from ._candidates import Candidate
+from ._labels import write_labels as write_labels  # re-exported: its old home
 
 MISSED_DONTCARE = "missed dontcare"
 SURFACE_VARIANT = "surface variant"
@@ -34,10 +37,12 @@ STALE_CARRY_OVER = "stale carry-over"
 ACCEPTED_RECOMMENDATION = "accepted recommendation"
 VERSION_DISAGREEMENT = "annotation version disagreement"
 VALUE_ERROR = "value error"
+JUDGE_FLAG = "judge flag"
 
-#: Every kind, in the order the rules are tried (the first that applies wins).
+#: Every kind, in the order the rules are tried (the first that applies wins). A judge flag is
+#: not a rule's guess: it is a slot the judge named although prediction and gold agree on it.
 KINDS = (MISSED_DONTCARE, SURFACE_VARIANT, STALE_CARRY_OVER, ACCEPTED_RECOMMENDATION,
-         VERSION_DISAGREEMENT, VALUE_ERROR)
+         VERSION_DISAGREEMENT, VALUE_ERROR, JUDGE_FLAG)
 
 DONTCARE = "dontcare"
 NONE_VALUE = "none"
@@ -70,6 +75,9 @@ class AuditItem:
     trace: list[dict[str, Any]]
     incorrect: list[str] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    cause: str = ""
+    """Why the item is listed, when the values alone do not show it (judge flags, whole
+    turns)."""
 
     @property
     def turn_key(self) -> str:
@@ -221,10 +229,63 @@ def _turn_items(row: dict[str, Any], history: list[tuple[str, str]],
             continue
         kind = classify(slot, predicted, gold, system, earlier)
         items.append(AuditItem(slot=slot, kind=kind, predicted=predicted, gold=gold, **common))
+    listed = {item.slot for item in items}
+    for slot, cause in _judge_flags(row, pred, gold_states).items():
+        if slot not in listed:
+            gold = {v: g.get(slot) for v, g in gold_states.items()}
+            items.append(AuditItem(slot=slot, kind=JUDGE_FLAG, predicted=pred.get(slot),
+                                   gold=gold, cause=cause, **common))
     if not items:
         gold = {v: None for v in gold_states}
-        items.append(AuditItem(slot="", kind=VALUE_ERROR, predicted=None, gold=gold, **common))
+        items.append(AuditItem(slot="", kind=VALUE_ERROR, predicted=None, gold=gold,
+                               cause=_whole_turn_cause(row, ignore_none_pairs), **common))
     return items
+
+
+def _show(value: Value) -> str:
+    return "absent" if value is None else repr(value)
+
+
+def _judge_flags(row: dict[str, Any], pred: dict[str, str],
+                 gold_states: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The slots the judge flagged (incorrect or missed), each with a sentence saying so and
+    what the prediction and the annotation hold for it."""
+    named: dict[str, Any] = {}
+    for step in row.get("trace") or []:
+        if step.get("step") == "completeness" and step.get("slot"):
+            named[str(step["slot"])] = step.get("value")
+    flags: dict[str, str] = {}
+    for slot in row.get("incorrect") or []:
+        flags[str(slot)] = (f"the judge flags {slot} = {_show(pred.get(slot))} as incorrect")
+    for slot in row.get("missed") or []:
+        value = named.get(str(slot))
+        said = f" = {value!r}" if value is not None else ""
+        flags.setdefault(str(slot), f"the judge says the prediction missed {slot}{said}")
+    for slot, text in flags.items():
+        gold = {v: g.get(slot) for v, g in gold_states.items()}
+        if all(g is None for g in gold.values()):
+            text += "; no annotation version sets it in this turn"
+        else:
+            text += "; " + ", ".join(f"{v} has {_show(g)}" for v, g in gold.items())
+        flags[slot] = text
+    return flags
+
+
+def _whole_turn_cause(row: dict[str, Any], ignore_none_pairs: bool) -> str:
+    """Why a turn is listed although no slot differs and the judge named no slot."""
+    verdict = row.get("verdict")
+    rule = row.get("rule") or {}
+    if verdict is False:
+        return ("the judge rejects the turn without naming a slot, while every slot agrees "
+                "with the annotation")
+    against = ", ".join(f"RULE-{v}" for v, ok in rule.items() if ok is False) or "RULE"
+    text = (f"{against} rejects the turn although every slot agrees with the annotation when "
+            "a gold alternative (a|b) counts")
+    nones = [s for s, v in (row.get("pred_turn_state") or {}).items() if v == NONE_VALUE]
+    if ignore_none_pairs and nones:
+        text += ("; the prediction's deletions (" + ", ".join(nones) + " = 'none') are left "
+                 "out here, as nospace matching does")
+    return text
 
 
 # --- reading a run and writing the page ------------------------------------------------------
@@ -247,9 +308,11 @@ def _header(summary: dict[str, Any], rows: list[dict[str, Any]],
     options = summary.get("options") or {}
     counts = Counter(i.kind for i in items)
     rule = summary.get("rule") or {}
+    match = str(summary.get("rule_match") or "exact")
     return {
         "system": data.get("system") or "",
         "model": options.get("model") or "",
+        "rule_heading": f"RULE ({match} match)",
         "facts": [
             ("Method", str(summary.get("method") or "—")),
             ("Semantics", str(summary.get("semantics") or "—")),
@@ -272,12 +335,12 @@ def _item_record(item: AuditItem) -> dict[str, Any]:
     return {"id": item.item_id, "turn": item.turn_key, "dialogue_id": item.dialogue_id,
             "turn_index": item.turn_index, "slot": item.slot, "kind": item.kind,
             "predicted": item.predicted, "gold": item.gold, "verdict": item.verdict,
-            "rule": item.rule, "disagree": item.disagreeing_versions}
+            "rule": item.rule, "disagree": item.disagreeing_versions, "cause": item.cause}
 
 
 def _turn_record(item: AuditItem) -> dict[str, Any]:
     details = asdict(item)
-    for name in ("slot", "kind", "predicted", "gold", "dialogue_id", "turn_index"):
+    for name in ("slot", "kind", "predicted", "gold", "dialogue_id", "turn_index", "cause"):
         details.pop(name)
     details["history"] = [list(pair) for pair in item.history]
     return details
@@ -292,9 +355,24 @@ def embed_json(data: Any) -> str:
     return text
 
 
+def _candidate_rows(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
+    """What the page's ranking table shows of each candidate (the candidates file's fields)."""
+    return [{"rank": c.rank, "score": f"{c.score:.3f}", "dialogue_id": c.dialogue_id,
+             "turn_index": c.turn_index, "slot": c.slot, "gold_version": c.gold_version,
+             "gold_value": c.gold_value, "predicted": c.predicted,
+             "systems": ", ".join(c.systems),
+             "others": [(v, value) for v, value in c.other_versions.items()],
+             "evidence": [(e.detail, e.weight) for e in c.evidence if e.code != "prior"]}
+            for c in candidates]
+
+
 def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
-                 items: list[AuditItem]) -> str:
-    """The self-contained HTML page (inline CSS and JS, data embedded as JSON)."""
+                 items: list[AuditItem], candidates: Sequence[Candidate] | None = None) -> str:
+    """The self-contained HTML page (inline CSS and JS, data embedded as JSON).
+
+    With ``candidates`` it also shows the ranked label-error candidates, in their rank order;
+    without any judge ``rows`` it shows only them.
+    """
     versions = list((summary.get("data") or {}).get("versions") or [])
     for row in rows:
         versions.extend(v for v in (row.get("rule") or {}) if v not in versions)
@@ -308,17 +386,25 @@ def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     template = env.get_template("audit.html.j2")
+    ranking = _candidate_rows(candidates) if candidates is not None else None
+    audited = candidates[0].gold_version if candidates else None
     return template.render(header=_header(summary, rows, items), versions=versions,
-                           kinds=KINDS, data_json=payload,
+                           kinds=KINDS, data_json=payload, has_run=bool(rows),
+                           candidates=ranking, audited=audited,
                            report_id=hashlib.sha256(payload.encode()).hexdigest()[:16])
 
 
-def write_audit(run_dir: str | Path, out_html: str | Path) -> int:
-    """Write the audit page of a run directory; returns the number of items listed."""
-    summary, rows = load_run_dir(run_dir)
+def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
+                candidates: Sequence[Candidate] | None = None) -> int:
+    """Write the audit page of a run directory (and of ranked candidates, when given; with no
+    run directory, of the candidates alone); returns the number of judge/RULE items listed."""
+    if run_dir is not None:
+        summary, rows = load_run_dir(run_dir)
+    else:
+        summary, rows = {}, []
     ignore_none = "nospace" in str(summary.get("rule_match") or "")
     items = audit_items(rows, ignore_none_pairs=ignore_none)
-    write_text(out_html, render_audit(summary, rows, items))
+    write_text(out_html, render_audit(summary, rows, items, candidates))
     return len(items)
 
 
@@ -341,6 +427,9 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
                 record = loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
+            except RecursionError:
+                raise InputError("JSON nested too deeply to read", path=path,
+                                 line=number) from None
             if not isinstance(record, dict):
                 raise InputError("each line must be a JSON object", path=path, line=number)
             records.append((number, record))
@@ -438,14 +527,3 @@ def import_decisions(path: str | Path, *, annotator: str | None = None) -> list[
     return [{"dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"], "label": r["label"],
              "annotator": r["annotator"], "note": "; ".join(r["notes"])}
             for r in labels.values()]
-
-
-def write_labels(records: Iterable[dict[str, Any]], path: str | Path) -> int:
-    """Write human-label records as JSON Lines; returns how many were written."""
-    count = 0
-    with open_output(path) as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-            count += 1
-    return count
-

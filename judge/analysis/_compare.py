@@ -13,21 +13,41 @@ from ..data import DialogueSet, Schema, load_dialogues, load_predictions
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
-from ._agreement import TurnKey, _row_key
+from ._agreement import Bootstrap, compare_raters, read_ratings
+from ._labels import TurnKey, row_key
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
     """Judge verdicts against another rater's labels (turn key → 0/1), on the turns that
     rater labelled; dialogue ids join in any spelling."""
     labelled = [(r["verdict"], label) for r in rows
-                if (label := other.get(_row_key(r))) is not None]
+                if (label := other.get(row_key(r))) is not None]
     return agreement([v for v, _ in labelled], [bool(label) for _, label in labelled])
 
 
+def _kappas(run: Run, human: Mapping[TurnKey, int] | None,
+            boot: Bootstrap) -> dict[str, dict[str, Any]]:
+    """Cohen's kappa of the judge against each RULE version (and the humans), with its
+    dialogue-clustered bootstrap interval."""
+    ratings = read_ratings(run.rows)
+    others = {v: labels for v, labels in ratings.rules.items()}
+    if human is not None:
+        others["human"] = {k: v for k, v in human.items()}
+    out = {}
+    for name, labels in others.items():
+        pair = compare_raters("judge", ratings.judge, name, labels, ratings.order, boot,
+                              name=f"{run.path} judge vs {name}")
+        out[name] = pair["kappa"]
+    return out
+
+
 def method_table(runs: Sequence[Run],
-                 human: Mapping[TurnKey, int] | None = None) -> dict[str, Any]:
-    """One row per run: agreement with each RULE version (and humans), TSA, judge JGA, calls,
-    tokens, errors. Runs must cover the same turns, so that the figures are comparable."""
+                 human: Mapping[TurnKey, int] | None = None, *,
+                 boot: Bootstrap | None = None) -> dict[str, Any]:
+    """One row per run: agreement and Cohen's kappa (with a bootstrap interval) against each
+    RULE version (and humans), TSA, judge JGA, calls, tokens, errors. Runs must cover the same
+    turns, so that the figures are comparable."""
+    boot = boot or Bootstrap()
     if not runs:
         raise DataMismatchError("no runs to compare")
     reference = set(runs[0].turn_keys)
@@ -52,6 +72,7 @@ def method_table(runs: Sequence[Run],
         }
         if human is not None:
             row["agreement"]["human"] = _agreement(run.rows, human)
+        row["kappa"] = _kappas(run, human, boot)
         table.append(row)
     return {"turns": len(reference), "methods": table}
 

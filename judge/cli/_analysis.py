@@ -1,4 +1,5 @@
-"""``agreement``, ``compare``, ``systems``, ``audit`` and ``labels``: what to make of runs."""
+"""``compare`` and ``systems``: what to make of runs side by side (``agreement``, ``audit`` and
+``labels`` have modules of their own)."""
 
 from __future__ import annotations
 
@@ -11,37 +12,18 @@ from rich.console import Console
 from .._digest import file_digest
 from .._errors import OptionError
 from ..analysis import (
-    agreement_report,
-    import_decisions,
     load_labels,
     method_table,
     plot_systems,
     system_table,
-    write_audit,
-    write_labels,
 )
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
 from ._options import write_json
-from ._report import print_agreement, print_methods, print_systems, say
+from ._report import print_methods, print_systems, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
-    p = commands.add_parser(
-        "agreement", help="agreement of judge, RULE versions and human labels (kappa, CIs)",
-        description="For every pair among the judge, RULE-<version> and human labels: accuracy, "
-        "Cohen's kappa, confusion matrix and P/R/F1 of the 'incorrect' class, with bootstrap "
-        "confidence intervals that resample dialogues.")
-    p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
-    p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
-    p.add_argument("--n-boot", type=int, default=1000,
-                   help="bootstrap replicates (default: 1000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
-    p.add_argument("--confidence", type=float, default=0.95,
-                   help="interval coverage (default: 0.95)")
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
-    p.set_defaults(handler=run_agreement)
-
     p = commands.add_parser(
         "compare", help="judge methods side by side on the same turns (the paper's Table 2)",
         description="Compare judge runs of several methods over the same turns: TSA, judge "
@@ -63,34 +45,6 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
     p.add_argument("--png", metavar="OUT", help="write a bar chart")
     p.set_defaults(handler=run_systems)
-
-    p = commands.add_parser(
-        "audit", help="HTML page of turns where judge and annotation disagree (for annotators)",
-        description="Write one self-contained HTML file listing the turns where the judge and "
-        "an annotation version disagree, grouped by slot and kind, with sorting, filtering and "
-        "export of annotators' decisions.")
-    p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
-    p.add_argument("--out", required=True, metavar="HTML", help="the page to write")
-    p.set_defaults(handler=run_audit)
-
-    p = commands.add_parser("labels", help="human labels: import annotators' decisions")
-    sub = p.add_subparsers(dest="labels_command", required=True, metavar="STEP")
-    imp = sub.add_parser("import", help="turn an audit export (CSV or JSONL) with decisions "
-                         "into a human-labels file")
-    imp.add_argument("decisions", help="file exported from the audit page")
-    imp.add_argument("--out", required=True, metavar="FILE", help="human labels (JSON Lines)")
-    imp.add_argument("--annotator", help="annotator name for rows that give none")
-    imp.set_defaults(handler=run_labels_import)
-
-
-def run_agreement(args: argparse.Namespace, console: Console) -> int:
-    run = load_run(args.run)
-    human = load_labels(args.human) if args.human else None
-    report = agreement_report(run.rows, human, n_boot=args.n_boot, seed=args.seed,
-                              confidence=args.confidence)
-    print_agreement(report, console)
-    write_json(args.json_out, report, console)
-    return 0
 
 
 def run_compare(args: argparse.Namespace, console: Console) -> int:
@@ -125,17 +79,4 @@ def run_systems(args: argparse.Namespace, console: Console) -> int:
     write_json(args.json_out, table, console)
     if args.png:
         say(console, f"wrote {plot_systems(table, args.png)}")
-    return 0
-
-
-def run_audit(args: argparse.Namespace, console: Console) -> int:
-    count = write_audit(args.run, args.out)
-    say(console, f"wrote {args.out} ({count} items)")
-    return 0
-
-
-def run_labels_import(args: argparse.Namespace, console: Console) -> int:
-    records = import_decisions(args.decisions, annotator=args.annotator)
-    count = write_labels(records, args.out)
-    say(console, f"wrote {count} human label(s) to {args.out}")
     return 0

@@ -11,7 +11,6 @@ from rich.console import Console
 
 from .._errors import OptionError
 from .._io import check_output_dir
-from ..data import load_predictions
 from ..model import ReplyLimits, download, read_output, status
 from ..pipeline import (
     collect,
@@ -23,6 +22,7 @@ from ..pipeline import (
     submit_files,
     write_requests,
 )
+from ._convert import load_predictions_noted
 from ._evaluate import finish
 from ._options import (
     COST,
@@ -96,7 +96,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run_prepare(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     plan = plan_evaluation(config, schema, dialogues, predictions)
     written = write_requests(plan, args.out)
     shared = (f"; {written.duplicates} call(s) share a body with another and are asked once"
@@ -147,7 +147,7 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
 def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     check_output_dir(args.out)
     files = [Path(f) for f in args.output_file or []]
     ids = _ids(args)

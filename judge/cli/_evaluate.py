@@ -12,7 +12,6 @@ from rich.console import Console
 from .._digest import file_digest
 from .._errors import OptionError
 from .._io import check_output_dir, printable
-from ..data import load_predictions
 from ..model import cassette_client
 from ..pipeline import (
     TRANSPORT_OPTIONS,
@@ -24,6 +23,7 @@ from ..pipeline import (
     retry_errors,
     rules_for,
 )
+from ._convert import load_predictions_noted
 from ._options import (
     ALL,
     add_config_options,
@@ -86,7 +86,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     """Judge live (or from a cassette) into a resumable run directory."""
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
     schema, dialogues = load_data(args)
-    predictions = load_predictions(args.predictions, dialogues, schema)
+    predictions = load_predictions_noted(args.predictions, dialogues, schema)
     rules = rules_for(args.rules, schema)
     if args.dry_run:
         plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)

@@ -12,10 +12,27 @@ from rich.console import Console
 from .._errors import BudgetReached, DSTJudgeError
 from .._io import printable
 from .._version import __version__
-from . import _analysis, _batch, _cache, _evaluate, _local, _metrics
+from . import (
+    _agreement,
+    _analysis,
+    _audit,
+    _batch,
+    _cache,
+    _convert,
+    _evaluate,
+    _labels,
+    _local,
+    _metrics,
+    _remote,
+    _serve,
+    _tables,
+)
 
-COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _batch.add_parsers,
-                  _analysis.add_parsers, _cache.add_parsers, _local.add_local_parser)
+COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _tables.add_parser,
+                  _batch.add_parsers, _agreement.add_parsers, _analysis.add_parsers,
+                  _audit.add_parsers, _labels.add_parsers, _convert.add_parser,
+                  _cache.add_parsers, _local.add_local_parser, _serve.add_parser,
+                  _remote.add_parsers)
 """One function per command module adds its commands, in help order."""
 
 

@@ -11,8 +11,9 @@ from rich.console import Console
 
 from .._errors import OptionError
 from .._io import printable
-from ..data import FILE_KINDS, json_schema, load_predictions, validate_file
+from ..data import FILE_KINDS, json_schema, validate_file
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
+from ._convert import load_predictions_noted
 from ._options import add_data_options, disambiguate, load_data, metric_options
 from ._report import print_metrics, say
 
@@ -79,7 +80,7 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
         undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
         breakdowns=not args.no_breakdowns)
     schema, dialogues = load_data(args)
-    predictions = [load_predictions(p, dialogues, schema) for p in args.predictions]
+    predictions = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
     disambiguate(predictions)
     report = compute_metrics(dialogues, predictions, schema, options, gold=args.gold)
     print_metrics(report, console)

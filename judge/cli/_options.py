@@ -17,8 +17,9 @@ from rich.console import Console
 from .._config import JudgeConfig, load_config
 from .._errors import OptionError
 from .._io import write_text
-from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_schema, read_id_list
+from ..data import DialogueSet, PredictionSet, Schema, read_id_list
 from ..metrics import MetricOptions
+from ._convert import load_dialogues_noted, load_schema_noted
 from ._report import say
 
 ENDPOINT = ("model", "base_url")
@@ -137,8 +138,9 @@ def add_data_options(parser: argparse.ArgumentParser, *, many: bool = False,
 
 def load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
     """Schema and dialogues, narrowed by ``--dialogue-ids`` and ``--limit``."""
-    schema = load_schema(args.schema)
-    dialogues = load_dialogues(args.dialogues)
+    # any known format loads (converted on the fly, noted on stderr): see _convert.py
+    schema = load_schema_noted(args.schema)
+    dialogues = load_dialogues_noted(args.dialogues, schema)
     if args.dialogue_ids:
         dialogues = dialogues.subset(read_id_list(args.dialogue_ids), source=args.dialogue_ids)
     if args.limit is not None:

@@ -59,6 +59,7 @@ def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
     systems = [s.metrics for s in report.systems]
     rows: list[tuple[str, list[Any]]] = [
         ("JGA", [m["jga"] for m in systems]),
+        ("Final-turn JGA", [m.get("final_turn_jga") for m in systems]),
         ("Slot accuracy (SA)", [m["sa"] for m in systems]),
         ("Average goal accuracy (AGA)", [m["aga"] for m in systems]),
         ("Relative slot accuracy (RSA)", [m["rsa"] for m in systems]),
@@ -113,6 +114,11 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
                                f": {len(oos)} predicted slot name(s) outside the schema in "
                                f"{inputs['turns_with_out_of_schema_slots']} turns ({names}); "
                                "they count as errors."))
+        if inputs.get("renamed_slots"):
+            count = sum(inputs["renamed_slots"].values())
+            console.print(line((printable(system.name), "cyan"),
+                               f": {count} predicted slot name(s) read as the schema's "
+                               f"({', '.join(list(inputs['renamed_slots'])[:3])})."))
         if inputs["integration_mismatches"]:
             console.print(line((printable(system.name), "yellow"),
                                f": {inputs['integration_mismatches']} turn(s) whose "
@@ -164,40 +170,88 @@ def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...
 
 
 def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
-    """Pairwise agreement, then (with human labels) the re-evaluation figure and its caveat."""
+    """Pairwise agreement and chance-corrected coefficients; with human labels the reviewers'
+    agreement and the re-evaluation figure with its caveat; with a sample, population
+    estimates."""
     from ..analysis import (
         AGREEMENT_HEADER,
+        COEFFICIENT_HEADER,
+        POPULATION_HEADER,
         REEVALUATION_HEADER,
+        REEVALUATION_NOTE,
+        REVIEWER_HEADER,
         format_agreement,
+        format_coefficients,
+        format_population,
         format_reevaluation,
+        format_reviewers,
     )
 
     console = console or Console()
     boot = report["bootstrap"]
+    level = f"{100 * boot['confidence']:g} %"
     _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
-                  f"dialogues; {int(100 * boot['confidence'])} % bootstrap intervals over "
-                  f"dialogues, {boot['n_boot']} replicates)", AGREEMENT_HEADER,
-                  format_agreement(report), console)
+                  f"dialogues; {level} bootstrap intervals over dialogues, {boot['n_boot']} "
+                  "replicates)", AGREEMENT_HEADER, format_agreement(report), console)
+    _simple_table("Chance-corrected agreement (same pairs and intervals)", COEFFICIENT_HEADER,
+                  format_coefficients(report), console)
+    rows = format_reviewers(report)
+    if rows:
+        _simple_table("Agreement between the human reviewers (all their labels)",
+                      REVIEWER_HEADER, rows, console)
     rows = format_reevaluation(report)
     if rows:
         _simple_table("Accuracy after human re-evaluation (the paper's figure)",
                       REEVALUATION_HEADER, rows, console)
-        console.print(text(report["reevaluation"][0]["assumption"]), highlight=False)
+        console.print(REEVALUATION_NOTE, highlight=False)
+    population = report.get("population")
+    if population:
+        labelled, drawn = population["labelled_turns"], population["sampled_turns"]
+        _simple_table(f"Population estimates from the stratified sample ({labelled} of {drawn} "
+                      f"drawn turns labelled, population {population['population_turns']} "
+                      "turns)",
+                      POPULATION_HEADER, format_population(report), console)
+        if population["uncovered_turns"]:
+            console.print(text(f"{population['uncovered_turns']} turns belong to strata with "
+                               "no labelled turn; the estimates leave them out", style="yellow"))
     human = report.get("human")
     if human and human["unknown"]["count"]:
         console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
                            "run does not contain", style="yellow"))
+    if human and human.get("unsure"):
+        console.print(text(f"{human['unsure']} label(s) marked unsure are left out of every "
+                           "figure"))
+
+
+def _kappa_cell(figure: dict[str, Any] | None) -> str:
+    """``0.41 [0.22, 0.58]``: kappa with its interval, in 17 characters at most."""
+    if not figure or figure.get("value") is None:
+        return "—"
+    ci = figure.get("ci")
+    return f"{figure['value']:.2f}" + (f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else "")
 
 
 def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
+    """Judge methods side by side, laid out to fit 80 columns without cutting a name: one
+    block of rows per method (its name on a line of its own), one row per reference rater."""
     console = console or Console()
     methods = table["methods"]
-    versions = list(methods[0]["agreement"])
-    header = ("method", *[f"agree {v}" for v in versions], "TSA", "judge JGA", "calls",
-              "tokens", "errors")
-    rows = [(m["method"], *[m["agreement"][v] for v in versions], m["tsa"], m["judge_jga"],
-             m["calls"], m["tokens"], m["errors"]) for m in methods]
-    _simple_table(f"Judge methods on the same {table['turns']} turns (%)", header, rows, console)
+    out = Table(title=text(f"Judge methods on the same {table['turns']} turns"),
+                title_justify="left", box=None, pad_edge=False)
+    for name, justify in (("method / vs", "left"), ("agree %", "right"),
+                          ("kappa [95% CI]", "right"), ("TSA %", "right"),
+                          ("JGA %", "right"), ("err", "right")):
+        out.add_column(name, justify=justify, no_wrap=True)
+    for m in methods:
+        out.add_row(text(m["method"], style="bold"), "", "", text(m["tsa"]),
+                    text(m["judge_jga"]), text(m["errors"]))
+        for version, value in m["agreement"].items():
+            label = version if version == "human" else f"RULE-{version}"
+            out.add_row(text(f"  {label}"), text(value),
+                        text(_kappa_cell((m.get("kappa") or {}).get(version))), "", "", "")
+    console.print(out)
+    console.print(text("calls / tokens: " + "; ".join(
+        f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
 
 
 def print_systems(table: dict[str, Any], console: Console | None = None) -> None:

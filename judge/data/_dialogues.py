@@ -8,19 +8,23 @@ version are read from ``gold_state_<tag>`` keys (``gold_state_21`` → version `
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._errors import DataMismatchError, InputError, OptionError
-from .._io import iter_jsonl_lines, parse_line
+from .._io import iter_jsonl_lines, parse_line, validation_error
+from ._convert import NATIVE, Context, Kind, raise_located, read_foreign
 from ._schema import Schema
 from ._states import NONE, State, apply_turn_state
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _GOLD_KEY = re.compile(r"^gold_(turn_)?state(?:_(.+))?$")
 DEFAULT_VERSION = "gold"
@@ -86,6 +90,26 @@ class Dialogue(BaseModel):
     def versions(self) -> tuple[str, ...]:
         return tuple(self.turns[0].gold_states)
 
+    def to_record(self) -> dict[str, Any]:
+        """The dialogue as a native file record (``gold_state_<tag>`` keys, extras kept)."""
+        record = self.model_dump(mode="json", exclude={"turns"})
+        record["turns"] = [_turn_record(turn) for turn in self.turns]
+        return record
+
+
+def _gold_key_of(version: str, *, turn: bool = False) -> str:
+    base = "gold_turn_state" if turn else "gold_state"
+    return base if version == DEFAULT_VERSION else f"{base}_{version.replace('.', '')}"
+
+
+def _turn_record(turn: Turn) -> dict[str, Any]:
+    record = turn.model_dump(mode="json", exclude={"gold_states", "gold_turn_states"})
+    for version, state in turn.gold_states.items():
+        record[_gold_key_of(version)] = state
+    for version, state in turn.gold_turn_states.items():
+        record[_gold_key_of(version, turn=True)] = state
+    return record
+
 
 Hypotheses = list[tuple[str, float]]
 
@@ -105,6 +129,16 @@ class PredTurn(BaseModel):
     pred_joint_hyps: list[tuple[State, float]] | None = Field(
         default=None, description="Scored N-best list of whole states: [[state, score], ...]."
     )
+    written_pred_state: State | None = Field(default=None, exclude=True)
+    """``pred_state`` as the file wrote it, when loading renamed slots to the schema's."""
+    written_pred_turn_state: State | None = Field(default=None, exclude=True)
+    """``pred_turn_state`` as written, when renamed (``--semantics paper`` judges this)."""
+
+    def as_written(self) -> tuple[State, State | None]:
+        """``(pred_state, pred_turn_state)`` with the slot names the file used."""
+        if self.written_pred_state is not None:
+            return self.written_pred_state, self.written_pred_turn_state
+        return self.pred_state or {}, self.pred_turn_state
 
 
 class PredDialogue(BaseModel):
@@ -115,6 +149,10 @@ class PredDialogue(BaseModel):
     dialogue_id: str = Field(min_length=1)
     system_name: str | None = None
     turns: list[PredTurn] = Field(min_length=1)
+
+    def to_record(self) -> dict[str, Any]:
+        """The predictions of the dialogue as a native file record (unset fields left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 @dataclass
@@ -127,6 +165,10 @@ class DialogueSet:
     index: dict[str, int] = field(repr=False)
     excluded: frozenset[str] = field(default=frozenset(), repr=False)
     """Keys of dialogues the file has but a subset left out (their predictions are skipped)."""
+    source_format: str = "native"
+    """The format the file was in (``native``, or the one converted on the fly)."""
+    renamed: Counter[str] = field(default_factory=Counter, repr=False)
+    """Gold slot names renamed to the schema's: ``'written -> canonical'`` → occurrences."""
 
     def __len__(self) -> int:
         return len(self.dialogues)
@@ -165,7 +207,8 @@ class DialogueSet:
             keep.append(found)
         index = {dialogue_key(d.dialogue_id): i for i, d in enumerate(keep)}
         excluded = (frozenset(self.index) | self.excluded) - frozenset(index)
-        return DialogueSet(self.path, keep, self.versions, index, excluded)
+        return DialogueSet(self.path, keep, self.versions, index, excluded,
+                           self.source_format, self.renamed)
 
 
 @dataclass
@@ -177,103 +220,253 @@ class PredictionSet:
     dialogues: dict[str, PredDialogue] = field(repr=False)
     out_of_schema: Counter[str] = field(default_factory=Counter)
     """Predicted slot names outside the schema → number of turns whose state has them."""
+    source_format: str = "native"
+    """The format the file was in (``native``, or the one converted on the fly)."""
+    renamed: Counter[str] = field(default_factory=Counter)
+    """Predicted slot names renamed to the schema's: ``'written -> canonical'`` → count."""
 
     def for_dialogue(self, dialogue: Dialogue) -> PredDialogue:
         return self.dialogues[dialogue_key(dialogue.dialogue_id)]
 
 
-def load_dialogues(path: str | Path) -> DialogueSet:
-    """Stream and validate a dialogues file (JSON Lines, optionally gzipped)."""
+# --- reading records, native or converted ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Loc:
+    """Where a record came from: a JSON Lines line, or a place in a converted file."""
+
+    path: str | Path
+    line: int | None
+    where: str | None = None
+
+    def field(self, name: str | None) -> str | None:
+        if self.where is None:
+            return name
+        return f"{self.where}.{name}" if name else self.where
+
+    def error(self, message: str, field: str | None = None, *,
+              mismatch: bool = False) -> InputError:
+        kind = DataMismatchError if mismatch else InputError
+        return kind(message, path=self.path, line=self.line, field=self.field(field))
+
+
+def _records(model: type[ModelT], path: str | Path, kind: Kind, context: Context,
+             fmt: str | None) -> tuple[str, Iterator[tuple[_Loc, ModelT]]]:
+    """The format name and the validated records of a file of ``kind``, native or converted."""
+    found, _, located = read_foreign(path, kind, context, fmt=fmt)
+    if found.name == NATIVE:
+        return NATIVE, ((_Loc(path, line), _parse_native(model, text, path, line))
+                        for line, text in iter_jsonl_lines(path))
+
+    def converted() -> Iterator[tuple[_Loc, ModelT]]:
+        for where, record in located():
+            try:
+                yield _Loc(path, None, where), model.model_validate(record)
+            except ValidationError as exc:
+                raise raise_located(validation_error(exc, path=path, line=None),
+                                    where) from None
+
+    return found.name, converted()
+
+
+_GOLD_FIELD = re.compile(r"^turns\[(\d+)\]\.(gold_states|gold_turn_states)\.(.+)$")
+
+
+def _parse_native(model: type[ModelT], text: str, path: str | Path, line: int) -> ModelT:
+    """One native record; a problem inside a gold state is named by the key the file wrote
+    (``gold_state_21``), not by the parsed form (``gold_states.2.1``)."""
+    try:
+        return parse_line(model, text, path=path, line=line)
+    except InputError as exc:
+        found = _GOLD_FIELD.match(exc.field or "")
+        if found is None:
+            raise
+        index, parsed, inside = found.groups()
+        try:
+            turn = json.loads(text)["turns"][int(index)]
+        except (ValueError, LookupError, TypeError):
+            raise exc from None
+        for key in turn if isinstance(turn, dict) else ():
+            match = _GOLD_KEY.match(key)
+            if not match or key in ("gold_states", "gold_turn_states"):
+                continue
+            version = version_label(match.group(2))
+            if (bool(match.group(1)) == (parsed == "gold_turn_states")
+                    and (inside == version or inside.startswith(version + "."))):
+                raise InputError(exc.reason, path=path, line=line,
+                                 field=f"turns[{index}].{key}{inside[len(version):]}") from None
+        raise
+
+
+def _canonical(state: State, schema: Schema, renamed: Counter[str]) -> State:
+    """``state`` with every slot name the schema knows under another spelling (an alias, a
+    MultiWOZ 2.2 name, ``Hotel-Price Range``) written as the schema's name; each renaming is
+    counted as ``'written -> canonical'``. A slot given under both spellings keeps the value
+    given under the schema's own name."""
+    if all(name in schema.slots for name in state):
+        return state
+    out: State = {}
+    for name, value in state.items():
+        slot = schema.resolve_slot(name)
+        if slot is None or slot == name:
+            out[name] = value
+            continue
+        renamed[f"{name} -> {slot}"] += 1
+        if slot not in state:
+            out[slot] = value
+    return out
+
+
+def load_dialogues(path: str | Path, *, schema: Schema | None = None,
+                   version: str | None = None, fmt: str | None = None) -> DialogueSet:
+    """Read and validate a dialogues file: native JSON Lines (optionally gzipped) or any
+    known format, converted on the fly (see :data:`judge.data.FORMAT_NAMES`).
+
+    With a ``schema``, gold slot names spelled another way (aliases, MultiWOZ 2.2 names) are
+    renamed to the schema's and counted (``renamed``). ``version`` labels the gold states of a
+    converted file that holds one annotation version (MultiWOZ ``data.json``: default from the
+    path, e.g. ``2.4``).
+    """
+    source_format, records = _records(Dialogue, path, "dialogues",
+                                      Context(schema=schema, version=version), fmt)
     dialogues: list[Dialogue] = []
     index: dict[str, int] = {}
     versions: tuple[str, ...] | None = None
-    for line, text in iter_jsonl_lines(path):
-        dialogue = parse_line(Dialogue, text, path=path, line=line)
+    renamed: Counter[str] = Counter()
+    for loc, dialogue in records:
         key = dialogue_key(dialogue.dialogue_id)
         if key in index:
-            raise InputError(f"duplicate dialogue id {dialogue.dialogue_id!r}",
-                             path=path, line=line, field="dialogue_id")
+            raise loc.error(f"duplicate dialogue id {dialogue.dialogue_id!r}", "dialogue_id")
         for position, turn in enumerate(dialogue.turns):
             where = f"turns[{position}]"
             if turn.turn_index != position:
-                raise InputError(f"turn_index {turn.turn_index} out of order (expected {position})",
-                                 path=path, line=line, field=f"{where}.turn_index")
+                raise loc.error(f"turn_index {turn.turn_index} out of order (expected "
+                                f"{position})", f"{where}.turn_index")
             turn_versions = tuple(turn.gold_states)
             if versions is None:
                 versions = turn_versions
             elif turn_versions != versions:
-                raise InputError(
-                    f"gold versions {list(turn_versions)} differ from the file's {list(versions)}",
-                    path=path, line=line, field=f"{where}.gold_state")
+                raise loc.error(f"gold versions {list(turn_versions)} differ from the file's "
+                                f"{list(versions)}", f"{where}.gold_state")
+            if schema is not None:
+                for table in (turn.gold_states, turn.gold_turn_states):
+                    for label, state in table.items():
+                        table[label] = _canonical(state, schema, renamed)
         index[key] = len(dialogues)
         dialogues.append(dialogue)
     if not dialogues:
         raise InputError("no dialogues in file", path=path)
-    return DialogueSet(str(path), dialogues, versions or (), index)
+    return DialogueSet(str(path), dialogues, versions or (), index,
+                       source_format=source_format, renamed=renamed)
+
+
+# --- predictions, step by step ----------------------------------------------------------------
 
 
 def load_predictions(
     path: str | Path, dialogues: DialogueSet, schema: Schema | None = None,
-    *, name: str | None = None,
+    *, name: str | None = None, fmt: str | None = None,
 ) -> PredictionSet:
-    """Stream and validate a predictions file against the dialogues it predicts.
+    """Read and validate a predictions file (native or any known format) against the
+    dialogues it predicts.
 
     Every dialogue id must exist in ``dialogues`` with the same number of turns, and every
-    dialogue of ``dialogues`` must be predicted. Predicted slots outside the schema are
-    counted (``out_of_schema``), not rejected.
+    dialogue of ``dialogues`` must be predicted. With a ``schema``, slot names spelled another
+    way are renamed to the schema's (counted in ``renamed``; the written names stay on each
+    turn for ``--semantics paper``); slots still outside the schema are counted
+    (``out_of_schema``), not rejected.
     """
-    by_key: dict[str, PredDialogue] = {}
+    context = Context(schema=schema, system_name=name, dialogue_order=[
+        (d.dialogue_id, len(d.turns)) for d in dialogues.dialogues])
+    source_format, records = _records(PredDialogue, path, "predictions", context, fmt)
+    result = PredictionSet(str(path), "", {}, source_format=source_format)
     names: set[str] = set()
-    out_of_schema: Counter[str] = Counter()
-    known = set(schema.slot_names) if schema is not None else None
-    for line, text in iter_jsonl_lines(path):
-        pred = parse_line(PredDialogue, text, path=path, line=line)
-        key = dialogue_key(pred.dialogue_id)
-        gold = dialogues.get(pred.dialogue_id)
-        if gold is None and key in dialogues.excluded:
-            continue  # a dialogue of the file that this (subset) run does not evaluate
+    for loc, pred in records:
+        gold = _matching_dialogue(pred, dialogues, result.dialogues, loc)
         if gold is None:
-            raise DataMismatchError(
-                f"unknown dialogue id {pred.dialogue_id!r} (not in {dialogues.path})",
-                path=path, line=line, field="dialogue_id")
-        if key in by_key:
-            raise InputError(f"duplicate dialogue id {pred.dialogue_id!r}",
-                             path=path, line=line, field="dialogue_id")
-        if len(pred.turns) != len(gold.turns):
-            raise DataMismatchError(
-                f"{len(pred.turns)} predicted turns but dialogue {gold.dialogue_id!r} has "
-                f"{len(gold.turns)} in {dialogues.path}", path=path, line=line, field="turns")
-        previous: State = {}
-        for position, turn in enumerate(pred.turns):
-            where = f"turns[{position}]"
-            if turn.turn_index != position:
-                raise InputError(f"turn_index {turn.turn_index} out of order (expected {position})",
-                                 path=path, line=line, field=f"{where}.turn_index")
-            if turn.pred_state is None:
-                if turn.pred_turn_state is None:
-                    raise InputError("a turn needs pred_state (or at least pred_turn_state)",
-                                     path=path, line=line, field=f"{where}.pred_state")
-                turn.pred_state = apply_turn_state(previous, turn.pred_turn_state)
-            _check_hypotheses(turn, path=path, line=line, where=where)
-            previous = turn.pred_state
-            if known is not None:
-                for slot in turn.pred_state:
-                    if slot not in known:
-                        out_of_schema[slot] += 1
+            continue  # a dialogue of the file that this (subset) run does not evaluate
+        _complete_turns(pred, loc)
+        if schema is not None:
+            _canonical_turns(pred, schema, result.renamed)
+            _count_out_of_schema(pred, schema, result.out_of_schema)
         if pred.system_name:
             names.add(pred.system_name)
-        by_key[key] = pred
-    if not by_key:
+        result.dialogues[dialogue_key(pred.dialogue_id)] = pred
+    _check_coverage(result, dialogues, path)
+    result.name = name or (names.pop() if len(names) == 1 else _stem(path))
+    return result
+
+
+def _matching_dialogue(pred: PredDialogue, dialogues: DialogueSet,
+                       seen: dict[str, PredDialogue], loc: _Loc) -> Dialogue | None:
+    """The gold dialogue a predicted one belongs to (None: left out of this subset); unknown
+    ids, duplicates and turn counts that differ are errors."""
+    key = dialogue_key(pred.dialogue_id)
+    gold = dialogues.get(pred.dialogue_id)
+    if gold is None and key in dialogues.excluded:
+        return None
+    if gold is None:
+        raise loc.error(f"unknown dialogue id {pred.dialogue_id!r} (not in {dialogues.path})",
+                        "dialogue_id", mismatch=True)
+    if key in seen:
+        raise loc.error(f"duplicate dialogue id {pred.dialogue_id!r}", "dialogue_id")
+    if len(pred.turns) != len(gold.turns):
+        raise loc.error(f"{len(pred.turns)} predicted turns but dialogue {gold.dialogue_id!r} "
+                        f"has {len(gold.turns)} in {dialogues.path}", "turns", mismatch=True)
+    return gold
+
+
+def _complete_turns(pred: PredDialogue, loc: _Loc) -> None:
+    """Check turn order and scored lists; derive ``pred_state`` from ``pred_turn_state``
+    where a turn gives only the latter."""
+    previous: State = {}
+    for position, turn in enumerate(pred.turns):
+        where = f"turns[{position}]"
+        if turn.turn_index != position:
+            raise loc.error(f"turn_index {turn.turn_index} out of order (expected {position})",
+                            f"{where}.turn_index")
+        if turn.pred_state is None:
+            if turn.pred_turn_state is None:
+                raise loc.error("a turn needs pred_state (or at least pred_turn_state)",
+                                f"{where}.pred_state")
+            turn.pred_state = apply_turn_state(previous, turn.pred_turn_state)
+        _check_hypotheses(turn, loc, where)
+        previous = turn.pred_state
+
+
+def _canonical_turns(pred: PredDialogue, schema: Schema, renamed: Counter[str]) -> None:
+    """Schema names for every predicted slot; the written states are kept when they differ."""
+    for turn in pred.turns:
+        assert turn.pred_state is not None
+        state = _canonical(turn.pred_state, schema, renamed)
+        output = (_canonical(turn.pred_turn_state, schema, renamed)
+                  if turn.pred_turn_state is not None else None)
+        if state is not turn.pred_state or output is not turn.pred_turn_state:
+            turn.written_pred_state, turn.written_pred_turn_state = (turn.pred_state,
+                                                                     turn.pred_turn_state)
+            turn.pred_state, turn.pred_turn_state = state, output
+        if turn.pred_hyps:
+            turn.pred_hyps = {schema.resolve_slot(s) or s: h for s, h in turn.pred_hyps.items()}
+
+
+def _count_out_of_schema(pred: PredDialogue, schema: Schema, counter: Counter[str]) -> None:
+    for turn in pred.turns:
+        for slot in turn.pred_state or {}:
+            if slot not in schema.slots:
+                counter[slot] += 1
+
+
+def _check_coverage(result: PredictionSet, dialogues: DialogueSet, path: str | Path) -> None:
+    if not result.dialogues:
         raise InputError("no predictions in file", path=path)
     missing = [d.dialogue_id for d in dialogues.dialogues
-               if dialogue_key(d.dialogue_id) not in by_key]
+               if dialogue_key(d.dialogue_id) not in result.dialogues]
     if missing:
         shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
         raise DataMismatchError(
-            f"predictions cover {len(by_key)} of {len(dialogues)} dialogues; missing {shown} "
-            "(evaluate a subset with --dialogue-ids)", path=path)
-    label = name or (names.pop() if len(names) == 1 else _stem(path))
-    return PredictionSet(str(path), label, by_key, out_of_schema)
+            f"predictions cover {len(result.dialogues)} of {len(dialogues)} dialogues; missing "
+            f"{shown} (evaluate a subset with --dialogue-ids)", path=path)
 
 
 def _stem(path: str | Path) -> str:
@@ -283,7 +476,7 @@ def _stem(path: str | Path) -> str:
     return name
 
 
-def _check_hypotheses(turn: PredTurn, *, path: str | Path, line: int, where: str) -> None:
+def _check_hypotheses(turn: PredTurn, loc: _Loc, where: str) -> None:
     lists: list[tuple[str, list[float]]] = []
     if turn.pred_hyps:
         lists += [(f"{where}.pred_hyps.{slot}", [s for _, s in hyps])
@@ -293,8 +486,7 @@ def _check_hypotheses(turn: PredTurn, *, path: str | Path, line: int, where: str
     for field_path, scores in lists:
         for position, score in enumerate(scores):
             if not 0.0 <= score <= 1.0 or score != score:
-                raise InputError(f"score {score} is outside [0, 1]", path=path, line=line,
-                                 field=f"{field_path}[{position}]")
+                raise loc.error(f"score {score} is outside [0, 1]", f"{field_path}[{position}]")
 
 
 def read_id_list(path: str | Path) -> list[str]:

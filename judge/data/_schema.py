@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from .._errors import InputError
-from .._io import read_json, validation_error
+from .._io import validation_error
 
 
 class SlotSpec(BaseModel):
@@ -36,6 +35,12 @@ class SlotSpec(BaseModel):
     multiwoz22_name: str | None = None
 
     @property
+    def prompt_description(self) -> str:
+        """The description as prompt text: one line, ending in punctuation (see
+        :func:`prompt_text`)."""
+        return prompt_text(self.description)
+
+    @property
     def is_time(self) -> bool:
         """Whether values are clock times (drives time normalisation)."""
         if self.value_format and "HH:MM" in self.value_format:
@@ -53,6 +58,11 @@ class DomainSpec(BaseModel):
     description: str = ""
     slots: list[SlotSpec]
 
+    @property
+    def prompt_description(self) -> str:
+        """The description as prompt text (see :func:`prompt_text`)."""
+        return prompt_text(self.description)
+
     @model_validator(mode="after")
     def _fill_slot_domain(self) -> DomainSpec:
         for slot in self.slots:
@@ -65,13 +75,38 @@ class DomainSpec(BaseModel):
 
 _SPACES = re.compile(r"\s+")
 _DASH = re.compile(r"\s*-\s*")
+_OTHER_SEPARATOR = re.compile(r"\s*[:.]\s*")
+_TERMINAL = (".", "!", "?", ":", ";")
 
 
 def normalize_key(key: str) -> str:
-    """Spelling-neutral form of a slot key: ``' Train - Leave_At '`` → ``'train-leave at'``."""
+    """Spelling-neutral form of a slot key: ``' Train - Leave_At '`` → ``'train-leave at'``.
+
+    A key with no ``-`` may separate domain and slot with ``:`` or ``.`` instead
+    (``Taxi:departure``, ``Train.arrive by``): the first of those becomes the ``-``.
+    """
     text = key.strip().lower().replace("_", " ")
     text = _SPACES.sub(" ", text)
+    if "-" not in text:
+        text = _OTHER_SEPARATOR.sub("-", text, count=1)
     return _DASH.sub("-", text)
+
+
+def prompt_text(text: str | None) -> str:
+    """A schema description made safe to place inside a prompt line.
+
+    Descriptions come from data sets (SGD's often lack a final full stop) and from users, so
+    before a template puts one between other fields it is *fenced*: line breaks and runs of
+    whitespace collapse to one space, so it cannot start a heading, a list item or a new field;
+    and *punctuated*: it ends with a full stop unless it already ends with sentence punctuation,
+    so the next field ("Allowed values: ...") never runs into it. Empty stays empty.
+    """
+    flat = _SPACES.sub(" ", text or "").strip()
+    if not flat:
+        return ""
+    if flat.endswith(_TERMINAL) or flat.endswith((".)", '."', ".'")):
+        return flat
+    return flat + "."
 
 
 @dataclass(frozen=True)
@@ -84,6 +119,8 @@ class KeyIndex:
     """normalised alias → slot name (the first alias wins when two normalise alike)"""
     squeezed: dict[str, frozenset[str]]
     """normalised name with all spaces removed → the slot names that squeeze to it"""
+    domains: frozenset[str] = frozenset()
+    """normalised domain names"""
 
 
 class Schema(BaseModel):
@@ -97,6 +134,12 @@ class Schema(BaseModel):
         "|", min_length=1, pattern=r"\S",
         description="Separates alternative values in one gold value (not empty or blank).")
     special_values: dict[str, str] = Field(default_factory=dict)
+    _source_format: str = PrivateAttr(default="native-schema")
+
+    @property
+    def source_format(self) -> str:
+        """The format the schema file was in (``native-schema`` unless converted)."""
+        return self._source_format
 
     @model_validator(mode="after")
     def _unique_names(self) -> Schema:
@@ -148,7 +191,10 @@ class Schema(BaseModel):
         squeezed: dict[str, set[str]] = {}
         for norm, name in names.items():
             squeezed.setdefault(norm.replace(" ", ""), set()).add(name)
-        return KeyIndex(names, aliases, {k: frozenset(v) for k, v in squeezed.items()})
+        for norm, target in aliases.items():
+            squeezed.setdefault(norm.replace(" ", ""), set()).add(target)
+        domains = frozenset(normalize_key(d) for d in self.domain_names)
+        return KeyIndex(names, aliases, {k: frozenset(v) for k, v in squeezed.items()}, domains)
 
     @cached_property
     def time_slots(self) -> frozenset[str]:
@@ -164,13 +210,48 @@ class Schema(BaseModel):
             return name
         return self.aliases.get(name)
 
+    def resolve_slot(self, key: str) -> str | None:
+        """The schema slot a loosely written key means, or None when it names no slot.
 
-def load_schema(path: str | Path) -> Schema:
-    """Load and validate a schema file; errors name the file and the offending field."""
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise InputError("a schema file must hold a JSON object with a 'domains' list", path=path)
+        Tried in order: the name itself or a declared alias; then, on the spelling-neutral form
+        (:func:`normalize_key`: case, ``_``, spaces, ``:`` or ``.`` for ``-``), schema names and
+        aliases; a key without a separator whose first word is a domain (``taxi departure``);
+        and last the name with every space removed when exactly one slot squeezes to it
+        (``hotel-price range``, ``hotel-bookday``). Data loading, the metrics and the judge's
+        filters all resolve names through this one function.
+        """
+        exact = self.canonical_slot(key)
+        if exact is not None:
+            return exact
+        wanted = normalize_key(key)
+        if not wanted:
+            return None
+        index = self.key_index
+        if "-" not in wanted:
+            head, _, tail = wanted.partition(" ")
+            if tail and head in index.domains:
+                wanted = f"{head}-{tail}"
+        if wanted in index.names:
+            return index.names[wanted]
+        if wanted in index.aliases:
+            return index.aliases[wanted]
+        hits = index.squeezed.get(wanted.replace(" ", ""), ())
+        return next(iter(hits)) if len(hits) == 1 else None
+
+
+def load_schema(path: str | Path, *, fmt: str | None = None) -> Schema:
+    """Load and validate a schema file; errors name the file and the offending field.
+
+    Besides the native layout, a schema may be a list of services (SGD, MultiWOZ 2.2) or a
+    ConvLab-3 ``ontology.json``; those are converted on the fly (``source_format`` says which).
+    """
+    from ._convert import read_foreign
+
+    found, source, read = read_foreign(path, "schema", fmt=fmt)
+    data = source.document if found.name == "native-schema" else read()
     try:
-        return Schema.model_validate(data)
+        schema = Schema.model_validate(data)
     except ValidationError as exc:
         raise validation_error(exc, path=path, line=None) from None
+    schema._source_format = found.name
+    return schema

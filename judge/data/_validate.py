@@ -18,8 +18,8 @@ from .._errors import InputError, OptionError
 from .._io import format_loc, iter_jsonl_lines, loads, read_json
 from .._resources import package_dir
 
-FileKind = Literal["schema", "dialogues", "predictions", "labels"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels")
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample")
 
 
 @cache
@@ -31,9 +31,36 @@ def json_schema(kind: FileKind) -> dict[str, Any]:
     return json.loads(text)
 
 
+def _foreign_records(kind: FileKind, path: str | Path) -> tuple[str, Any] | None:
+    """For a file in a foreign format: its format name and converted records (located);
+    None for a native file (or a kind that has no other formats)."""
+    if kind not in ("schema", "dialogues", "predictions"):
+        return None  # labels, samples: dst-judge's own formats, nothing to convert from
+    from .._errors import FormatError
+    from ._convert import read_foreign
+
+    try:
+        found, _, read = read_foreign(path, kind)
+    except FormatError as exc:
+        if exc.reason.startswith("this is a "):
+            raise  # another kind of file: say so instead of listing every mismatch
+        return None  # closest to no other format: the native checks list every problem
+    except InputError:
+        return None  # not even JSON: the line-by-line checks below list the problems
+    if found.name in ("native", "native-schema"):
+        return None
+    if kind == "schema":
+        return found.name, [("(converted)", read())]
+    return found.name, read()
+
+
 def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list[InputError]:
     """Every schema violation in ``path`` (up to ``limit``, at least 1), each naming line and
-    field."""
+    field.
+
+    A file in another known format (see ``dst-judge convert``) is converted first and its
+    converted records are checked; a file in no known format is one problem naming the first
+    field that does not fit."""
     if limit < 1:
         raise OptionError(f"the problem limit must be at least 1, got {limit} (a limit of 0 "
                           "would report every file as valid)")
@@ -46,6 +73,23 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
                 problems.append(InputError(error.message, path=path, line=line,
                                            field=format_loc(tuple(error.absolute_path)) or None))
 
+    foreign = _foreign_records(kind, path)
+    if foreign is not None:
+        _, records = foreign
+        try:
+            for where, record in records:
+                before = len(problems)
+                check(record, None)
+                for position in range(before, len(problems)):
+                    problem = problems[position]
+                    problems[position] = InputError(
+                        problem.reason, path=path,
+                        field=f"{where}.{problem.field}" if problem.field else where)
+                if len(problems) >= limit:
+                    break
+        except InputError as exc:
+            problems.append(exc)
+        return problems
     if kind == "schema":
         check(read_json(path), None)
         return problems
@@ -55,6 +99,9 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
         except json.JSONDecodeError as exc:
             problems.append(InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
                                        path=path, line=line))
+            continue
+        except RecursionError:
+            problems.append(InputError("JSON nested too deeply to read", path=path, line=line))
             continue
         check(record, line)
         if len(problems) >= limit:

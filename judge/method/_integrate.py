@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data import Schema
-from ..metrics import ratio
+from ..metrics import ratio, same_value
 from ._rules import RuleSet, Semantics, canonical_key, check_semantics, check_value
 
 KEPT = "kept"
@@ -96,10 +96,6 @@ def _as_text(value: object, separator: str) -> str:
     return str(value)
 
 
-def _same_value(left: str, right: str) -> bool:
-    return left.strip().lower() == right.strip().lower()
-
-
 def _lowercase(value: object) -> object:
     """The reference implementation lowercased the whole completeness response."""
     if isinstance(value, str):
@@ -128,6 +124,11 @@ class _Integrator:
         if self.paper:
             return key if key in self.schema.slots else None
         return canonical_key(key, self.schema, self.rules)
+
+    def same_value(self, slot: str, left: str, right: str) -> bool:
+        """One value written two ways? The metrics' value matching (``Saint John's College`` =
+        ``saint john s college``), used only under default semantics."""
+        return same_value(slot, left, right, self.schema.time_slots)
 
     def snapshot(self, verdict: TurnVerdict) -> TurnVerdict:
         verdict.state_incorrect = sorted(self.state.incorrect)
@@ -232,7 +233,7 @@ class _Integrator:
         earlier = self.state.correct[slot]
         if self.paper:
             return f"slot already judged correct (value {earlier!r})"
-        if _same_value(_as_text(value, self.schema.multi_value_separator), earlier):
+        if self.same_value(slot, _as_text(value, self.schema.multi_value_separator), earlier):
             return f"slot already judged correct with the same value {earlier!r}"
         return None
 
@@ -246,7 +247,7 @@ class _Integrator:
             return False
         earlier = self.state.correct.get(slot)
         if earlier is not None and (earlier == value if self.paper
-                                    else _same_value(earlier, value)):
+                                    else self.same_value(slot, earlier, value)):
             trace.append(_entry("prediction", raw, slot, value, DROPPED,
                                 "redundant: repeats a pair already judged correct"))
             return False

@@ -160,22 +160,19 @@ def default_rules(schema: Schema) -> RuleSet:
 def canonical_key(key: str, schema: Schema, rules: RuleSet) -> str | None:
     """The schema slot a model-written key means, or None when it names no slot.
 
-    Tried in order on the normalised key: schema names, schema aliases, rule-set aliases, then
-    names with all spaces removed (``hotel-price range`` and ``hotel-bookday`` both resolve).
+    The schema resolves it first (:meth:`Schema.resolve_slot`: names and declared aliases under
+    any spelling of case, ``_``, spaces, ``:`` or ``.`` as separator, then squeezed names), so
+    the judge's filters, the metrics and data loading agree on every name; the rule set's own
+    aliases are the last resort.
     """
+    slot = schema.resolve_slot(key)
+    if slot is not None:
+        return slot
     wanted = normalize_key(key)
     if not wanted:
         return None
-    index = schema.key_index  # normalised once per schema: this runs for every judged pair
-    if wanted in index.names:
-        return index.names[wanted]
-    if wanted in index.aliases:
-        return index.aliases[wanted]
-    for alias, target in rules.slot_aliases.items():
-        if normalize_key(alias) == wanted:
-            return schema.canonical_slot(target)
-    hits = index.squeezed.get(wanted.replace(" ", ""), ())
-    return next(iter(hits)) if len(hits) == 1 else None
+    target = rules.slot_aliases.get(wanted)
+    return schema.canonical_slot(target) if target is not None else None
 
 
 # --- values -----------------------------------------------------------------------------------

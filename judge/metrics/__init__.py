@@ -4,13 +4,23 @@ family, and the value matching every comparison uses (see METRICS.md for the def
 from ._matching import (
     POLICY_NAMES,
     MatchPolicy,
+    loose_form,
     normalize_time,
     normalize_value,
     parse_policy,
+    same_value,
 )
 from ._options import (
     DEFAULT_LAMBDAS,
     MetricOptions,
+)
+from ._profiles import (
+    PROFILE_NAMES,
+    PROFILES,
+    Profile,
+    get_profile,
+    profile_table,
+    score_profile,
 )
 from ._rule import (
     rule_policy,
@@ -21,6 +31,12 @@ from ._suite import (
     SystemMetrics,
     compute_metrics,
 )
+from ._tables import (
+    PaperTables,
+    paper_tables,
+    to_csv,
+    to_latex,
+)
 from ._types import (
     f1,
     ratio,
@@ -29,16 +45,28 @@ from ._types import (
 __all__ = [
     "DEFAULT_LAMBDAS",
     "POLICY_NAMES",
+    "PROFILES",
+    "PROFILE_NAMES",
     "MatchPolicy",
     "MetricOptions",
     "MetricsReport",
+    "PaperTables",
+    "Profile",
     "SystemMetrics",
     "compute_metrics",
     "f1",
+    "get_profile",
+    "loose_form",
     "normalize_time",
     "normalize_value",
+    "paper_tables",
     "parse_policy",
+    "profile_table",
     "ratio",
     "rule_policy",
     "rule_verdicts",
+    "same_value",
+    "score_profile",
+    "to_csv",
+    "to_latex",
 ]

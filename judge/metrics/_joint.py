@@ -22,6 +22,12 @@ def joint_goal_accuracy(dialogues: Sequence[Prepared]) -> float | None:
     return ratio(hits, turns)
 
 
+def final_turn_jga(dialogues: Sequence[Prepared]) -> float | None:
+    """JGA on each dialogue's last turn only (SOM-DST's "final joint accuracy")."""
+    finals = [d.gold[-1] == d.pred[-1] for d in dialogues if d.gold]
+    return ratio(sum(finals), len(finals))
+
+
 def _mismatches(g: State, p: State) -> int:
     wrong = sum(1 for s, v in g.items() if p.get(s) != v)
     return wrong + sum(1 for s in p if s not in g)

@@ -65,6 +65,33 @@ def _nospace(slot: str, value: str) -> str:
     return value.replace(" ", "")
 
 
+_FOLDED = str.maketrans({"'": "", "\u2019": "", "`": "", ",": " ", "!": " ", "?": " ",
+                         ";": " ", '"': " "})
+
+
+def loose_form(slot: str, value: str, time_slots: frozenset[str] = frozenset()) -> str:
+    """The form in which two spellings of one value are the same value.
+
+    It is the ``normalized`` policy's form (case, whitespace, leading article, time forms,
+    ``guesthouse``, ``free``), with apostrophes dropped, ``, ! ? ; "`` folded and then every space
+    removed, as under ``nospace``: ``Saint John's College`` and ``saint john s college`` are
+    both ``saintjohnscollege``.
+    """
+    text = normalize_value(slot, value, time_slots).translate(_FOLDED)
+    return normalize_value(slot, text, time_slots).replace(" ", "")
+
+
+def same_value(slot: str, left: str, right: str,
+               time_slots: frozenset[str] = frozenset()) -> bool:
+    """Whether two values of ``slot`` are one value written two ways (see :func:`loose_form`).
+
+    The judge's filters use this wherever they compare values (a repeated pair, a slot missed
+    again with the value it already has), so they agree with the metrics' value matching.
+    """
+    return left == right or loose_form(slot, left, time_slots) == loose_form(slot, right,
+                                                                              time_slots)
+
+
 @dataclass(frozen=True)
 class MatchPolicy:
     """A parsed matching policy; build one with :func:`parse_policy`."""

@@ -15,6 +15,7 @@ from ._fga import flexible_goal_accuracy
 from ._gca import granular_change_accuracy
 from ._joint import (
     average_goal_accuracy,
+    final_turn_jga,
     joint_goal_accuracy,
     relative_slot_accuracy,
     slot_accuracy,
@@ -80,6 +81,7 @@ def _core(
     prf = slot_prf(prepared)
     return {
         "jga": joint_goal_accuracy(prepared),
+        "final_turn_jga": final_turn_jga(prepared),
         "sa": slot_accuracy(prepared, num_slots),
         "aga": average_goal_accuracy(prepared, options.aga_unit, domain_of),
         "rsa": relative_slot_accuracy(prepared, options.rsa_empty_turn),
@@ -128,6 +130,111 @@ def _per_slot(prepared: Sequence[Prepared], schema: Schema) -> dict[str, dict[st
     return out
 
 
+@dataclass
+class _Views:
+    """One system's dialogues prepared once for every family that reads them."""
+
+    prepared: list[Prepared] = field(default_factory=list)
+    keep_none: list[Prepared] | None = None  # explicit "none" values kept (GCA option)
+    hyps: list[HypDialogue] = field(default_factory=list)
+    rule: list[dict[str, list[bool]]] = field(default_factory=list)  # per dialogue: version → hits
+
+
+def _prepare_views(
+    dialogues: DialogueSet,
+    predictions: PredictionSet,
+    version: str,
+    options: MetricOptions,
+    policy: MatchPolicy,
+    rule: MatchPolicy,
+    ignore_none: bool,
+) -> _Views:
+    """Match-policy views of gold and predicted states, DSTC hypotheses and RULE verdicts."""
+    nones = frozenset(options.none_values)
+    views = _Views(keep_none=[] if options.keep_explicit_none else None)
+    for dialogue in dialogues.dialogues:
+        pred = predictions.for_dialogue(dialogue)
+        gold_states = [t.gold_states[version] for t in dialogue.turns]
+        pred_states = [t.pred_state or {} for t in pred.turns]
+        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
+        views.prepared.append(Prepared(dialogue.dialogue_id, gold, predicted))
+        if views.keep_none is not None:
+            g2, p2 = policy.prepare(gold_states, pred_states, none_values=nones, keep_none=True)
+            views.keep_none.append(Prepared(dialogue.dialogue_id, g2, p2))
+        views.hyps.append(HypDialogue(
+            dialogue.dialogue_id,
+            [{s: v for s, v in g.items() if v not in nones} for g in gold_states],
+            [t.pred_hyps for t in pred.turns], [t.pred_joint_hyps for t in pred.turns]))
+        outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
+        views.rule.append({
+            other: rule_verdicts([t.gold_states[other] for t in dialogue.turns], outputs, rule,
+                                 ignore_none_pairs=ignore_none, none_values=nones)
+            for other in dialogues.versions})
+    return views
+
+
+def _rule_tsa(verdicts: Sequence[dict[str, list[bool]]],
+              versions: Sequence[str]) -> dict[str, float | None]:
+    """RULE TSA against every gold version, pooled over the turns of ``verdicts``."""
+    pooled = {v: [hit for by_version in verdicts for hit in by_version[v]] for v in versions}
+    return {v: ratio(sum(hits), len(hits)) for v, hits in pooled.items()}
+
+
+def _dstc_figures(hyps: Sequence[HypDialogue], policy: MatchPolicy,
+                  schema: Schema) -> dict[str, Any]:
+    """The DSTC2-style scores over the schema's slots plus any other slot the data uses."""
+    seen = {s for d in hyps for g in d.gold for s in g}
+    seen.update(s for d in hyps for lists in d.slot_hyps if lists for s in lists)
+    extra_slots = sorted(seen - set(schema.slot_names))
+    return _dstc.scored_hypothesis_metrics(hyps, policy, [*schema.slot_names, *extra_slots])
+
+
+def _input_counts(prepared: Sequence[Prepared], predictions: PredictionSet, schema: Schema,
+                  options: MetricOptions) -> dict[str, Any]:
+    """What the figures were computed on, and what in the predictions looked wrong."""
+    issues = check_integration(predictions, none_values=options.none_values)
+    return {
+        "dialogues": len(prepared),
+        "turns": sum(len(d.gold) for d in prepared),
+        "out_of_schema_slots": dict(predictions.out_of_schema.most_common()),
+        "renamed_slots": dict(predictions.renamed.most_common()),
+        "turns_with_out_of_schema_slots": sum(
+            1 for d in prepared for p in d.pred if any(s not in schema.slots for s in p)),
+        "integration_mismatches": len(issues),
+        "integration_examples": [i.describe() for i in issues[:_ISSUES_SHOWN]],
+    }
+
+
+def _per_domain(views: _Views, schema: Schema,
+                options: MetricOptions) -> dict[str, dict[str, Any]]:
+    """The core families restricted to each domain's slots."""
+    out = {}
+    for domain in schema.domains:
+        def keep(slot: str, name: str = domain.domain) -> bool:
+            return schema.domain_of(slot) == name
+
+        subset = _restrict(views.prepared, keep)
+        sub_none = _restrict(views.keep_none, keep) if views.keep_none is not None else None
+        figures = _core(subset, options, len(domain.slots), schema.domain_of, sub_none)
+        figures["dialogues"] = len(subset)
+        figures["turns"] = sum(len(d.gold) for d in subset)
+        out[domain.domain] = figures
+    return out
+
+
+def _per_dialogue(views: _Views, schema: Schema, options: MetricOptions, num_slots: int,
+                  versions: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The core families and RULE TSA of every dialogue on its own."""
+    out = {}
+    for position, d in enumerate(views.prepared):
+        single_none = [views.keep_none[position]] if views.keep_none is not None else None
+        figures = _core([d], options, num_slots, schema.domain_of, single_none)
+        figures["rule_tsa"] = _rule_tsa([views.rule[position]], versions)
+        figures["turns"] = len(d.gold)
+        out[d.dialogue_id] = figures
+    return out
+
+
 def _system(
     dialogues: DialogueSet,
     predictions: PredictionSet,
@@ -138,77 +245,20 @@ def _system(
     rule: MatchPolicy,
     ignore_none: bool,
 ) -> SystemMetrics:
+    """Every figure of one system: totals, then the breakdowns the options ask for."""
     num_slots = options.num_slots or len(schema.slot_names)
-    domain_of = schema.domain_of
-    prepared: list[Prepared] = []
-    keep_none: list[Prepared] | None = [] if options.keep_explicit_none else None
-    hyps: list[HypDialogue] = []
-    rule_hits: dict[str, list[bool]] = {v: [] for v in dialogues.versions}
-    per_dialogue_rule: dict[str, dict[str, list[bool]]] = {}
-    nones = frozenset(options.none_values)
-    for dialogue in dialogues.dialogues:
-        pred = predictions.for_dialogue(dialogue)
-        gold_states = [t.gold_states[version] for t in dialogue.turns]
-        pred_states = [t.pred_state or {} for t in pred.turns]
-        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
-        prepared.append(Prepared(dialogue.dialogue_id, gold, predicted))
-        if keep_none is not None:
-            g2, p2 = policy.prepare(gold_states, pred_states, none_values=nones, keep_none=True)
-            keep_none.append(Prepared(dialogue.dialogue_id, g2, p2))
-        hyps.append(HypDialogue(
-            dialogue.dialogue_id,
-            [{s: v for s, v in g.items() if v not in nones} for g in gold_states],
-            [t.pred_hyps for t in pred.turns], [t.pred_joint_hyps for t in pred.turns]))
-        outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
-        verdicts_by_version = {}
-        for other in dialogues.versions:
-            verdicts = rule_verdicts([t.gold_states[other] for t in dialogue.turns], outputs,
-                                     rule, ignore_none_pairs=ignore_none, none_values=nones)
-            rule_hits[other].extend(verdicts)
-            verdicts_by_version[other] = verdicts
-        per_dialogue_rule[dialogue.dialogue_id] = verdicts_by_version
-
-    metrics = _core(prepared, options, num_slots, domain_of, keep_none)
-    metrics["rule_tsa"] = {v: ratio(sum(h), len(h)) for v, h in rule_hits.items()}
-    seen = {s for d in hyps for g in d.gold for s in g}
-    seen.update(s for d in hyps for lists in d.slot_hyps if lists for s in lists)
-    extra_slots = sorted(seen - set(schema.slot_names))
-    metrics["dstc"] = _dstc.scored_hypothesis_metrics(
-        hyps, policy, [*schema.slot_names, *extra_slots])
-
-    issues = check_integration(predictions, none_values=options.none_values)
-    inputs = {
-        "dialogues": len(prepared),
-        "turns": sum(len(d.gold) for d in prepared),
-        "out_of_schema_slots": dict(predictions.out_of_schema.most_common()),
-        "turns_with_out_of_schema_slots": sum(
-            1 for d in prepared for p in d.pred if any(s not in schema.slots for s in p)),
-        "integration_mismatches": len(issues),
-        "integration_examples": [i.describe() for i in issues[:_ISSUES_SHOWN]],
-    }
-    result = SystemMetrics(predictions.name, predictions.path, metrics, inputs)
+    versions = dialogues.versions
+    views = _prepare_views(dialogues, predictions, version, options, policy, rule, ignore_none)
+    metrics = _core(views.prepared, options, num_slots, schema.domain_of, views.keep_none)
+    metrics["rule_tsa"] = _rule_tsa(views.rule, versions)
+    metrics["dstc"] = _dstc_figures(views.hyps, policy, schema)
+    result = SystemMetrics(predictions.name, predictions.path, metrics,
+                           _input_counts(views.prepared, predictions, schema, options))
     if options.breakdowns:
-        result.per_domain = {}
-        for domain in schema.domains:
-            def keep(slot: str, name: str = domain.domain) -> bool:
-                return domain_of(slot) == name
-
-            subset = _restrict(prepared, keep)
-            sub_none = _restrict(keep_none, keep) if keep_none is not None else None
-            figures = _core(subset, options, len(domain.slots), domain_of, sub_none)
-            figures["dialogues"] = len(subset)
-            figures["turns"] = sum(len(d.gold) for d in subset)
-            result.per_domain[domain.domain] = figures
-        result.per_slot = _per_slot(prepared, schema)
+        result.per_domain = _per_domain(views, schema, options)
+        result.per_slot = _per_slot(views.prepared, schema)
     if options.per_dialogue:
-        result.per_dialogue = {}
-        for position, d in enumerate(prepared):
-            single_none = [keep_none[position]] if keep_none is not None else None
-            figures = _core([d], options, num_slots, domain_of, single_none)
-            figures["rule_tsa"] = {v: ratio(sum(h), len(h))
-                                   for v, h in per_dialogue_rule[d.dialogue_id].items()}
-            figures["turns"] = len(d.gold)
-            result.per_dialogue[d.dialogue_id] = figures
+        result.per_dialogue = _per_dialogue(views, schema, options, num_slots, versions)
     return result
 
 

@@ -17,7 +17,10 @@ from ._cassette import (
     replay_transport,
     scrub,
 )
-from ._client import ModelClient
+from ._client import (
+    ModelClient,
+    SharedLimiter,
+)
 from ._cost import (
     ModelPrice,
     PriceTable,
@@ -52,6 +55,7 @@ __all__ = [
     "RawResponse",
     "RecordingTransport",
     "ReplyLimits",
+    "SharedLimiter",
     "Spend",
     "Transport",
     "cached_completion",

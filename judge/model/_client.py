@@ -14,7 +14,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from aiolimiter import AsyncLimiter
@@ -152,15 +152,31 @@ def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None,
                             max_bytes=max_bytes)
 
 
+class SharedLimiter(Protocol):
+    """A rate-limit pool outside this client (e.g. one per endpoint shared by every job of a
+    service): asked before every request goes out and told how each one ended."""
+
+    async def acquire(self, tokens: int) -> Any:
+        """Wait until one more request of about ``tokens`` tokens may be sent; returns a ticket
+        for :meth:`release`."""
+
+    def release(self, ticket: Any, status: int | None, headers: Mapping[str, str]) -> None:
+        """The request of ``ticket`` ended: HTTP status and headers, or ``None`` when no
+        response came."""
+
+
 class ModelClient:
     """Async chat completions with retries, a concurrency bound and an optional cache."""
 
     def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
                  cache: ResponseCache | None = None, read_cache: bool = True,
-                 before_send: Callable[[], None] | None = None) -> None:
+                 before_send: Callable[[], None] | None = None,
+                 limiter: SharedLimiter | None = None) -> None:
         self.config = config
         self.before_send = before_send
         """Called inside the concurrency slot right before a request goes out (budget)."""
+        self.limiter = limiter
+        """Optional shared pool asked after this client's own limits (see SharedLimiter)."""
         self.cache = cache
         self.read_cache = read_cache
         self._secret = config.secret
@@ -216,7 +232,7 @@ class ModelClient:
                             self.before_send()
                         await self._respect_limits(body)
                         self.calls += 1
-                        raw = await self._transport.post(self._url, content, self._headers)
+                        raw = await self._send(content, body)
                         self._read_limit_headers(raw.headers)
                         if not 200 <= raw.status < 300:
                             raise HTTPStatusError(raw)
@@ -232,6 +248,20 @@ class ModelClient:
         if caching:
             self.cache.set(key, completion.record())
         return completion
+
+    async def _send(self, content: bytes, body: dict[str, Any]) -> RawResponse:
+        """One POST, through the shared limiter when there is one."""
+        if self.limiter is None:
+            return await self._transport.post(self._url, content, self._headers)
+        ticket = await self.limiter.acquire(min(estimate_tokens(body), self.config.tpm or 2**31))
+        status: int | None = None
+        headers: Mapping[str, str] = {}
+        try:
+            raw = await self._transport.post(self._url, content, self._headers)
+            status, headers = raw.status, raw.headers
+            return raw
+        finally:
+            self.limiter.release(ticket, status, headers)
 
     async def _respect_limits(self, body: dict[str, Any]) -> None:
         """Wait for the RPM/TPM limiters and for any pause the server's headers asked for."""

@@ -14,7 +14,7 @@ from .._config import JudgeConfig, load_config
 from .._errors import ModelError, OptionError
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
-from ..model import Completion, ModelClient, Spend, call_key, load_prices
+from ..model import Completion, ModelClient, SharedLimiter, Spend, call_key, load_prices
 from ..store import ResponseCache
 from ._answer import CallResult, LiveSource, RecordedSource, RunHooks, RunProgress, answer_plan
 from ._batch import fan_out
@@ -28,14 +28,18 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                          http_client: Any = None, out_dir: str | Path | None = None,
                          resume: bool = False, sources: dict[str, Any] | None = None,
                          on_progress: Callable[[RunProgress], None] | None = None,
-                         refresh: bool = False) -> EvaluationResult:
+                         refresh: bool = False, limiter: SharedLimiter | None = None,
+                         on_result: Callable[[CallResult], None] | None = None
+                         ) -> EvaluationResult:
     """Judge every turn live (through the cache) and integrate the verdicts.
 
     With ``out_dir`` the run keeps an append-only log of finished calls and a manifest there,
     and writes ``judgments.jsonl`` and ``summary.json`` at the end; ``resume`` continues an
     interrupted run without sending any logged call again. Stops with :class:`BudgetReached`
     once ``config.budget`` USD are spent (resumable). ``refresh`` sends calls to the model even
-    when the cache has them (and stores the new replies).
+    when the cache has them (and stores the new replies). ``limiter`` is a rate-limit pool
+    shared with other runs (the service's); ``on_result`` hears of every call as it is logged
+    (the service keeps a copy of the run log in its database).
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     prices = load_prices(config.prices)
@@ -53,6 +57,8 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     def finished(result: CallResult) -> None:
         if run_dir is not None:
             run_dir.append(result)
+        if on_result is not None:
+            on_result(result)
         progress.update(result)
         if on_progress is not None:
             on_progress(progress)
@@ -60,7 +66,7 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     hooks.on_result = finished
     cache = ResponseCache(config.cache_dir) if config.use_cache else None
     client = ModelClient(config, http_client=http_client, cache=cache, read_cache=not refresh,
-                         before_send=hooks.check_budget)
+                         before_send=hooks.check_budget, limiter=limiter)
     try:
         answers = await answer_plan(plan, LiveSource(client), hooks)
     finally:

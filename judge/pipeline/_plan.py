@@ -82,8 +82,12 @@ def plan_evaluation(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     turns: list[PlannedTurn] = []
     for dialogue in dialogues.dialogues:
         pred: PredDialogue = predictions.for_dialogue(dialogue)
-        judged = judged_turn_states([t.pred_state or {} for t in pred.turns],
-                                    [t.pred_turn_state for t in pred.turns])
+        # Paper semantics judge the slot names as the file wrote them (the reference dropped
+        # variants such as MultiWOZ 2.2 names); default semantics judge the schema's names.
+        written = ([t.as_written() for t in pred.turns] if config.semantics == "paper"
+                   else [(t.pred_state or {}, t.pred_turn_state) for t in pred.turns])
+        judged = judged_turn_states([state for state, _ in written],
+                                    [output for _, output in written])
         for index, turn in enumerate(dialogue.turns):
             history = _history(dialogue, index)
             calls = []

@@ -28,7 +28,7 @@ from judge.analysis._agreement import (
     statistics_from_counts,
 )
 
-from ..conftest import write_jsonl
+from ..conftest import assert_located, write_jsonl
 
 SCHEMA_PATH = (Path(__file__).resolve().parents[2] / "judge" / "data" / "formats"
                / "labels.schema.json")
@@ -204,6 +204,21 @@ def test_option_and_row_errors():
         agreement_report([row("D0", 0, "yes", v24=True)])  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("second", "field"), [
+    (row("d0.json", 0, False, v24=True), "dialogue_id"),  # the same turn again
+    (row("D1", 0, "yes", v24=True), "verdict")])  # type: ignore[arg-type]
+def test_cli_names_the_judgments_line_of_a_bad_row(tmp_path, capsys, second, field):
+    from judge.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = write_jsonl(run / "judgments.jsonl", [row("D0", 0, True, v24=True), second])
+    (run / "summary.json").write_text("{}", encoding="utf-8")
+    assert main(["agreement", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{rows}:2: field '{field}'" in err and "Traceback" not in err
+
+
 # --------------------------------------------------------------------------- human labels
 
 
@@ -345,8 +360,7 @@ def test_bad_label_named_by_file_line_field(tmp_path, record, field):
     path = write_jsonl(tmp_path / "labels.jsonl", [GOOD | {"turn_index": 5}, record])
     with pytest.raises(InputError) as info:
         load_labels(path)
-    assert (info.value.path, info.value.line, info.value.field) == (str(path), 2, field)
-    assert f"{path}:2: field '{field}'" in str(info.value)
+    assert_located(info.value, path, 2, field)
     # the published JSON Schema rejects the same record
     assert list(jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).iter_errors(
         record))
@@ -357,12 +371,12 @@ def test_duplicate_annotator_on_a_turn(tmp_path):
         GOOD, {**GOOD, "annotator": "y"}, {**GOOD, "dialogue_id": "d0.json", "label": 0}])
     with pytest.raises(InputError, match=r"annotator 'x' already labelled .*line 1") as info:
         load_labels(path)
-    assert (info.value.line, info.value.field) == (3, "annotator")
+    assert_located(info.value, path, 3, "annotator")
     unnamed = {"dialogue_id": "D0", "turn_index": 0, "label": 1}
     path = write_jsonl(tmp_path / "unnamed.jsonl", [unnamed, unnamed])
     with pytest.raises(InputError, match="without annotator") as info:
         load_labels(path)
-    assert info.value.line == 2
+    assert_located(info.value, path, 2, "annotator")
 
 
 def test_malformed_json_and_empty_file(tmp_path):
@@ -370,12 +384,14 @@ def test_malformed_json_and_empty_file(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n\n{\"dialogue_id\": \"D0\",\n", encoding="utf-8")
     with pytest.raises(InputError, match="invalid JSON") as info:
         load_labels(path)
-    assert (info.value.path, info.value.line) == (str(path), 3)
+    assert_located(info.value, path, 3, None)
     path.write_text("\n", encoding="utf-8")
-    with pytest.raises(InputError, match="no labels"):
+    with pytest.raises(InputError, match="no labels") as info:
         load_labels(path)
-    with pytest.raises(InputError, match="not found"):
+    assert_located(info.value, path, None, None)
+    with pytest.raises(InputError, match="not found") as info:
         load_labels(tmp_path / "missing.jsonl")
+    assert_located(info.value, tmp_path / "missing.jsonl", None, None)
 
 
 def test_schema_is_valid_and_accepts_good_labels(tmp_path):
@@ -388,3 +404,93 @@ def test_schema_is_valid_and_accepts_good_labels(tmp_path):
         assert not list(validator.iter_errors(record))
     loaded = load_labels(write_jsonl(tmp_path / "labels.jsonl", good))
     assert [r.label for r in loaded.records] == [1, 0, 0] and loaded.lines == [1, 2, 3]
+
+
+# --------------------------------------------------------------------------- coefficients
+
+
+def test_every_pair_reports_ac1_alpha_pabak_with_intervals():
+    from judge.analysis import gwet_ac1, krippendorff_alpha, pabak
+
+    report = agreement_report(HAND_ROWS, n_boot=200, seed=1)
+    p = pair(report, "judge vs RULE-2.4")
+    judge = [j for _, _, j, _ in HAND]
+    rule = [r for _, _, _, r in HAND]
+    assert report["coefficients"] == ["kappa", "ac1", "alpha", "pabak"]
+    # po = 0.7, π(incorrect) = (4 + 5) / 20 = 0.45: pe = 2·0.45·0.55 = 0.495,
+    # AC1 = (0.7 - 0.495) / 0.505; PABAK = 2·0.7 - 1 = 0.4
+    assert p["ac1"]["value"] == pytest.approx(0.205 / 0.505)
+    assert p["ac1"]["value"] == pytest.approx(gwet_ac1(list(zip(judge, rule, strict=True))))
+    assert p["pabak"]["value"] == pytest.approx(0.4) == pytest.approx(pabak(judge, rule))
+    assert p["alpha"]["value"] == pytest.approx(
+        krippendorff_alpha(list(zip(judge, rule, strict=True))))
+    for name in ("ac1", "alpha", "pabak"):
+        low, high = p[name]["ci"]
+        assert low <= p[name]["value"] <= high
+    assert agreement_report(HAND_ROWS, n_boot=200, seed=1) == report  # seeded
+    assert_no_nan(report)
+
+
+def test_reviewer_group_agreement_with_intervals():
+    from judge.analysis import gwet_ac1, krippendorff_alpha
+
+    records = [{"dialogue_id": f"D{d}", "turn_index": t, "label": v, "reviewer": name}
+               for name, labels in (("x", [1, 1, 0, 0, 1, 1]), ("y", [1, 0, 0, 0, 1, 1]),
+                                    ("z", [1, 1, 0, None, 1, 0]))
+               for i, v in enumerate(labels) if v is not None
+               for d, t in [(i // 2, i % 2)]]
+    rows = [row(f"D{d}", t, True, v24=True) for d in range(3) for t in range(2)]
+    block = agreement_report(rows, labels(*records), n_boot=300, seed=2)["human"][
+        "inter_annotator"]
+    group = block["group"]
+    assert group["reviewers"] == ["x", "y", "z"] and group["turns"] == 6
+    ratings = [[1, 1, 1], [1, 0, 1], [0, 0, 0], [0, 0, None], [1, 1, 1], [1, 1, 0]]
+    assert group["ac1"]["value"] == pytest.approx(gwet_ac1(ratings))
+    assert group["alpha"]["value"] == pytest.approx(krippendorff_alpha(ratings))
+    for name in ("agreement", "ac1", "alpha", "pabak"):
+        assert group[name]["ci"] is not None
+    xy = block["pairs"][0]
+    assert (xy["a"], xy["b"], xy["n"]) == ("x", "y", 6)
+    assert xy["ac1"] is not None and xy["alpha"] is not None and xy["pabak"] is not None
+
+
+def test_judge_against_per_slot_labels():
+    rows = [dict(row("D0", 0, False, v24=False), incorrect=["hotel-area"], missed=[]),
+            dict(row("D0", 1, True, v24=True), incorrect=[], missed=[])]
+    human = labels(
+        {"dialogue_id": "D0", "turn_index": 0, "label": 0,
+         "slots": {"hotel-area": {"label": 0}, "hotel-stars": {"label": 1}}},
+        {"dialogue_id": "D0", "turn_index": 1, "label": 1,
+         "slots": {"hotel-name": {"label": 1}}})
+    report = agreement_report(rows, human, n_boot=0)
+    slots = pair(report, "judge vs human (slots)")
+    assert slots["unit"] == "slot" and slots["n"] == 3
+    assert slots["confusion"]["matrix"] == [[1, 0], [0, 2]]
+    assert report["human"]["slot_labels"] == 3
+
+
+def test_unsure_labels_stay_out_of_the_pairs():
+    human = labels({"dialogue_id": "D0", "turn_index": 0, "label": 1, "unsure": True},
+                   {"dialogue_id": "D0", "turn_index": 1, "label": 0})
+    report = agreement_report(HAND_ROWS, human, n_boot=0)
+    assert pair(report, "judge vs human")["n"] == 1
+    assert report["human"]["unsure"] == 1
+
+
+def test_printed_footnote_names_no_single_version(capsys):
+    from rich.console import Console
+
+    from judge.cli._report import print_agreement
+
+    rows = [row("D0", 0, True, v21=False, vM24=True), row("D0", 1, False, v21=False, vM24=True)]
+    for r in rows:  # a version named M24 next to 2.1
+        r["rule"] = {"2.1": r["rule"].pop("2.1"), "M24": r["rule"].pop("M.24")}
+    report = agreement_report(rows, labels({"dialogue_id": "D0", "turn_index": 0, "label": 1}),
+                              n_boot=0)
+    print_agreement(report, Console(width=200))
+    out = capsys.readouterr().out
+    assert "RULE-M24" in out and "RULE-2.1" in out
+    footnote = out[out.index("Accuracy after human re-evaluation"):]
+    footnote = footnote[footnote.index("Each row"):]
+    assert "RULE-2.1" not in footnote and "RULE-M24" not in footnote
+    assert "that row's RULE version" in footnote

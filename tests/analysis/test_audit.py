@@ -26,6 +26,7 @@ from judge import (
 )
 from judge.analysis._audit import (
     ACCEPTED_RECOMMENDATION,
+    JUDGE_FLAG,
     KINDS,
     MISSED_DONTCARE,
     STALE_CARRY_OVER,
@@ -41,7 +42,7 @@ from judge.analysis._audit import (
     write_labels,
 )
 
-from ..conftest import EXAMPLES, mount_cassette, write_jsonl
+from ..conftest import EXAMPLES, assert_located, mount_cassette, write_jsonl
 
 RUNS = {"two-dim": "example-two-dim.json", "direct": "example-direct.json",
         "two-dim-cot": "example-two-dim-cot.json"}
@@ -344,13 +345,14 @@ def test_empty_audit_and_missing_run(tmp_path):
     run = write_run(tmp_path / "run", [row(pred={"a-b": "x"}, gold=both({"a-b": "x"}))])
     assert write_audit(run, tmp_path / "out" / "a.html") == 0
     assert embedded((tmp_path / "out" / "a.html").read_text())["items"] == []
-    with pytest.raises(InputError, match=r"judgments\.jsonl"):
+    with pytest.raises(InputError, match=r"judgments\.jsonl") as info:
         write_audit(tmp_path / "nowhere", tmp_path / "b.html")
+    assert_located(info.value, tmp_path / "nowhere", None, None)
     (run / "judgments.jsonl").write_text(
         '{"dialogue_id": "D1", "turn_index": 0, "verdict": true, "rule": {}}\n{oops\n')
     with pytest.raises(InputError) as info:
         write_audit(run, tmp_path / "b.html")
-    assert info.value.line == 2
+    assert_located(info.value, run / "judgments.jsonl", 2, None)
 
 
 # --- decisions → human labels --------------------------------------------------------------
@@ -421,9 +423,7 @@ def test_conflicting_decisions_name_file_line_and_field(tmp_path):
         with pytest.raises(InputError, match="conflicting decisions for D1 turn 0") as info:
             import_decisions(path)
         # the CSV's first record spans lines 2-3 (a quoted line break), so the second is line 4
-        assert info.value.line == (4 if path.suffix == ".csv" else 2)
-        assert info.value.field == "decision" and info.value.path == str(path)
-        assert str(path) in str(info.value)
+        assert_located(info.value, path, 4 if path.suffix == ".csv" else 2, "decision")
 
 
 @pytest.mark.parametrize(("change", "field", "message"), [
@@ -439,22 +439,122 @@ def test_bad_decision_rows(tmp_path, change, field, message):
     path = write_jsonl(tmp_path / "d.jsonl", records)
     with pytest.raises(InputError, match=message) as info:
         import_decisions(path)
-    assert (info.value.line, info.value.field) == (1, field)
+    assert_located(info.value, path, 1, field)
 
 
 def test_bad_export_files(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"decision": ""}\n[1, 2]\n', encoding="utf-8")
     with pytest.raises(InputError, match="JSON object") as info:
         import_decisions(tmp_path / "bad.jsonl")
-    assert info.value.line == 2
+    assert_located(info.value, tmp_path / "bad.jsonl", 2, None)
     (tmp_path / "broken.jsonl").write_text("{nope\n", encoding="utf-8")
-    with pytest.raises(InputError, match="invalid JSON"):
+    with pytest.raises(InputError, match="invalid JSON") as info:
         import_decisions(tmp_path / "broken.jsonl")
+    assert_located(info.value, tmp_path / "broken.jsonl", 1, None)
     (tmp_path / "cols.csv").write_text("dialogue_id,turn_index\nD1,0\n", encoding="utf-8")
     with pytest.raises(InputError, match="header lacks") as info:
         import_decisions(tmp_path / "cols.csv")
-    assert info.value.field == "decision"
-    with pytest.raises(InputError, match="not found"):
+    assert_located(info.value, tmp_path / "cols.csv", 1, "decision")  # the header line
+    with pytest.raises(InputError, match="not found") as info:
         import_decisions(tmp_path / "missing.csv")
+    assert_located(info.value, tmp_path / "missing.csv", None, None)
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     assert import_decisions(tmp_path / "empty.csv") == []
+
+
+# --- fixes: say the cause, name the match policy, show the ranking -------------------------
+
+
+def test_a_judge_flag_without_a_value_difference_says_its_cause():
+    # the judge invents a missed taxi-arriveby = dontcare; prediction and gold agree on all
+    trace = [{"step": "completeness", "key": "taxi-arriveby", "slot": "taxi-arriveby",
+              "value": "dontcare", "decision": "kept",
+              "reason": "user value missing from the predicted turn state"}]
+    rows = [row(pred={"taxi-leaveat": "17:15"}, gold=both({"taxi-leaveat": "17:15"}),
+                verdict=False, missed=["taxi-arriveby"], trace=trace)]
+    (item,) = audit_items(rows)
+    assert (item.slot, item.kind, item.predicted) == ("taxi-arriveby", JUDGE_FLAG, None)
+    assert item.gold == {"2.1": None, "2.4": None}
+    assert item.cause == ("the judge says the prediction missed taxi-arriveby = 'dontcare'; "
+                          "no annotation version sets it in this turn")
+    flagged = [row(pred={"restaurant-food": "italian"},
+                   gold=both({"restaurant-food": "italian"}), verdict=False,
+                   incorrect=["restaurant-food"])]
+    (item,) = audit_items(flagged)
+    assert item.kind == JUDGE_FLAG and "flags restaurant-food = 'italian' as incorrect" in \
+        item.cause and "2.4 has 'italian'" in item.cause
+
+
+def test_whole_turn_items_say_why_they_are_listed():
+    rejected = [row(pred={"taxi-leaveat": "17:15"}, gold=both({"taxi-leaveat": "17:15"}),
+                    verdict=False)]
+    assert "the judge rejects the turn without naming a slot" in audit_items(rejected)[0].cause
+    deletion = [row(pred={"hotel-area": "none", "hotel-stars": "4"},
+                    gold=both({"hotel-stars": "4"}), verdict=True)]
+    (item,) = audit_items(deletion, ignore_none_pairs=True)
+    assert item.slot == "" and "RULE-2.1, RULE-2.4 rejects" in item.cause
+    assert "hotel-area = 'none'" in item.cause
+
+
+def test_rule_heading_names_the_match_policy(tmp_path):
+    rows = [row(pred={"a-b": "x"}, gold=both({"a-b": "y"}))]
+    for match in ("nospace", "exact"):
+        summary = {"rule_match": match, "rule": {"2.1": {"tsa": 0.0, "agreement": 0.0}},
+                   "data": {"versions": ["2.1", "2.4"]}}
+        run = write_run(tmp_path / match, rows, summary)
+        write_audit(run, tmp_path / f"{match}.html")
+        html = (tmp_path / f"{match}.html").read_text(encoding="utf-8")
+        assert f"RULE ({match} match)" in html
+        assert ("RULE (exact match)" in html) == (match == "exact")
+
+
+def test_real_run_page_shows_causes_and_the_ranking(runs, tmp_path):
+    from judge.analysis import find_candidates, load_audit_inputs
+
+    inputs = load_audit_inputs([runs["two-dim"]], dialogues=EXAMPLES / "dialogues.jsonl",
+                               schema=EXAMPLES / "schema.json")
+    candidates = find_candidates(inputs.dialogues, inputs.sources, gold="2.1",
+                                 schema=inputs.schema)
+    out = tmp_path / "page.html"
+    write_audit(runs["two-dim"], out, candidates=candidates)
+    html = out.read_text(encoding="utf-8")
+    data = embedded(html)
+    # the turn the judge rejects for a missed dontcare no annotation has is a judge flag now
+    flagged = [i for i in data["items"] if i["kind"] == JUDGE_FLAG]
+    assert flagged and all(i["cause"] for i in flagged)
+    assert not [i for i in data["items"] if i["slot"] == "" and not i["cause"]]
+    assert "RULE (nospace match)" in html and "RULE (exact match)" not in html
+    assert f"Suspected gold errors of 2.1, ranked ({len(candidates)})" in html
+    ranks = [int(r) for r in re.findall(r'<tr><td class="num">(\d+)</td><td class="num">0\.',
+                                        html)]
+    assert ranks == list(range(1, len(candidates) + 1))
+
+
+def test_page_of_predictions_only(tmp_path):
+    from judge.analysis import find_candidates, load_audit_inputs
+
+    inputs = load_audit_inputs([EXAMPLES / "predictions.jsonl"],
+                               dialogues=EXAMPLES / "dialogues.jsonl")
+    candidates = find_candidates(inputs.dialogues, inputs.sources)
+    assert write_audit(None, tmp_path / "p.html", candidates=candidates) == 0
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "Suspected gold errors of 2.1" in html and "<script" not in html
+    assert not RESOURCE_URL.search(html)
+
+
+def test_candidate_values_cannot_break_out_of_the_page(tmp_path):
+    from judge import load_dialogues, load_predictions
+    from judge.analysis import find_candidates, source_from_predictions
+
+    nasty = "</td></tr><script>alert(1)</script><img src=x onerror=alert(1)>"
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [
+        {"dialogue_id": "D<b>1", "turns": [{"turn_index": 0, "system": "", "user": nasty,
+                                            "gold_state_21": {"hotel-name": "a & b"}}]}]))
+    system = load_predictions(write_jsonl(tmp_path / "p.jsonl", [
+        {"dialogue_id": "D<b>1", "system_name": "<i>sys</i>",
+         "turns": [{"turn_index": 0, "pred_state": {"hotel-name": nasty}}]}]), dialogues)
+    candidates = find_candidates(dialogues, [source_from_predictions(system)])
+    write_audit(None, tmp_path / "p.html", candidates=candidates)
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "<i>" not in html and "&lt;script&gt;" in html

@@ -107,3 +107,25 @@ def test_systems_refuses_a_changed_recorded_schema(tmp_path, capsys):
     capsys.readouterr()
     assert main(["systems", str(out)]) == 2
     assert "--schema" in capsys.readouterr().err
+
+
+def test_compare_fits_80_columns_with_whole_names_and_kappa_intervals(tmp_path):
+    from rich.console import Console
+
+    from judge import load_run, method_table
+    from judge.cli._report import print_methods
+
+    two_dim = _run(tmp_path, "two-dim", "example-two-dim.json")
+    few_shot = _run(tmp_path, "few", "example-two-dim-few-shot.json",
+                    "--prompt-variant", "few-shot", "--semantics", "paper")
+    table = method_table([load_run(two_dim), load_run(few_shot)])
+    kappa = table["methods"][0]["kappa"]["2.1"]
+    assert kappa["value"] is not None and len(kappa["ci"]) == 2
+    assert kappa["ci"][0] <= kappa["value"] <= kappa["ci"][1]
+    console = Console(width=80, record=True, color_system=None)
+    print_methods(table, console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "two-dim (few-shot) [paper]" in text  # the longest name, not cut
+    assert f"{kappa['value']:.2f} [{kappa['ci'][0]:.2f},{kappa['ci'][1]:.2f}]" in text

@@ -18,7 +18,7 @@ from judge import (
 )
 from judge.cli import main
 
-from ..conftest import FIXTURES, write_jsonl
+from ..conftest import FIXTURES, assert_located, write_jsonl
 
 DIALOGUE = {"dialogue_id": "SNG0001.json", "turns": [
     {"turn_index": 0, "system": "", "user": "a cheap hotel please",
@@ -63,34 +63,33 @@ def test_single_unversioned_gold_state(tmp_path):
 def test_malformed_json_line(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps(DIALOGUE) + "\n{not json\n")
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InputError, match="invalid JSON") as err:
         load_dialogues(path)
-    assert err.value.line == 2
-    assert "d.jsonl:2" in str(err.value) and "invalid JSON" in str(err.value)
+    assert_located(err.value, path, 2, None)
 
 
 def test_bad_value_type_names_field(files):
     tmp_path, d = files
     bad = json.loads(json.dumps(PRED))
     bad["turns"][1]["pred_state"]["hotel-stars"] = 4
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InputError, match="valid string") as err:
         load_predictions(_pred_file(tmp_path, bad), load_dialogues(d))
-    assert err.value.field == "turns[1].pred_state.hotel-stars"
-    assert "p.jsonl:1" in str(err.value) and "valid string" in str(err.value)
+    assert_located(err.value, tmp_path / "p.jsonl", 1, "turns[1].pred_state.hotel-stars")
 
 
 def test_missing_required_field(files):
     tmp_path, d = files
     bad = {"turns": PRED["turns"]}
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InputError, match="Field required") as err:
         load_predictions(_pred_file(tmp_path, bad), load_dialogues(d))
-    assert err.value.field == "dialogue_id"
+    assert_located(err.value, tmp_path / "p.jsonl", 1, "dialogue_id")
 
 
 def test_unknown_dialogue_id(files):
     tmp_path, d = files
-    with pytest.raises(DataMismatchError, match="unknown dialogue id 'XYZ'"):
+    with pytest.raises(DataMismatchError, match="unknown dialogue id 'XYZ'") as err:
         load_predictions(_pred_file(tmp_path, {**PRED, "dialogue_id": "XYZ"}), load_dialogues(d))
+    assert_located(err.value, tmp_path / "p.jsonl", 1, "dialogue_id")
 
 
 def test_turn_count_mismatch(files):
@@ -98,35 +97,37 @@ def test_turn_count_mismatch(files):
     short = {**PRED, "turns": PRED["turns"][:1]}
     with pytest.raises(DataMismatchError, match="1 predicted turns but dialogue") as err:
         load_predictions(_pred_file(tmp_path, short), load_dialogues(d))
-    assert err.value.field == "turns"
+    assert_located(err.value, tmp_path / "p.jsonl", 1, "turns")
 
 
 def test_turn_index_out_of_order(tmp_path):
     bad = json.loads(json.dumps(DIALOGUE))
     bad["turns"][1]["turn_index"] = 5
-    with pytest.raises(InputError) as err:
+    with pytest.raises(InputError, match="out of order") as err:
         load_dialogues(write_jsonl(tmp_path / "d.jsonl", [bad]))
-    assert err.value.field == "turns[1].turn_index"
+    assert_located(err.value, tmp_path / "d.jsonl", 1, "turns[1].turn_index")
 
 
 def test_duplicate_dialogue_id(tmp_path):
     with pytest.raises(InputError, match="duplicate dialogue id") as err:
         load_dialogues(write_jsonl(tmp_path / "d.jsonl", [DIALOGUE, DIALOGUE]))
-    assert err.value.line == 2
+    assert_located(err.value, tmp_path / "d.jsonl", 2, "dialogue_id")
 
 
 def test_inconsistent_gold_versions(tmp_path):
     bad = json.loads(json.dumps(DIALOGUE))
     del bad["turns"][1]["gold_state_24"]
-    with pytest.raises(InputError, match="gold versions"):
+    with pytest.raises(InputError, match="gold versions") as err:
         load_dialogues(write_jsonl(tmp_path / "d.jsonl", [bad]))
+    assert_located(err.value, tmp_path / "d.jsonl", 1, "turns[1].gold_state")
 
 
 def test_missing_predictions_for_a_dialogue(tmp_path):
     other = {**DIALOGUE, "dialogue_id": "SNG0002.json"}
     d = write_jsonl(tmp_path / "d.jsonl", [DIALOGUE, other])
-    with pytest.raises(DataMismatchError, match="cover 1 of 2 dialogues; missing SNG0002"):
+    with pytest.raises(DataMismatchError, match="cover 1 of 2 dialogues; missing SNG0002") as err:
         load_predictions(_pred_file(tmp_path, PRED), load_dialogues(d))
+    assert_located(err.value, tmp_path / "p.jsonl", None, None)  # the whole file falls short
 
 
 def test_unknown_annotation_version(files):
@@ -141,7 +142,7 @@ def test_hypothesis_score_out_of_range(files):
     bad["turns"][0]["pred_hyps"] = {"hotel-pricerange": [["cheap", 1.5]]}
     with pytest.raises(InputError) as err:
         load_predictions(_pred_file(tmp_path, bad), load_dialogues(d))
-    assert err.value.field == "turns[0].pred_hyps.hotel-pricerange[0]"
+    assert_located(err.value, tmp_path / "p.jsonl", 1, "turns[0].pred_hyps.hotel-pricerange[0]")
 
 
 def test_pred_state_derived_from_turn_output_when_absent(files):
@@ -167,16 +168,17 @@ def test_schema_errors(tmp_path):
     (tmp_path / "s.json").write_text('{"domains": [{"domain": "x", "slots": [{"name": 3}]}]}')
     with pytest.raises(InputError) as err:
         load_schema(tmp_path / "s.json")
-    assert err.value.field == "domains[0].slots[0].name"
+    assert_located(err.value, tmp_path / "s.json", None, "domains[0].slots[0].name")
     (tmp_path / "broken.json").write_text('{"domains": [\n  }')
     with pytest.raises(InputError, match="invalid JSON") as err:
         load_schema(tmp_path / "broken.json")
-    assert err.value.line == 2
+    assert_located(err.value, tmp_path / "broken.json", 2, None)
 
 
 def test_missing_file():
-    with pytest.raises(InputError, match="file not found"):
+    with pytest.raises(InputError, match="file not found") as err:
         load_dialogues("/nonexistent/d.jsonl")
+    assert_located(err.value, "/nonexistent/d.jsonl", None, None)
 
 
 def test_id_list_file(tmp_path):
@@ -248,5 +250,6 @@ def test_subset_skips_predictions_of_excluded_dialogues_but_not_unknown_ones(tmp
     loaded = load_predictions(write_jsonl(tmp_path / "p.jsonl", preds), subset)
     assert list(loaded.dialogues) == ["sng0002"]
     unknown = write_jsonl(tmp_path / "u.jsonl", [*preds, {**PRED, "dialogue_id": "X9"}])
-    with pytest.raises(DataMismatchError, match="unknown dialogue id 'X9'"):
+    with pytest.raises(DataMismatchError, match="unknown dialogue id 'X9'") as err:
         load_predictions(unknown, subset)
+    assert_located(err.value, unknown, 3, "dialogue_id")

@@ -159,7 +159,7 @@ TURN = DIALOGUE["turns"][0]
 _lines_case("dialogues", "empty", [])
 _lines_case("dialogues", "not-json", [DIALOGUE, "{oops"], line=2)
 _lines_case("dialogues", "line-nested-deep", [DIALOGUE, DEEP], line=2)
-_lines_case("dialogues", "line-array", [[1, 2]], line=1)
+_lines_case("dialogues", "line-array", [[1, 2]])
 _lines_case("dialogues", "no-id", [{"turns": [TURN]}], line=1, field_="dialogue_id")
 _lines_case("dialogues", "id-number", [{**DIALOGUE, "dialogue_id": 7}], line=1,
             field_="dialogue_id")

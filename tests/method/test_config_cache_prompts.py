@@ -10,6 +10,8 @@ from judge import InputError, OptionError, load_config, plan_evaluation
 from judge.method import PromptSet, build_body
 from judge.store import ResponseCache, cache_key
 
+from ..conftest import assert_located
+
 
 def test_precedence_cli_over_env_over_file(tmp_path, monkeypatch):
     config_file = tmp_path / "judge.toml"
@@ -36,11 +38,22 @@ def test_config_errors(tmp_path):
         load_config({"temperature": 5})
     bad = tmp_path / "judge.json"
     bad.write_text("{nope")
-    with pytest.raises(InputError, match="cannot parse config file"):
+    with pytest.raises(InputError, match="cannot parse config file") as err:
         load_config(None, bad)
+    assert err.value.path == str(bad) and str(err.value).startswith(f"{bad}")
     bad.write_text('{"unknown_option": 1}')
     with pytest.raises(OptionError, match="unknown_option"):
         load_config(None, bad)
+
+
+@pytest.mark.parametrize(("name", "text"), [("judge.json", '{"model": "m",\n nope}'),
+                                            ("judge.toml", 'model = "m"\nnope\n')])
+def test_config_parse_error_names_the_line(tmp_path, name, text):
+    bad = tmp_path / name
+    bad.write_text(text)
+    with pytest.raises(InputError, match="cannot parse config file") as err:
+        load_config(None, bad)
+    assert_located(err.value, bad, 2, None)
 
 
 def test_rule_match_follows_method():

@@ -19,6 +19,8 @@ from judge.method._rules import (
     rules_json_schema,
 )
 
+from ..conftest import assert_located
+
 
 @pytest.fixture
 def rules(mini_schema) -> RuleSet:
@@ -80,23 +82,22 @@ def test_load_error_names_file_and_field(tmp_path):
         {"kind": "numeric", "slots": ["a-b"], "min": "one", "max": 3}]})
     with pytest.raises(InputError) as info:
         load_rules(path)
-    assert info.value.path == str(path)
-    assert info.value.field == "value_rules[0].min"
-    assert str(path) in str(info.value)
+    assert_located(info.value, path, None, "value_rules[0].min")  # one JSON document
 
 
 def test_load_error_unknown_rule_kind(tmp_path):
     path = write_rules(tmp_path, {"name": "x", "value_rules": [{"kind": "regex"}]})
     with pytest.raises(InputError) as info:
         load_rules(path)
-    assert info.value.field == "value_rules[0].kind"
+    assert_located(info.value, path, None, "value_rules[0].kind")
 
 
 def test_load_error_missing_numeric_bounds(tmp_path):
     path = write_rules(tmp_path, {"name": "x", "value_rules": [
         {"kind": "numeric", "slots": ["a-b"], "min": 1}]})
-    with pytest.raises(InputError, match="max"):
+    with pytest.raises(InputError, match="'max' is a required property") as info:
         load_rules(path)
+    assert_located(info.value, path, None, "value_rules[0]")
 
 
 def test_load_error_alias_target_not_string(tmp_path):
@@ -104,7 +105,7 @@ def test_load_error_alias_target_not_string(tmp_path):
                                   "value_rules": []})
     with pytest.raises(InputError) as info:
         load_rules(path)
-    assert info.value.field == "slot_aliases.a-b c"
+    assert_located(info.value, path, None, "slot_aliases.a-b c")
 
 
 def test_load_error_min_above_max(tmp_path):
@@ -112,7 +113,7 @@ def test_load_error_min_above_max(tmp_path):
         {"kind": "numeric", "slots": ["a-b"], "min": 5, "max": 1}]})
     with pytest.raises(InputError) as info:
         load_rules(path)
-    assert info.value.field == "value_rules[0].min"
+    assert_located(info.value, path, None, "value_rules[0].min")
 
 
 def test_load_error_bad_json_and_missing_file(tmp_path):
@@ -120,9 +121,10 @@ def test_load_error_bad_json_and_missing_file(tmp_path):
     bad.write_text('{"name": "x",\n "value_rules": [}', encoding="utf-8")
     with pytest.raises(InputError) as info:
         load_rules(bad)
-    assert info.value.line == 2
-    with pytest.raises(InputError, match="not found"):
+    assert_located(info.value, bad, 2, None)
+    with pytest.raises(InputError, match="not found") as info:
         load_rules(tmp_path / "absent.json")
+    assert_located(info.value, tmp_path / "absent.json", None, None)
 
 
 def test_load_normalises_alias_keys(tmp_path):

@@ -71,6 +71,23 @@ def test_rsa_over_union_of_active_slots(score):
     assert score(gold, pred)["rsa"] == pytest.approx(100 / 3)  # area right of area/stars/name
 
 
+@pytest.mark.parametrize("empty_turn", ["zero", "skip", "one"])
+@pytest.mark.parametrize(("gold", "pred"), [([{}, A], [A, A]), ([A, A], [{}, A])],
+                         ids=["gold-empty", "pred-empty"])
+def test_rsa_turn_with_one_empty_side_is_an_ordinary_turn(score, empty_turn, gold, pred):
+    # rsa_empty_turn acts only when *both* states are empty; with one side empty the union
+    # holds that side's slot, unmatched: RSA_t = 0 whatever the option, so (0 + 1) / 2
+    assert score([gold], [pred], rsa_empty_turn=empty_turn)["rsa"] == 50.0
+
+
+@pytest.mark.parametrize(("empty_turn", "expected"),
+                         [("zero", 100 / 3), ("skip", 50.0), ("one", 200 / 3)])
+def test_rsa_empty_turn_option_next_to_one_sided_turns(score, empty_turn, expected):
+    gold = [[{}, {}, A]]
+    pred = [[{}, A, A]]  # both empty (option), gold-only empty (0), exact (1)
+    assert score(gold, pred, rsa_empty_turn=empty_turn)["rsa"] == pytest.approx(expected)
+
+
 # --- FGA, TurnMatch --------------------------------------------------------------------------
 
 def test_fga_dey_et_al_running_example(score):

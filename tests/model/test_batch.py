@@ -13,7 +13,7 @@ from judge._digest import canonical_json
 from judge.cli import main
 from judge.model import Cassette, read_output
 
-from ..conftest import CASSETTES, EXAMPLES, mount_cassette
+from ..conftest import CASSETTES, EXAMPLES, assert_located, mount_cassette
 
 
 def _config(tmp_path, **values):
@@ -110,7 +110,7 @@ def test_malformed_output_lines(tmp_path, line, field):
     path.write_text('{"custom_id": "D::0::accuracy", "error": {"message": "x"}}\n' + line + "\n")
     with pytest.raises(InputError) as err:
         read_output(path)
-    assert err.value.line == 2 and err.value.field == field
+    assert_located(err.value, path, 2, field)
 
 
 def test_cli_prepare_and_collect(tmp_path, example_data, capsys):
@@ -156,3 +156,89 @@ def test_submit_and_status_speak_the_batch_api(tmp_path):
     sent = json.loads(create.calls[0].request.content)
     assert sent["input_file_id"] == "file_fixture" and sent["endpoint"] == "/v1/chat/completions"
     assert polled["status"] == "completed"
+
+
+# --- download: fixture responses of the Batches and Files endpoints -----------------------------
+
+API = "http://127.0.0.1:8998/v1"
+FIXTURE_BATCH = {"id": "batch_fixture", "object": "batch", "endpoint": "/v1/chat/completions",
+                 "input_file_id": "file_in", "completion_window": "24h", "created_at": 1,
+                 "request_counts": {"total": 2, "completed": 1, "failed": 1}}
+FIXTURE_OUTPUT = (b'{"id": "r1", "custom_id": "D::0::accuracy", "response": {"status_code": 200, '
+                  b'"body": {"choices": [{"message": {"content": "{}"}}]}}, "error": null}\n')
+FIXTURE_ERRORS = (b'{"id": "r2", "custom_id": "D::0::completeness", "response": null, '
+                  b'"error": {"code": "server_error", "message": "worker failed"}}\n')
+
+
+def _mount_batch(router, status: str, output: str | None, errors: str | None,
+                 contents: dict[str, bytes]) -> dict[str, respx.Route]:
+    batch = {**FIXTURE_BATCH, "status": status, "output_file_id": output,
+             "error_file_id": errors}
+    router.get(f"{API}/batches/batch_fixture").respond(200, json=batch)
+    return {file_id: router.get(f"{API}/files/{file_id}/content").respond(200, content=data)
+            for file_id, data in contents.items()}
+
+
+def _download(directory):
+    import asyncio
+
+    from judge.model import download
+
+    config = load_config({"base_url": API, "model": "m"})
+    return asyncio.run(download(config, "batch_fixture", directory,
+                                http_client=httpx.AsyncClient()))
+
+
+def test_download_writes_the_output_and_error_files(tmp_path):
+    folder = tmp_path / "new" / "dir"
+    with respx.mock(assert_all_mocked=True) as router:
+        routes = _mount_batch(router, "completed", "file_out", "file_err",
+                              {"file_out": FIXTURE_OUTPUT, "file_err": FIXTURE_ERRORS})
+        written = _download(folder)
+    assert all(route.call_count == 1 for route in routes.values())
+    assert written == [folder / "batch_fixture.output.jsonl", folder / "batch_fixture.errors.jsonl"]
+    assert written[0].read_bytes() == FIXTURE_OUTPUT
+    assert written[1].read_bytes() == FIXTURE_ERRORS
+    records = {**read_output(written[0]), **read_output(written[1])}
+    assert records[("d", 0, "accuracy")].text == "{}"
+    assert "worker failed" in str(records[("d", 0, "completeness")])
+
+
+def test_download_of_an_expired_batch_keeps_its_partial_output(tmp_path):
+    with respx.mock(assert_all_mocked=True) as router:
+        _mount_batch(router, "expired", "file_out", None, {"file_out": FIXTURE_OUTPUT})
+        written = _download(tmp_path)
+    assert written == [tmp_path / "batch_fixture.output.jsonl"]
+    assert written[0].read_bytes() == FIXTURE_OUTPUT
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch_fixture.output.jsonl"]
+
+
+def test_download_of_an_unfinished_batch_is_a_fatal_error(tmp_path):
+    from judge import ModelError
+
+    with respx.mock(assert_all_mocked=True) as router:
+        _mount_batch(router, "in_progress", None, None, {})
+        with pytest.raises(ModelError, match="batch batch_fixture is in_progress, not completed"
+                           ) as err:
+            _download(tmp_path / "out")
+    assert err.value.fatal
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_collect_downloads_by_batch_id(tmp_path, example_data, capsys):
+    schema, dialogues, predictions = example_data
+    plan = plan_evaluation(_config(tmp_path), schema, dialogues, predictions)
+    output = "".join(json.dumps(line) + "\n" for line in _output_lines_from_cassette(
+        plan, "example-two-dim.json")).encode()
+    run = tmp_path / "run"
+    with respx.mock(assert_all_mocked=True) as router:
+        _mount_batch(router, "completed", "file_out", None, {"file_out": output})
+        code = main(["batch", "collect", "batch_fixture", "--base-url", API,
+                     "--schema", str(EXAMPLES / "schema.json"),
+                     "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                     "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
+                     "--out", str(run)])
+    assert code == 0, capsys.readouterr().err
+    assert (run / "batch_fixture.output.jsonl").read_bytes() == output
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scored_turns"] == 11 and summary["calls"]["batch_lines_missing"] == 0

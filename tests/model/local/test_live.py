@@ -22,9 +22,10 @@ import pytest
 
 import judge
 from judge.cli._local import local_config_values
-from judge.model.local import _local as local
+from judge.model import local
+from judge.model.local._process import alive
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.fixture(autouse=True)
@@ -94,4 +95,4 @@ def test_local_judge_end_to_end(tmp_path: Path) -> None:
         print("\nlive local judge:", json.dumps(timings))
     finally:
         message = local.stop(cache_dir=cache)
-        assert not local._alive(info.pid), message
+        assert not alive(info.pid), message

@@ -1,0 +1,49 @@
+"""``dst-judge agreement``: how judge, RULE versions and human labels agree on a judge run."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``agreement`` under the main ``dst-judge`` parser."""
+    p = commands.add_parser(
+        "agreement", help="agreement of judge, RULE versions and human labels (kappa, AC1, "
+        "alpha, PABAK with CIs; population estimates from a stratified sample)",
+        description="For every pair among the judge, RULE-<version> and human labels: "
+        "accuracy, Cohen's kappa, Gwet's AC1, Krippendorff's alpha, PABAK, confusion matrix "
+        "and P/R/F1 of the 'incorrect' class, with bootstrap confidence intervals that "
+        "resample dialogues; the reviewers' agreement among themselves; and, with --sample, "
+        "population estimates from a stratified sample drawn by 'labels sample'.")
+    p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
+    p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
+    p.add_argument("--sample", metavar="FILE", help="the sample the humans labelled "
+                   "('labels sample'): adds population estimates")
+    p.add_argument("--n-boot", type=int, default=1000,
+                   help="bootstrap replicates (default: 1000; 0 = no intervals)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="interval coverage (default: 0.95)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from ..analysis import agreement_report, judgment_rows_source, load_labels, load_sample
+    from ..pipeline import load_run
+    from ._options import write_json
+    from ._report import print_agreement
+
+    rows = load_run(args.run).rows
+    human = load_labels(args.human) if args.human else None
+    sample = load_sample(args.sample) if args.sample else None
+    report = agreement_report(rows, human, sample=sample, n_boot=args.n_boot, seed=args.seed,
+                              confidence=args.confidence, source=judgment_rows_source(args.run))
+    print_agreement(report, console)
+    write_json(args.json_out, report, console)
+    return 0

@@ -1,0 +1,71 @@
+"""``dst-judge audit``: the annotation-audit page and the ranked label-error candidates."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from .._errors import OptionError
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``audit`` under the main ``dst-judge`` parser."""
+    p = commands.add_parser(
+        "audit", help="find annotation errors: ranked label-error candidates (CSV/JSONL) and "
+        "an HTML page of turns where judge and annotation disagree",
+        description="Rank the (turn, slot) pairs where the gold annotation (--gold) is most "
+        "likely wrong, from the evidence of one or more judge runs or plain predictions files "
+        "(these need --dialogues and give exact-match evidence only; no model is called). "
+        "--candidates writes the ranking; --out writes one self-contained HTML page with the "
+        "judge/RULE disagreements of the first judge run (grouped by slot and kind, with "
+        "sorting, filtering and export of annotators' decisions) and the same ranking.")
+    p.add_argument("inputs", nargs="+", metavar="RUN_OR_PREDICTIONS",
+                   help="judge run directories and/or predictions files")
+    p.add_argument("--out", metavar="HTML", help="write the audit page")
+    p.add_argument("--candidates", metavar="FILE",
+                   help="write the ranked candidates: CSV if FILE ends in .csv, else JSON Lines")
+    p.add_argument("--gold", metavar="VERSION",
+                   help="annotation version audited (default: the dialogues file's first); "
+                   "other versions are shown beside, never used as evidence")
+    p.add_argument("--dialogues", metavar="FILE",
+                   help="dialogues file (default: the one the first judge run recorded)")
+    p.add_argument("--schema", metavar="FILE",
+                   help="schema, for value-set evidence (default: the one the first judge run "
+                   "recorded; without one that evidence is left out)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from pathlib import Path
+
+    from ..analysis import find_candidates, load_audit_inputs, write_audit, write_candidates
+
+    if not (args.out or args.candidates):
+        raise OptionError("say what to write: --candidates FILE, --out HTML, or both")
+    runs = [p for p in args.inputs if Path(p).is_dir()]
+    try:
+        inputs = load_audit_inputs(args.inputs, dialogues=args.dialogues, schema=args.schema)
+    except OptionError as exc:
+        if args.candidates or args.dialogues or len(runs) < len(args.inputs):
+            raise
+        # the page of a run needs no dialogues file; only its ranking does
+        console.print(f"the page leaves out the ranked candidates: {exc}", markup=False,
+                      style="yellow")
+        items = write_audit(runs[0], args.out)
+        console.print(f"wrote {args.out} ({items} judge/RULE items)", markup=False)
+        return 0
+    candidates = find_candidates(inputs.dialogues, inputs.sources, gold=args.gold,
+                                 schema=inputs.schema)
+    if args.candidates:
+        count = write_candidates(candidates, args.candidates)
+        console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
+    if args.out:
+        items = write_audit(runs[0] if runs else None, args.out, candidates=candidates)
+        what = f"{items} judge/RULE items, " if runs else ""
+        console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)",
+                      markup=False)
+    return 0

@@ -1,0 +1,211 @@
+"""``dst-judge serve``: run the evaluation service; ``serve token create|list|revoke``: manage
+its bearer tokens (printed once, stored hashed).
+
+The service needs the ``serve`` extra (``pip install 'dst-judge[serve]'``); without it these
+commands say so instead of failing on an import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .._errors import OptionError
+
+_EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    p = commands.add_parser(
+        "serve", help="run the evaluation service (HTTP API, job queue; SQLite or Postgres)",
+        description="Serve the /v1 API (OpenAPI docs at /docs). With no --db the state lives "
+        "in SQLite in the user data directory; --db postgresql://... lets several replicas "
+        "share one queue. Model endpoints and keys are configured here, never by jobs.")
+    _server_args(p)
+    sub = p.add_subparsers(dest="serve_command", metavar="{token,copy-db}")
+    token = sub.add_parser("token", help="create, list or revoke bearer tokens")
+    steps = token.add_subparsers(dest="token_command", required=True, metavar="STEP")
+    create = steps.add_parser("create", help="make a token for a project (shown once)")
+    create.add_argument("--project", required=True, help="project (workspace) name; created "
+                        "when new")
+    create.add_argument("--scopes", default="read,submit",
+                        help="comma-separated: read, submit, review, admin (default read,submit)")
+    create.add_argument("--name", help="a label for the token (default: its id)")
+    create.add_argument("--spend-cap", type=float, metavar="USD",
+                        help="stop this token's jobs once they spent this much in total")
+    _db_args(create)
+    create.set_defaults(handler=_run_token_create)
+    listing = steps.add_parser("list", help="list tokens (never their secret)")
+    listing.add_argument("--project", help="only this project's tokens")
+    _db_args(listing)
+    listing.set_defaults(handler=_run_token_list)
+    revoke = steps.add_parser("revoke", help="revoke a token by id")
+    revoke.add_argument("token_id")
+    _db_args(revoke)
+    revoke.set_defaults(handler=_run_token_revoke)
+    copy = sub.add_parser("copy-db", help="copy every row of one service database into "
+                          "another, empty one (SQLite → Postgres)")
+    copy.add_argument("--from", dest="source", required=True, metavar="URL",
+                      help="source database, e.g. sqlite:///PATH/dst-judge.db")
+    copy.add_argument("--to", dest="target", required=True, metavar="URL",
+                      help="target database, e.g. postgresql://user:pw@host/db")
+    copy.set_defaults(handler=_run_copy_db)
+    p.set_defaults(handler=_run_serve)
+
+
+def _db_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="database URL (default: SQLite in the data directory; env "
+                   "DST_JUDGE_SERVE_DB)")
+    p.add_argument("--data-dir", help="server data directory (env DST_JUDGE_SERVE_DATA_DIR)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; "
+                   "put a reverse proxy with TLS in front for other machines)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    p.add_argument("--db", help="database URL: sqlite:///PATH or postgresql://... (default: "
+                   "SQLite in the data directory; env DST_JUDGE_SERVE_DB)")
+    p.add_argument("--data-dir", help="data directory (default: the user data dir)")
+    p.add_argument("--endpoints", metavar="FILE", help="TOML/JSON file of named model "
+                   "endpoints: base_url, api_key_env, models, rpm, tpm, max_concurrency")
+    p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL",
+                   help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
+    p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
+                   "(default 4; 0 = API only)")
+    p.add_argument("--worker", choices=("process", "thread"), default="process",
+                   dest="worker_mode", help="run jobs in a worker process (default) or a "
+                   "thread of the API process")
+    p.add_argument("--lease", type=float, dest="lease_seconds",
+                   help="seconds before a silent worker's job is taken over (default 30)")
+    p.add_argument("--grace", type=float, dest="grace_seconds",
+                   help="seconds calls in flight may finish on SIGTERM (default 20)")
+    p.add_argument("--retention-days", type=float,
+                   help="delete finished jobs older than this (default: keep)")
+    p.add_argument("--max-upload-mb", type=float, help="largest upload (default 200)")
+    p.add_argument("--max-job-budget", type=float, metavar="USD",
+                   help="spending cap of every job")
+    p.add_argument("--share-cache", action="store_true", default=None,
+                   dest="share_cache_across_projects",
+                   help="one reply cache for all projects (cache hits reveal other projects' "
+                   "requests)")
+    p.add_argument("--max-seconds", type=float, help="stop (as on SIGTERM) after this many "
+                   "seconds; for tests and benchmarks")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    try:
+        from ..service import build_settings, read_endpoints_file
+    except ImportError:
+        raise OptionError(_EXTRA) from None
+    values: dict[str, Any] = {
+        "db": args.db or os.environ.get("DST_JUDGE_SERVE_DB"),
+        "data_dir": args.data_dir or os.environ.get("DST_JUDGE_SERVE_DATA_DIR"),
+    }
+    for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
+                 "max_upload_mb", "max_job_budget", "share_cache_across_projects",
+                 "worker_mode"):
+        values[name] = getattr(args, name, None)
+    endpoints: dict[str, Any] = {}
+    if getattr(args, "endpoints", None):
+        values.update(read_endpoints_file(args.endpoints))
+        endpoints = dict(values.get("endpoints") or {})
+    for item in getattr(args, "endpoint", None) or []:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise OptionError(f"--endpoint expects NAME=URL (got {item!r})")
+        endpoints[name] = {"base_url": url,
+                           "api_key_env": f"DST_JUDGE_KEY_{name.upper().replace('-', '_')}"}
+    if endpoints:
+        values["endpoints"] = endpoints
+    return build_settings(values)
+
+
+def _run_serve(args: argparse.Namespace, console: Console) -> int:
+    settings = _settings(args)
+    from ..service import DEFAULT_PORT, run_server
+
+    port = args.port if args.port is not None else DEFAULT_PORT
+    where = "Postgres" if settings.db_url.startswith("postgresql") else settings.db_url
+    console.print(f"dst-judge serve on http://{args.host}:{port} (docs at /docs); state in "
+                  f"{escape(where.split('@')[-1])}; endpoints: "
+                  f"{escape(', '.join(settings.all_endpoints()))}", highlight=False)
+    run_server(settings, host=args.host, port=port, log_level=args.log_level,
+               max_seconds=args.max_seconds)
+    return 0
+
+
+def _database(args: argparse.Namespace) -> Any:
+    settings = _settings(args)
+    from ..service import Database
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.db_url)
+    db.migrate()
+    return db
+
+
+def _run_token_create(args: argparse.Namespace, console: Console) -> int:
+    from ..service import create_token
+
+    db = _database(args)
+    token, record = create_token(db, args.project, args.scopes, name=args.name,
+                                 spend_cap_usd=args.spend_cap)
+    if args.json:
+        print(json.dumps({**record, "token": token}, indent=2))
+    else:
+        console.print(f"token {record['id']} for project {escape(args.project)} "
+                      f"({', '.join(record['scopes'])}); store it now, it is not shown again:",
+                      highlight=False)
+        print(token)
+    return 0
+
+
+def _run_token_list(args: argparse.Namespace, console: Console) -> int:
+    from ..service import list_tokens
+
+    items = list_tokens(_database(args), args.project)
+    if args.json:
+        print(json.dumps(items, indent=2))
+        return 0
+    table = Table("id", "project", "name", "scopes", "prefix", "spend cap", "revoked")
+    for item in items:
+        table.add_row(item["id"], escape(item["project"]), escape(item["name"]),
+                      ",".join(item["scopes"]), item["prefix"] + "…",
+                      "" if item["spend_cap_usd"] is None else f"{item['spend_cap_usd']:g}",
+                      "yes" if item["revoked_at"] else "")
+    console.print(table)
+    return 0
+
+
+def _run_token_revoke(args: argparse.Namespace, console: Console) -> int:
+    from ..service import revoke_token
+
+    if not revoke_token(_database(args), args.token_id):
+        raise OptionError(f"no active token {args.token_id!r}")
+    console.print(f"revoked {escape(args.token_id)}")
+    return 0
+
+
+def _run_copy_db(args: argparse.Namespace, console: Console) -> int:
+    try:
+        from ..service import Database, copy_database
+    except ImportError:
+        raise OptionError(_EXTRA) from None
+    source, target = Database(args.source), Database(args.target)
+    try:
+        copied = copy_database(source, target)
+    finally:
+        source.dispose()
+        target.dispose()
+    console.print("copied " + ", ".join(f"{n} {t}" for t, n in copied.items() if n),
+                  highlight=False)
+    return 0

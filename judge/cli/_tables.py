@@ -1,0 +1,86 @@
+"""``dst-judge report``: the tables a paper needs (both gold versions, scoring profiles,
+per-domain and per-slot figures) as a terminal table, CSV or LaTeX."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .._io import open_output, write_text
+from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
+from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
+from ._report import say
+from ._report import text as inert  # `text` is a local name below
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "report", help="paper tables: JGA, final-turn JGA, per-domain JGA, per-slot "
+        "accuracy/F1, scoring profiles, several gold versions; text, CSV or LaTeX",
+        description="Score every predictions file against every annotation version asked for "
+        "(default: all the dialogues carry, e.g. MultiWOZ 2.1 and 2.4) and print the table a "
+        "paper needs. Profiles add each convention's headline figures (see docs/PROFILES.md).")
+    p.add_argument("--schema", required=True)
+    p.add_argument("--dialogues", required=True)
+    p.add_argument("--predictions", required=True, nargs="+", metavar="P")
+    p.add_argument("--gold", nargs="+", metavar="V", help="versions (default: all)")
+    p.add_argument("--profile", nargs="+", default=[], metavar="NAME",
+                   help=f"scoring profiles: {', '.join(PROFILE_NAMES)}, or all")
+    p.add_argument("--per-slot", action="store_true", help="the per-slot table instead")
+    p.add_argument("--format", choices=["table", "csv", "latex"], default=None,
+                   help="output format (default: table; from --table-out's suffix when given)")
+    p.add_argument("--table-out", metavar="FILE", help="write the table to FILE")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    schema = load_schema_noted(args.schema)
+    dialogues = load_dialogues_noted(args.dialogues, schema)
+    systems = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
+    names = [s.name for s in systems]
+    for system in systems:
+        if names.count(system.name) > 1:
+            system.name = system.path
+    profiles = list(PROFILE_NAMES) if "all" in args.profile else args.profile
+    tables = paper_tables(dialogues, systems, schema, versions=args.gold, profiles=profiles)
+    columns, rows = ((tables.slot_columns, tables.slot_rows) if args.per_slot
+                     else (tables.columns, tables.rows))
+    fmt = args.format or _format_of(args.table_out)
+    if fmt == "table":
+        table = Table(title=inert("; ".join(tables.notes)), title_justify="left")
+        for column in columns:
+            table.add_column(inert(column), justify="left" if column in ("system", "gold", "slot")
+                             else "right", overflow="fold")
+        for row in rows:  # system names and slots come from data: never read as markup
+            table.add_row(*[inert(_text(v)) for v in row])
+        if args.table_out:
+            with open_output(args.table_out) as handle:
+                Console(file=handle, width=200).print(table)
+        else:
+            console.print(table)
+        return 0
+    text = to_csv(columns, rows) if fmt == "csv" else to_latex(
+        columns, rows, caption="; ".join(tables.notes))
+    if args.table_out:
+        write_text(args.table_out, text)
+        say(console, f"wrote {args.table_out} ({len(rows)} rows)")
+    else:
+        print(text, end="")
+    return 0
+
+
+def _format_of(path: str | None) -> str:
+    if path and path.endswith(".csv"):
+        return "csv"
+    if path and path.endswith(".tex"):
+        return "latex"
+    return "table"
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

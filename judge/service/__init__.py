@@ -1,0 +1,39 @@
+"""The evaluation service (``dst-judge serve``, extra ``dst-judge[serve]``): an HTTP API over a
+durable job queue in SQLite or Postgres, with projects and scoped tokens, content-addressed
+uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
+
+from ._app import Service, create_app
+from ._auth import SCOPES, create_token, ensure_project, list_tokens, revoke_token
+from ._db import Database
+from ._jobs import EXIT_MEANINGS, STATUSES
+from ._migrate import copy_database
+from ._server import run_server
+from ._settings import (
+    DEFAULT_PORT,
+    EndpointConfig,
+    ServiceSettings,
+    build_settings,
+    default_data_dir,
+    read_endpoints_file,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "EXIT_MEANINGS",
+    "SCOPES",
+    "STATUSES",
+    "Database",
+    "EndpointConfig",
+    "Service",
+    "ServiceSettings",
+    "build_settings",
+    "copy_database",
+    "create_app",
+    "create_token",
+    "default_data_dir",
+    "ensure_project",
+    "list_tokens",
+    "read_endpoints_file",
+    "revoke_token",
+    "run_server",
+]

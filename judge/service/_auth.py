@@ -1,0 +1,153 @@
+"""Projects and bearer tokens.
+
+A token belongs to one project and carries scopes: ``read`` (see files, jobs, results),
+``submit`` (upload, run, cancel, delete), ``review`` (record human labels) and ``admin``
+(tokens and settings of the project; implies the others). Only the sha256 of a token is
+stored: tokens are 256-bit random strings, so a plain hash cannot be searched backwards, and
+lookup by hash stays one indexed query. The clear token is shown once, when it is created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from .._errors import OptionError, ServiceError
+from ._db import Database, now, projects, tokens
+
+SCOPES = ("read", "submit", "review", "admin")
+_IMPLIED = {"admin": set(SCOPES), "submit": {"read", "submit"}, "review": {"read", "review"},
+            "read": {"read"}}
+TOKEN_PREFIX = "dsj_"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_id(prefix: str) -> str:
+    """A short random identifier such as ``job_3f9a...`` (not guessable, not sequential)."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def parse_scopes(text: str | list[str]) -> tuple[str, ...]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    scopes = tuple(dict.fromkeys(s.strip() for s in items if s.strip()))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        raise OptionError(f"scopes must be some of {', '.join(SCOPES)} (got {text!r})")
+    return scopes
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the token, its project and what it may do."""
+
+    token_id: str
+    token_name: str
+    project_id: str
+    project_name: str
+    scopes: tuple[str, ...]
+    spend_cap_usd: float | None = None
+
+    def allows(self, scope: str) -> bool:
+        return any(scope in _IMPLIED[s] for s in self.scopes)
+
+    def require(self, scope: str) -> None:
+        if not self.allows(scope):
+            raise ServiceError(f"this token lacks the '{scope}' scope", status=403)
+
+
+def ensure_project(db: Database, name: str) -> str:
+    """The id of the project called ``name``, created when missing."""
+    with db.write() as conn:
+        found = conn.execute(sa.select(projects.c.id).where(projects.c.name == name)).scalar()
+        if found:
+            return str(found)
+        project_id = new_id("prj")
+        conn.execute(projects.insert().values(id=project_id, name=name, created_at=now(),
+                                              settings={}))
+        return project_id
+
+
+def create_token(db: Database, project: str, scopes: str | list[str], *, name: str | None = None,
+                 spend_cap_usd: float | None = None) -> tuple[str, dict[str, Any]]:
+    """Make a token for ``project`` (created if new); returns the clear token (shown once)
+    and its public record."""
+    chosen = parse_scopes(scopes)
+    if spend_cap_usd is not None and spend_cap_usd < 0:
+        raise OptionError("spend cap must be >= 0 USD")
+    project_id = ensure_project(db, project)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token_id = new_id("tok")
+    record = {"id": token_id, "project_id": project_id, "name": name or token_id,
+              "hash": hash_token(token), "prefix": token[: len(TOKEN_PREFIX) + 6],
+              "scopes": ",".join(chosen), "spend_cap_usd": spend_cap_usd, "created_at": now()}
+    with db.write() as conn:
+        conn.execute(tokens.insert().values(**record))
+    return token, public_token(record | {"project": project})
+
+
+def public_token(row: Any) -> dict[str, Any]:
+    data = dict(row._mapping) if hasattr(row, "_mapping") else dict(row)
+    data.pop("hash", None)
+    data["scopes"] = str(data["scopes"]).split(",")
+    return data
+
+
+def list_tokens(db: Database, project: str | None = None) -> list[dict[str, Any]]:
+    query = (sa.select(tokens, projects.c.name.label("project"))
+             .join(projects, projects.c.id == tokens.c.project_id)
+             .order_by(tokens.c.created_at))
+    if project is not None:
+        query = query.where(projects.c.name == project)
+    with db.read() as conn:
+        return [public_token(row) for row in conn.execute(query)]
+
+
+def revoke_token(db: Database, token_id: str, *, project_id: str | None = None) -> bool:
+    """Revoke a token by id (within ``project_id`` when given); False when there is none."""
+    query = tokens.update().where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None))
+    if project_id is not None:
+        query = query.where(tokens.c.project_id == project_id)
+    with db.write() as conn:
+        return conn.execute(query.values(revoked_at=now())).rowcount > 0
+
+
+class TokenBook:
+    """Resolves bearer tokens to principals; remembers ``last_used_at`` at most once a
+    minute per token so that reads stay reads on SQLite."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._touched: dict[str, float] = {}
+
+    def resolve(self, authorization: str | None) -> Principal:
+        if not authorization:
+            raise ServiceError("missing bearer token (Authorization: Bearer <token>)",
+                               status=401)
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ServiceError("expected 'Authorization: Bearer <token>'", status=401)
+        return self.resolve_token(token.strip())
+
+    def resolve_token(self, token: str) -> Principal:
+        query = (sa.select(tokens, projects.c.name.label("project_name"))
+                 .join(projects, projects.c.id == tokens.c.project_id)
+                 .where(tokens.c.hash == hash_token(token)))
+        with self.db.read() as conn:
+            row = conn.execute(query).first()
+        if row is None or row.revoked_at is not None:
+            raise ServiceError("invalid or revoked token", status=401)
+        moment = now()
+        if moment - self._touched.get(row.id, 0.0) > 60:
+            self._touched[row.id] = moment
+            with self.db.write() as conn:
+                conn.execute(tokens.update().where(tokens.c.id == row.id)
+                             .values(last_used_at=moment))
+        return Principal(row.id, row.name, row.project_id, row.project_name,
+                         tuple(str(row.scopes).split(",")), row.spend_cap_usd)

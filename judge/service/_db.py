@@ -1,0 +1,271 @@
+"""The service's one database: SQLite (WAL, one writer at a time) for a single machine, or
+Postgres so that several replicas share one queue. Every piece of service state lives here:
+projects, tokens, uploaded files, jobs with their leases and run logs, per-turn results,
+human labels and the shared rate-limit pool.
+
+Tables are SQLAlchemy Core; the schema is created and upgraded by the alembic migrations in
+``judge/service/migrations`` (run on every start, under a lock on Postgres). Times are Unix
+seconds (float) so that SQLite and Postgres compare them alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = sa.MetaData()
+JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
+
+projects = sa.Table(
+    "projects", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False, unique=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("settings", JSONType, nullable=False, default=dict),
+)
+
+tokens = sa.Table(
+    "tokens", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("prefix", sa.String(16), nullable=False),
+    sa.Column("scopes", sa.String(100), nullable=False),
+    sa.Column("spend_cap_usd", sa.Float),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("last_used_at", sa.Float),
+    sa.Column("revoked_at", sa.Float),
+)
+
+blobs = sa.Table(
+    "blobs", metadata,
+    sa.Column("sha256", sa.String(64), primary_key=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),  # gzip of the content
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+files = sa.Table(
+    "files", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("name", sa.String(300), nullable=False),
+    sa.Column("sha256", sa.String(64), sa.ForeignKey("blobs.sha256"), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("info", JSONType, nullable=False, default=dict),
+    sa.Column("token_id", sa.String(40)),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("project_id", "kind", "sha256", name="uq_files_content"),
+)
+
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("token_id", sa.String(40)),
+    sa.Column("kind", sa.String(20), nullable=False),
+    sa.Column("mode", sa.String(10), nullable=False, default="live"),
+    sa.Column("status", sa.String(12), nullable=False),
+    sa.Column("endpoint", sa.String(100)),
+    sa.Column("inputs", JSONType, nullable=False),
+    sa.Column("options", JSONType, nullable=False),
+    sa.Column("budget_usd", sa.Float),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float),
+    sa.Column("finished_at", sa.Float),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("lease_owner", sa.String(80)),
+    sa.Column("lease_expires", sa.Float),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("error", sa.Text),
+    sa.Column("progress", JSONType),
+    sa.Column("manifest", JSONType),
+    sa.Column("summary", JSONType),
+    sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
+    sa.Column("tokens_used", sa.BigInteger, nullable=False, default=0),
+    sa.Column("imported", sa.Boolean, nullable=False, default=False),
+    sa.Index("ix_jobs_queue", "status", "created_at"),
+    sa.Index("ix_jobs_project", "project_id", "created_at"),
+)
+
+job_calls = sa.Table(
+    "job_calls", metadata,
+    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("custom_id", sa.String(300), primary_key=True),
+    sa.Column("record", JSONType, nullable=False),
+)
+
+judgments = sa.Table(
+    "judgments", metadata,
+    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("dialogue_id", sa.String(300), nullable=False),
+    sa.Column("turn_index", sa.Integer, nullable=False),
+    sa.Column("verdict", sa.Boolean),
+    sa.Column("has_error", sa.Boolean, nullable=False),
+    sa.Column("row", JSONType, nullable=False),
+    sa.Index("ix_judgments_turn", "job_id", "dialogue_id", "turn_index"),
+)
+
+artifacts = sa.Table(
+    "artifacts", metadata,
+    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("name", sa.String(100), primary_key=True),
+    sa.Column("content_type", sa.String(100), nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
+
+labels = sa.Table(
+    "labels", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("job_id", sa.String(40)),
+    sa.Column("dialogue_id", sa.String(300), nullable=False),
+    sa.Column("turn_index", sa.Integer, nullable=False),
+    sa.Column("slot", sa.String(200), nullable=False, default=""),  # "" = the whole turn
+    sa.Column("label", sa.String(10), nullable=False),  # correct | incorrect | unsure
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("token_id", sa.String(40)),
+    sa.Column("note", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("project_id", "dialogue_id", "turn_index", "slot", "reviewer",
+                        name="uq_labels_reviewer"),
+)
+
+rate_pools = sa.Table(
+    "rate_pools", metadata,
+    sa.Column("endpoint", sa.String(100), primary_key=True),
+    sa.Column("paused_until", sa.Float, nullable=False, default=0.0),
+)
+
+rate_events = sa.Table(
+    "rate_events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("endpoint", sa.String(100), nullable=False),
+    sa.Column("at", sa.Float, nullable=False),  # granted
+    sa.Column("done_at", sa.Float),  # the response came (or the request failed)
+    sa.Column("tokens", sa.Integer, nullable=False),
+    sa.Column("job_id", sa.String(40), nullable=False),
+    sa.Index("ix_rate_events", "endpoint", "at"),
+)
+
+rate_waiters = sa.Table(
+    "rate_waiters", metadata,
+    sa.Column("endpoint", sa.String(100), primary_key=True),
+    sa.Column("job_id", sa.String(40), primary_key=True),
+    sa.Column("until", sa.Float, nullable=False),
+)
+
+workers = sa.Table(
+    "workers", metadata,
+    sa.Column("id", sa.String(80), primary_key=True),
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("draining", sa.Boolean, nullable=False, default=False),
+)
+
+service_settings = sa.Table(
+    "service_settings", metadata,
+    sa.Column("key", sa.String(100), primary_key=True),
+    sa.Column("value", JSONType, nullable=False),
+)
+
+
+class Database:
+    """An engine plus the write discipline of its dialect.
+
+    SQLite allows one writer: every write transaction starts with ``BEGIN IMMEDIATE`` (so it
+    waits for the lock instead of failing on upgrade) and writers in this process queue on a
+    lock. Postgres transactions are ordinary; the queue uses ``FOR UPDATE SKIP LOCKED``.
+    """
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        self.is_postgres = url.startswith("postgresql")
+        if self.is_postgres and url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        if self.is_sqlite:
+            path = url.split("///", 1)[1] if "///" in url else ""
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = sa.create_engine(url, echo=echo,
+                                           connect_args={"check_same_thread": False,
+                                                         "timeout": 30})
+            self._setup_sqlite()
+        else:
+            self.engine = sa.create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10,
+                                           max_overflow=20)
+        self._writer = threading.Lock() if self.is_sqlite else None
+
+    def _setup_sqlite(self) -> None:
+        @sa.event.listens_for(self.engine, "connect")
+        def _connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @sa.event.listens_for(self.engine, "begin")
+        def _begin(connection: sa.Connection) -> None:
+            mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+            connection.exec_driver_sql(f"BEGIN {mode}")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        """A read transaction (concurrent with others, and with the writer under WAL)."""
+        with self.engine.connect() as connection, connection.begin():
+            yield connection
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sa.Connection]:
+        """A write transaction: committed on exit, rolled back on error."""
+        if self._writer is None:
+            with self.engine.connect() as connection, connection.begin():
+                yield connection
+            return
+        with self._writer, self.engine.connect() as connection:
+            connection = connection.execution_options(sqlite_begin="IMMEDIATE")
+            with connection.begin():
+                yield connection
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to the newest migration (alembic)."""
+        from ._migrate import upgrade
+
+        upgrade(self)
+
+    def ping(self) -> bool:
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(sa.text("SELECT 1"))
+            return True
+        except sa.exc.SQLAlchemyError:
+            return False
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def now() -> float:
+    return time.time()

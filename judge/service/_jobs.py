@@ -1,0 +1,438 @@
+"""The job queue in the database: submit, look up, cancel, delete, and the workers' side of it
+(claim with a lease, renew, record calls and progress, finish).
+
+A worker claims the oldest queued job, or a running one whose lease expired (its worker died),
+in one statement: ``UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
+Postgres lets concurrent claimers skip each other's rows; SQLite has one writer at a time, so
+the statement is atomic there too. Every later write of the worker is conditional on still
+holding the lease, so a worker that lost its job (it was too slow to renew) cannot overwrite
+the new owner's work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from .._errors import ServiceError
+from ._auth import Principal, new_id
+from ._db import Database, artifacts, files, job_calls, jobs, judgments, now, tokens
+from ._jobspec import JobSpec
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "stopped")
+FINAL = ("succeeded", "failed", "cancelled", "stopped")
+EXIT_MEANINGS = {
+    0: "every turn judged",
+    1: "finished with some error rows",
+    2: "bad input or options",
+    3: "budget reached (resumable)",
+    4: "nothing could be judged (every call failed)",
+    5: "authentication failed or unknown model at the endpoint",
+    6: "run locked by another worker or holding another run's results",
+}
+
+
+def iso(moment: float | None) -> str | None:
+    if moment is None:
+        return None
+    millis = int(moment % 1 * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{millis:03d}Z"
+
+
+def public_job(row: Any) -> dict[str, Any]:
+    """A job as the API shows it: no lease internals, no manifest paths, no server URLs."""
+    data = dict(row._mapping)
+    progress = dict(data.get("progress") or {})
+    summary = data.get("summary") or {}
+    headline = None
+    if data["kind"] in ("evaluate", "retry-errors") and summary:
+        headline = {"tsa": summary.get("tsa"), "judge_jga": summary.get("judge_jga"),
+                    "rule_agreement": {v: figures.get("agreement")
+                                       for v, figures in (summary.get("rule") or {}).items()},
+                    "error_turns": summary.get("error_turns"), "turns": summary.get("turns")}
+    code = data.get("exit_code")
+    return {
+        "id": data["id"], "kind": data["kind"], "mode": data["mode"], "status": data["status"],
+        "endpoint": data["endpoint"], "inputs": data["inputs"], "options": data["options"],
+        "budget_usd": data["budget_usd"],
+        "created_at": iso(data["created_at"]), "started_at": iso(data["started_at"]),
+        "finished_at": iso(data["finished_at"]), "updated_at": iso(data["updated_at"]),
+        "attempts": data["attempts"], "cancel_requested": bool(data["cancel_requested"]),
+        "exit_code": code, "exit_meaning": EXIT_MEANINGS.get(code) if code is not None else None,
+        "error": data["error"], "imported": bool(data["imported"]),
+        "progress": {"total": progress.get("total"), "done": progress.get("done", 0),
+                     "cache_hits": progress.get("cache_hits", 0),
+                     "errors": progress.get("errors", 0),
+                     "tokens": data["tokens_used"], "cost_usd": round(data["cost_usd"], 6),
+                     "eta_seconds": progress.get("eta_seconds"),
+                     "worker": progress.get("worker")},
+        "headline": headline,
+    }
+
+
+class JobStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # --- the API's side ------------------------------------------------------------------
+
+    def submit(self, principal: Principal, spec: JobSpec) -> dict[str, Any]:
+        """Queue a checked job after resolving its references inside the caller's project."""
+        self._check_references(principal.project_id, spec)
+        self._check_spend_cap(principal)
+        moment = now()
+        record = {"id": new_id("job"), "project_id": principal.project_id,
+                  "token_id": principal.token_id, "kind": spec.kind, "mode": spec.mode,
+                  "status": "queued", "endpoint": spec.endpoint, "inputs": spec.inputs,
+                  "options": spec.options, "budget_usd": spec.budget, "created_at": moment,
+                  "updated_at": moment, "attempts": 0, "cancel_requested": False,
+                  "cost_usd": 0.0, "tokens_used": 0, "imported": False,
+                  "progress": {"done": 0}}
+        with self.db.write() as conn:
+            conn.execute(jobs.insert().values(**record))
+        return self.get(principal.project_id, record["id"])
+
+    def _check_references(self, project_id: str, spec: JobSpec) -> None:
+        with self.db.read() as conn:
+            for where, refers, ref_id in spec.references:
+                if refers == "job":
+                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status).where(
+                        jobs.c.id == ref_id, jobs.c.project_id == project_id)).first()
+                    if row is None:
+                        raise ServiceError(f"no job {ref_id!r} in this project", status=422,
+                                           field=where)
+                    if row.kind not in ("evaluate", "retry-errors"):
+                        raise ServiceError(f"job {ref_id!r} is a {row.kind} job, not a judge "
+                                           "run", status=422, field=where)
+                    wanted = ("succeeded", "stopped", "failed") if spec.kind == "retry-errors" \
+                        else ("succeeded",)
+                    if row.status not in wanted:
+                        raise ServiceError(f"job {ref_id!r} is {row.status}; it must be "
+                                           f"{' or '.join(wanted)}", status=422, field=where)
+                else:
+                    row = conn.execute(sa.select(files.c.kind).where(
+                        files.c.id == ref_id, files.c.project_id == project_id)).first()
+                    if row is None:
+                        raise ServiceError(f"no file {ref_id!r} in this project", status=422,
+                                           field=where)
+                    if row.kind != refers:
+                        raise ServiceError(f"file {ref_id!r} is a {row.kind} file; expected "
+                                           f"{refers}", status=422, field=where)
+
+    def _check_spend_cap(self, principal: Principal) -> None:
+        if principal.spend_cap_usd is None:
+            return
+        spent = self.spent_by_token(principal.token_id)
+        if spent >= principal.spend_cap_usd:
+            raise ServiceError(f"this token's spending cap of {principal.spend_cap_usd} USD is "
+                               f"reached ({spent:.4f} USD spent)", status=403)
+
+    def spent_by_token(self, token_id: str) -> float:
+        with self.db.read() as conn:
+            return float(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(jobs.c.cost_usd), 0))
+                                      .where(jobs.c.token_id == token_id)).scalar() or 0.0)
+
+    def row(self, project_id: str, job_id: str) -> Any:
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id,
+                                                     jobs.c.project_id == project_id)).first()
+        if row is None:
+            raise ServiceError(f"no job {job_id!r} in this project", status=404)
+        return row
+
+    def get(self, project_id: str, job_id: str) -> dict[str, Any]:
+        return public_job(self.row(project_id, job_id))
+
+    def list(self, project_id: str, *, status: str | None = None, kind: str | None = None,
+             limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        query = (sa.select(jobs).where(jobs.c.project_id == project_id)
+                 .order_by(jobs.c.created_at.desc(), jobs.c.id).limit(limit).offset(offset))
+        if status:
+            query = query.where(jobs.c.status == status)
+        if kind:
+            query = query.where(jobs.c.kind == kind)
+        with self.db.read() as conn:
+            return [public_job(row) for row in conn.execute(query)]
+
+    def cancel(self, project_id: str, job_id: str) -> dict[str, Any]:
+        row = self.row(project_id, job_id)
+        with self.db.write() as conn:
+            if row.status == "queued" or row.status == "stopped":
+                conn.execute(jobs.update().where(jobs.c.id == job_id,
+                                                 jobs.c.status.in_(("queued", "stopped")))
+                             .values(status="cancelled", finished_at=now(), updated_at=now(),
+                                     cancel_requested=True, lease_owner=None))
+            elif row.status == "running":
+                conn.execute(jobs.update().where(jobs.c.id == job_id)
+                             .values(cancel_requested=True, updated_at=now()))
+        return self.get(project_id, job_id)
+
+    def resume(self, project_id: str, job_id: str, budget: float | None) -> dict[str, Any]:
+        row = self.row(project_id, job_id)
+        if row.status not in ("stopped", "failed", "cancelled"):
+            raise ServiceError(f"job is {row.status}; only a stopped, failed or cancelled job "
+                               "can resume", status=409)
+        values: dict[str, Any] = {"status": "queued", "cancel_requested": False,
+                                  "finished_at": None, "exit_code": None, "error": None,
+                                  "updated_at": now(), "lease_owner": None}
+        if budget is not None:
+            values["budget_usd"] = budget
+        with self.db.write() as conn:
+            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+        return self.get(project_id, job_id)
+
+    def delete(self, project_id: str, job_id: str) -> None:
+        row = self.row(project_id, job_id)
+        if row.status in ("queued", "running"):
+            raise ServiceError(f"job is {row.status}; cancel it first", status=409)
+        self._delete_rows([job_id])
+
+    def refuse_if_in_use(self, project_id: str, file_id: str) -> None:
+        """A file read by a queued or running job cannot be deleted (409)."""
+        with self.db.read() as conn:
+            active = conn.execute(sa.select(jobs.c.id, jobs.c.inputs).where(
+                jobs.c.project_id == project_id,
+                jobs.c.status.in_(("queued", "running")))).all()
+        for row in active:
+            values = [v for value in row.inputs.values()
+                      for v in ([value] if isinstance(value, str) else value)]
+            if file_id in values:
+                raise ServiceError(f"file is an input of {row.id}, which is not finished",
+                                   status=409)
+
+    def _delete_rows(self, job_ids: list[str]) -> None:
+        with self.db.write() as conn:
+            for table in (job_calls, judgments, artifacts):
+                conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
+            conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
+
+    def judgments(self, project_id: str, job_id: str, *, verdict: bool | None = None,
+                  error: bool | None = None, dialogue_id: str | None = None,
+                  offset: int = 0, limit: int | None = None,
+                  batch: int = 500) -> Iterator[dict[str, Any]]:
+        """Per-turn rows in run order, read in batches (streamed to the client)."""
+        self.row(project_id, job_id)
+        query = sa.select(judgments.c.seq, judgments.c.row).where(judgments.c.job_id == job_id)
+        if verdict is not None:
+            query = query.where(judgments.c.verdict == verdict)
+        if error is not None:
+            query = query.where(judgments.c.has_error == error)
+        if dialogue_id is not None:
+            query = query.where(judgments.c.dialogue_id == dialogue_id)
+        sent, skip, last = 0, offset, -1
+        while limit is None or sent < limit:
+            step = batch if limit is None else min(batch, limit - sent)
+            with self.db.read() as conn:
+                rows = conn.execute(query.where(judgments.c.seq > last)
+                                    .order_by(judgments.c.seq).limit(step + skip)).all()
+            if not rows:
+                return
+            last = rows[-1].seq
+            for row in rows[skip:]:
+                yield row.row
+                sent += 1
+            skip = 0
+
+    def calls(self, job_id: str) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return [r.record for r in conn.execute(
+                sa.select(job_calls.c.record).where(job_calls.c.job_id == job_id)
+                .order_by(job_calls.c.custom_id))]
+
+    def artifact(self, project_id: str, job_id: str, name: str) -> tuple[str, bytes]:
+        self.row(project_id, job_id)
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(artifacts).where(artifacts.c.job_id == job_id,
+                                                          artifacts.c.name == name)).first()
+        if row is None:
+            raise ServiceError(f"job {job_id!r} has no artifact {name!r}", status=404)
+        return row.content_type, row.data
+
+    def usage(self, project_id: str) -> dict[str, Any]:
+        query = (sa.select(jobs.c.token_id, sa.func.count().label("jobs"),
+                           sa.func.coalesce(sa.func.sum(jobs.c.cost_usd), 0).label("cost"),
+                           sa.func.coalesce(sa.func.sum(jobs.c.tokens_used), 0).label("tok"))
+                 .where(jobs.c.project_id == project_id).group_by(jobs.c.token_id))
+        with self.db.read() as conn:
+            rows = conn.execute(query).all()
+            names = {r.id: (r.name, r.spend_cap_usd) for r in conn.execute(
+                sa.select(tokens.c.id, tokens.c.name, tokens.c.spend_cap_usd)
+                .where(tokens.c.project_id == project_id))}
+        per_token = [{"token_id": r.token_id, "name": names.get(r.token_id, (None, None))[0],
+                      "spend_cap_usd": names.get(r.token_id, (None, None))[1],
+                      "jobs": r.jobs, "cost_usd": round(float(r.cost), 6),
+                      "tokens": int(r.tok)} for r in rows]
+        return {"project": {"jobs": sum(t["jobs"] for t in per_token),
+                            "cost_usd": round(sum(t["cost_usd"] for t in per_token), 6),
+                            "tokens": sum(t["tokens"] for t in per_token)},
+                "tokens": per_token}
+
+    def counts(self) -> dict[str, int]:
+        with self.db.read() as conn:
+            rows = conn.execute(sa.select(jobs.c.status, sa.func.count())
+                                .group_by(jobs.c.status)).all()
+        return {status: int(n) for status, n in rows}
+
+    # --- the workers' side ---------------------------------------------------------------
+
+    def claim(self, worker_id: str, lease_seconds: float) -> Any | None:
+        """Take the oldest queued job, or a running one whose lease expired; None if none."""
+        moment = now()
+        queue = jobs.alias("queue")
+        pick = (sa.select(queue.c.id)
+                .where(sa.or_(queue.c.status == "queued",
+                              sa.and_(queue.c.status == "running",
+                                      queue.c.lease_expires < moment)))
+                .order_by(queue.c.created_at, queue.c.id).limit(1)
+                .with_for_update(skip_locked=True).scalar_subquery())
+        update = (jobs.update().where(jobs.c.id == pick)
+                  .values(status="running", lease_owner=worker_id,
+                          lease_expires=moment + lease_seconds, attempts=jobs.c.attempts + 1,
+                          started_at=sa.func.coalesce(jobs.c.started_at, moment),
+                          updated_at=moment)
+                  .returning(*jobs.c))
+        with self.db.write() as conn:
+            return conn.execute(update).first()
+
+    def renew(self, job_id: str, worker_id: str, lease_seconds: float,
+              progress: dict[str, Any] | None = None, cost: float | None = None,
+              tokens_used: int | None = None) -> tuple[bool, bool]:
+        """Extend the lease (and store progress); returns (still ours, cancel requested)."""
+        values: dict[str, Any] = {"lease_expires": now() + lease_seconds, "updated_at": now()}
+        if progress is not None:
+            values["progress"] = progress
+        if cost is not None:
+            values["cost_usd"] = cost
+        if tokens_used is not None:
+            values["tokens_used"] = tokens_used
+        with self.db.write() as conn:
+            ours = conn.execute(jobs.update().where(jobs.c.id == job_id,
+                                                    jobs.c.lease_owner == worker_id,
+                                                    jobs.c.status == "running")
+                                .values(**values)).rowcount > 0
+            cancel = conn.execute(sa.select(jobs.c.cancel_requested)
+                                  .where(jobs.c.id == job_id)).scalar()
+        return ours, bool(cancel)
+
+    def renew_many(self, worker_id: str, lease_seconds: float,
+                   updates: dict[str, tuple[dict[str, Any], float, int]]
+                   ) -> tuple[set[str], set[str]]:
+        """:meth:`renew` for every running job of a worker in one transaction; returns the
+        jobs still ours and those with a cancel request."""
+        ours: set[str] = set()
+        cancels: set[str] = set()
+        moment = now()
+        with self.db.write() as conn:
+            for job_id, (progress, cost, tokens_used) in updates.items():
+                if conn.execute(jobs.update().where(
+                        jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                        jobs.c.status == "running").values(
+                            lease_expires=moment + lease_seconds, updated_at=moment,
+                            progress=progress, cost_usd=cost,
+                            tokens_used=tokens_used)).rowcount > 0:
+                    ours.add(job_id)
+            if updates:
+                cancels = {r.id for r in conn.execute(sa.select(jobs.c.id).where(
+                    jobs.c.id.in_(list(updates)), jobs.c.cancel_requested.is_(True)))}
+        return ours, cancels
+
+    def record_batch(self, manifests: list[tuple[str, dict[str, Any]]],
+                     calls: list[tuple[str, dict[str, Any]]]) -> None:
+        """Manifests and logged calls of several jobs in one transaction (the last record of a
+        call wins)."""
+        latest = {(job_id, r["custom_id"]): r for job_id, r in calls}
+        with self.db.write() as conn:
+            for job_id, manifest in manifests:
+                conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
+            for job_id, custom_id in latest:
+                conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
+                                                      job_calls.c.custom_id == custom_id))
+            if latest:
+                conn.execute(job_calls.insert(), [
+                    {"job_id": job_id, "custom_id": custom_id, "record": record}
+                    for (job_id, custom_id), record in latest.items()])
+
+    def record_calls(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:
+        rows = [{"job_id": job_id, "custom_id": r["custom_id"], "record": r} for r in records]
+        if not rows:
+            return
+        with self.db.write() as conn:
+            ids = [r["custom_id"] for r in rows]
+            conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
+                                                  job_calls.c.custom_id.in_(ids)))
+            conn.execute(job_calls.insert(), rows)
+
+    def store_manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
+        with self.db.write() as conn:
+            conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
+
+    def finish(self, job_id: str, worker_id: str, *, status: str, exit_code: int | None,
+               error: str | None = None, summary: dict[str, Any] | None = None,
+               rows: list[dict[str, Any]] | None = None,
+               files_out: dict[str, tuple[str, bytes]] | None = None,
+               progress: dict[str, Any] | None = None, cost: float | None = None,
+               tokens_used: int | None = None) -> bool:
+        """Write the outcome if the lease is still ours; False when another worker owns it."""
+        moment = now()
+        values: dict[str, Any] = {"status": status, "exit_code": exit_code, "error": error,
+                                  "finished_at": moment, "updated_at": moment,
+                                  "lease_owner": None, "lease_expires": None}
+        if summary is not None:
+            values["summary"] = summary
+        if progress is not None:
+            values["progress"] = progress
+        if cost is not None:
+            values["cost_usd"] = cost
+        if tokens_used is not None:
+            values["tokens_used"] = tokens_used
+        with self.db.write() as conn:
+            owned = conn.execute(jobs.update().where(jobs.c.id == job_id,
+                                                     jobs.c.lease_owner == worker_id)
+                                 .values(**values)).rowcount > 0
+            if not owned:
+                return False
+            if rows is not None:
+                conn.execute(judgments.delete().where(judgments.c.job_id == job_id))
+                if rows:
+                    conn.execute(judgments.insert(), [judgment_row(job_id, i, row)
+                                                      for i, row in enumerate(rows)])
+            for name, (content_type, data) in (files_out or {}).items():
+                conn.execute(artifacts.delete().where(artifacts.c.job_id == job_id,
+                                                      artifacts.c.name == name))
+                conn.execute(artifacts.insert().values(job_id=job_id, name=name,
+                                                       content_type=content_type, data=data))
+        return True
+
+    def release(self, job_id: str, worker_id: str, progress: dict[str, Any] | None = None
+                ) -> None:
+        """Hand a running job back to the queue (this worker is shutting down)."""
+        values: dict[str, Any] = {"status": "queued", "lease_owner": None,
+                                  "lease_expires": None, "updated_at": now()}
+        if progress is not None:
+            values["progress"] = progress
+        with self.db.write() as conn:
+            conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                                             jobs.c.status == "running").values(**values))
+
+    def expired(self, before: float) -> list[str]:
+        with self.db.read() as conn:
+            return [r.id for r in conn.execute(sa.select(jobs.c.id).where(
+                jobs.c.status.in_(FINAL), jobs.c.finished_at < before))]
+
+    def purge(self, before: float) -> list[str]:
+        """Retention: delete finished jobs older than ``before``; returns their ids."""
+        ids = self.expired(before)
+        for start in range(0, len(ids), 200):
+            self._delete_rows(ids[start:start + 200])
+        return ids
+
+
+def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:
+    verdict = row.get("verdict")
+    return {"job_id": job_id, "seq": seq, "dialogue_id": str(row.get("dialogue_id")),
+            "turn_index": int(row.get("turn_index") or 0),
+            "verdict": verdict if isinstance(verdict, bool) else None,
+            "has_error": bool(row.get("error")), "row": row}

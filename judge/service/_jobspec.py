@@ -1,0 +1,256 @@
+"""What a job may ask for, checked before it is queued.
+
+Options use the CLI's option names (underscored) and pass through the same validated objects
+as the CLI (:class:`judge.JudgeConfig`, :class:`judge.MetricOptions`), so a job fails on the
+same values with the same reasons; errors name the field as a JSON path (``options.top_p``).
+
+Only an allow-list reaches the library. ``base_url`` is refused in favour of ``endpoint`` (a
+name the server maps to a URL and key), and everything that would read a server-side path
+(``prices``, ``rules``, ``config``, ``cache_dir``) is refused: files come by id.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .._config import JudgeConfig
+from .._errors import ServiceError
+from ..metrics import MetricOptions
+from ._settings import EndpointConfig, ServiceSettings
+
+JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
+JOB_KINDS: tuple[str, ...] = ("evaluate", "metrics", "agreement", "compare", "audit",
+                              "retry-errors")
+
+JUDGE_OPTIONS = ("model", "method", "semantics", "rule_match", "prompt_variant",
+                 "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
+                 "max_retries", "concurrency", "reasks", "prompt_cache_key", "budget")
+SUBSET_OPTIONS = ("limit", "dialogue_ids")
+METRIC_OPTIONS = (*MetricOptions.model_fields, "gold")
+AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence")
+RETRY_OPTIONS = ("concurrency", "timeout", "max_retries", "budget")
+
+REFUSED = {
+    "base_url": "a job cannot name a URL; choose one of the server's endpoints with 'endpoint'",
+    "api_key": "keys are configured on the server, never sent with a job",
+    "organization": "set on the server's endpoint configuration",
+    "project": "set on the server's endpoint configuration",
+    "prices": "prices are the server's (its endpoint configuration)",
+    "rules": "upload a rules file (kind 'rules') and pass its id as inputs.rules",
+    "config": "a job's options are given inline, not as a server-side file",
+    "cache_dir": "each project has its own cache on the server",
+    "use_cache": "the server decides caching (one cache per project)",
+    "no_cache": "the server decides caching (one cache per project)",
+    "http_backend": "the server decides its HTTP stack",
+    "rpm": "rate limits are the server's, shared by every job of an endpoint",
+    "tpm": "rate limits are the server's, shared by every job of an endpoint",
+    "out": "results stay on the server: fetch them with /results, /judgments or /export",
+}
+
+INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
+    # kind -> input name -> (what it refers to, required, list)
+    "evaluate": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
+                 "predictions": ("predictions", True, False), "rules": ("rules", False, False)},
+    "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
+                "predictions": ("predictions", True, True)},
+    "agreement": {"run": ("job", True, False), "human": ("labels", False, False)},
+    "compare": {"runs": ("job", True, True), "human": ("labels", False, False)},
+    "audit": {"run": ("job", True, False)},
+    "retry-errors": {"run": ("job", True, False)},
+}
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
+_ENDPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_N_BOOT = 20000
+MAX_IDS = 100_000
+
+
+class JobRequest(BaseModel):
+    """The body of ``POST /v1/jobs``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: JobKind
+    inputs: dict[str, str | list[str]] = Field(
+        description="Input name → file id (or job id for runs); lists where the kind takes "
+        "several (metrics: predictions; compare: runs).")
+    options: dict[str, Any] = Field(default_factory=dict,
+                                    description="CLI option names, underscored.")
+    mode: Literal["live", "batch"] = "live"
+
+
+@dataclass
+class JobSpec:
+    """A checked request: options normalised, endpoint resolved, references listed."""
+
+    kind: str
+    mode: str
+    inputs: dict[str, str | list[str]]
+    options: dict[str, Any]
+    endpoint: str | None = None
+    budget: float | None = None
+    references: list[tuple[str, str, str]] = field(default_factory=list)
+    """(input path for messages, kind expected, id) of every file or job the job reads."""
+
+
+def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
+    """Validate a job request against the allow-lists; raises 422 naming the field."""
+    if request.mode == "batch":
+        raise ServiceError("batch mode is not offered by this server yet; submit with "
+                           "mode 'live'", status=422, field="mode")
+    spec = JobSpec(request.kind, request.mode, dict(request.inputs), {})
+    _check_inputs(spec)
+    options = dict(request.options)
+    for name in options:
+        if name in REFUSED:
+            raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
+                               field=f"options.{name}")
+    if request.kind == "evaluate":
+        spec.options, spec.endpoint = _judge_options(options, settings)
+    elif request.kind == "retry-errors":
+        _only(options, RETRY_OPTIONS)
+        spec.options = _validated_config_subset(options)
+    elif request.kind == "metrics":
+        spec.options = _metric_options(options)
+    elif request.kind == "agreement":
+        spec.options = _agreement_options(options)
+    else:
+        _only(options, ())
+    budget = spec.options.get("budget")
+    if settings.max_job_budget is not None:
+        budget = min(budget if budget is not None else settings.max_job_budget,
+                     settings.max_job_budget)
+    spec.budget = budget
+    return spec
+
+
+def _check_inputs(spec: JobSpec) -> None:
+    wanted = INPUTS[spec.kind]
+    for name in spec.inputs:
+        if name not in wanted:
+            raise ServiceError(f"unknown input for a {spec.kind} job (expected "
+                               f"{', '.join(wanted)})", status=422, field=f"inputs.{name}")
+    for name, (refers, required, many) in wanted.items():
+        value = spec.inputs.get(name)
+        if value is None:
+            if required:
+                raise ServiceError(f"a {spec.kind} job needs this input", status=422,
+                                   field=f"inputs.{name}")
+            continue
+        if many:
+            items = [value] if isinstance(value, str) else list(value)
+            if not items:
+                raise ServiceError("give at least one id", status=422, field=f"inputs.{name}")
+            spec.inputs[name] = items
+            for index, item in enumerate(items):
+                spec.references.append((f"inputs.{name}[{index}]", refers, item))
+        else:
+            if not isinstance(value, str):
+                raise ServiceError("expected one id (a string)", status=422,
+                                   field=f"inputs.{name}")
+            spec.references.append((f"inputs.{name}", refers, value))
+
+
+def _only(options: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    for name in options:
+        if name not in allowed:
+            hint = f"; accepted: {', '.join(allowed)}" if allowed else " (this kind takes none)"
+            raise ServiceError(f"unknown option{hint}", status=422, field=f"options.{name}")
+
+
+def endpoint_for(name: str | None, settings: ServiceSettings) -> tuple[str, EndpointConfig]:
+    endpoints = settings.all_endpoints()
+    chosen = name if name is not None else settings.default_endpoint_name
+    if not isinstance(chosen, str) or not _ENDPOINT_NAME.match(chosen) or chosen not in endpoints:
+        raise ServiceError(f"unknown endpoint; this server offers: {', '.join(endpoints)}",
+                           status=422, field="options.endpoint")
+    return chosen, endpoints[chosen]
+
+
+def _judge_options(options: dict[str, Any], settings: ServiceSettings
+                   ) -> tuple[dict[str, Any], str]:
+    _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, "endpoint"))
+    name, endpoint = endpoint_for(options.pop("endpoint", None), settings)
+    model = options.get("model", endpoint.default_model)
+    if model is not None:
+        if not isinstance(model, str) or not _MODEL_NAME.match(model):
+            raise ServiceError("not a model name", status=422, field="options.model")
+        if endpoint.models is not None and model not in endpoint.models:
+            raise ServiceError(f"endpoint {name!r} offers: {', '.join(endpoint.models)}",
+                               status=422, field="options.model")
+        options["model"] = model
+    concurrency = options.get("concurrency")
+    if isinstance(concurrency, int) and concurrency > endpoint.max_concurrency:
+        raise ServiceError(f"at most {endpoint.max_concurrency} on endpoint {name!r}",
+                           status=422, field="options.concurrency")
+    values = _validated_config_subset({k: v for k, v in options.items()
+                                       if k not in SUBSET_OPTIONS})
+    values.update(_subset_options(options))
+    return values, name
+
+
+def _validated_config_subset(options: dict[str, Any]) -> dict[str, Any]:
+    """Check values with JudgeConfig itself (same rules as the CLI); keep them as given."""
+    try:
+        JudgeConfig.model_validate(options)
+    except ValidationError as exc:
+        raise _option_error(exc) from None
+    return dict(options)
+
+
+def _subset_options(options: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    limit = options.get("limit")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ServiceError("must be a whole number >= 1", status=422, field="options.limit")
+        out["limit"] = limit
+    ids = options.get("dialogue_ids")
+    if ids is not None:
+        if (not isinstance(ids, list) or not ids or len(ids) > MAX_IDS
+                or not all(isinstance(i, str) and i for i in ids)):
+            raise ServiceError(f"must be a list of 1 to {MAX_IDS} dialogue ids (strings)",
+                               status=422, field="options.dialogue_ids")
+        out["dialogue_ids"] = ids
+    return out
+
+
+def _metric_options(options: dict[str, Any]) -> dict[str, Any]:
+    _only(options, (*METRIC_OPTIONS, *SUBSET_OPTIONS))
+    values = {k: v for k, v in options.items() if k in MetricOptions.model_fields}
+    try:
+        MetricOptions.model_validate(values)
+    except ValidationError as exc:
+        raise _option_error(exc) from None
+    gold = options.get("gold")
+    if gold is not None and (not isinstance(gold, str) or len(gold) > 50):
+        raise ServiceError("an annotation version such as '2.1'", status=422,
+                           field="options.gold")
+    return {**values, **({"gold": gold} if gold is not None else {}),
+            **_subset_options(options)}
+
+
+def _agreement_options(options: dict[str, Any]) -> dict[str, Any]:
+    _only(options, AGREEMENT_OPTIONS)
+    n_boot = options.get("n_boot", 1000)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not 0 <= n_boot <= MAX_N_BOOT:
+        raise ServiceError(f"a whole number from 0 to {MAX_N_BOOT}", status=422,
+                           field="options.n_boot")
+    seed = options.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ServiceError("a whole number", status=422, field="options.seed")
+    confidence = options.get("confidence", 0.95)
+    if (isinstance(confidence, bool) or not isinstance(confidence, int | float)
+            or not 0 < confidence < 1):
+        raise ServiceError("a number strictly between 0 and 1", status=422,
+                           field="options.confidence")
+    return {"n_boot": n_boot, "seed": seed, "confidence": float(confidence)}
+
+
+def _option_error(exc: ValidationError) -> ServiceError:
+    first = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return ServiceError(first["msg"], status=422, field=f"options.{loc}" if loc else "options")

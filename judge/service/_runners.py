@@ -1,0 +1,376 @@
+"""What each job kind does, on inputs unpacked from the database: the same library calls as
+the CLI commands of the same name, with server paths kept out of the results.
+
+An evaluate job runs in its own run directory (``<data_dir>/runs/<job id>``) with the
+library's resume support. The directory is rebuilt from the database when a job moves to
+another worker: the manifest and every logged call are kept in the ``jobs`` and ``job_calls``
+tables as they happen, so a takeover re-sends only the calls that were in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from .._config import load_config
+from .._errors import BudgetReached, DSTJudgeError, InputError, ModelError, ServiceError
+from ..analysis import agreement_report, audit_items, load_labels, method_table, render_audit
+from ..data import DialogueSet, load_dialogues, load_predictions, load_schema
+from ..method import default_rules, load_rules
+from ..metrics import MetricOptions, compute_metrics
+from ..pipeline import Run, RunDirectory, evaluate_async
+from ._db import Database, files, jobs
+from ._files import FileStore
+from ._jobs import JobStore
+from ._jobspec import JUDGE_OPTIONS, endpoint_for
+from ._limits import JobLimiter
+from ._settings import ServiceSettings
+
+_SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organization",
+                     "project", "http_backend")
+
+
+@dataclass
+class Outcome:
+    """How a job ended, ready for :meth:`JobStore.finish`."""
+
+    status: str
+    exit_code: int | None
+    error: str | None = None
+    summary: dict[str, Any] | None = None
+    rows: list[dict[str, Any]] | None = None
+    artifacts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+
+
+@dataclass
+class Live:
+    """Counters of a running job, written to the database by the heartbeat."""
+
+    total: int | None = None
+    done: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    cost: float = 0.0
+    tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    done_at_start: int | None = None
+
+    def as_progress(self) -> dict[str, Any]:
+        eta = None
+        if self.total is not None and self.done_at_start is not None:
+            fresh = self.done - self.done_at_start
+            elapsed = time.monotonic() - self.started
+            if fresh > 0 and elapsed > 0:
+                eta = round((self.total - self.done) * elapsed / fresh, 1)
+        return {"total": self.total, "done": self.done, "cache_hits": self.cache_hits,
+                "errors": self.errors, "eta_seconds": eta}
+
+
+class Journal(Protocol):
+    """Where a running job's run log goes, written in the background (see the worker)."""
+
+    def call(self, job_id: str, record: dict[str, Any]) -> None: ...
+
+    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+class Inputs:
+    """The job's files on local disk, and their upload names for messages and results."""
+
+    def __init__(self, db: Database, store: FileStore, project_id: str) -> None:
+        self.db = db
+        self.store = store
+        self.project_id = project_id
+        self.names: dict[str, str] = {}
+
+    def path(self, file_id: str) -> tuple[Path, dict[str, Any]]:
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(files).where(files.c.id == file_id,
+                                                      files.c.project_id == self.project_id)
+                               ).first()
+        if row is None:
+            raise InputError(f"input file {file_id} was deleted")
+        path = self.store.local_path(row.sha256)
+        self.names[str(path)] = row.name
+        return path, dict(row._mapping)
+
+    def clean(self, text: str) -> str:
+        """Upload names instead of server paths."""
+        for path, name in self.names.items():
+            text = text.replace(path, name)
+        return text
+
+
+def _stem(name: str) -> str:
+    for suffix in (".gz", ".jsonl", ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _subset(dialogues: DialogueSet, options: dict[str, Any]) -> DialogueSet:
+    if options.get("dialogue_ids"):
+        dialogues = dialogues.subset(options["dialogue_ids"], source="options.dialogue_ids")
+    if options.get("limit") is not None:
+        dialogues = dialogues.subset([d.dialogue_id for d in
+                                      dialogues.dialogues[: options["limit"]]])
+    return dialogues
+
+
+def scrub_summary(summary: dict[str, Any], endpoint: str | None, inputs: Inputs
+                  ) -> dict[str, Any]:
+    """No server path, URL or key in a result: options keep the endpoint's name only."""
+    text = inputs.clean(json.dumps(summary, ensure_ascii=False))
+    clean = json.loads(text)
+    options = clean.get("options")
+    if isinstance(options, dict):
+        for name in _SCRUBBED_OPTIONS:
+            options.pop(name, None)
+        if endpoint is not None:
+            options["endpoint"] = endpoint
+    return clean
+
+
+class EvaluateRunner:
+    """evaluate and retry-errors jobs."""
+
+    def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
+                 jobs_: JobStore) -> None:
+        self.db = db
+        self.settings = settings
+        self.store = store
+        self.jobs = jobs_
+
+    def reply_store(self, project_id: str) -> dict[str, Any]:
+        """Where a project's paid replies are kept: the one place the durable ledger will plug
+        in. Today, the library's reply cache in a directory of the project's own (or one for
+        all projects when the operator shares them)."""
+        root = self.settings.data_dir / "cache"
+        folder = root / "shared" if self.settings.share_cache_across_projects else root / project_id
+        return {"cache_dir": str(folder)}
+
+    def run_dir(self, job_id: str) -> Path:
+        return self.settings.data_dir / "runs" / job_id
+
+    def prepare_run_dir(self, job: Any, seed_calls: list[dict[str, Any]],
+                        manifest: dict[str, Any] | None) -> bool:
+        """Rebuild the run directory from what the database holds (and what a previous
+        attempt on this machine left); returns whether there is something to resume."""
+        folder = self.run_dir(job.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        run = RunDirectory(folder)
+        local = {e.get("custom_id"): e for e in run.read_log() if isinstance(e, dict)}
+        known = {c["custom_id"]: c for c in seed_calls}
+        missing_in_db = [e for key, e in local.items() if key and key not in known]
+        if missing_in_db and manifest is not None:
+            self.jobs.record_calls(job.id, missing_in_db)
+        merged = {**local, **known} if manifest is not None else {}
+        if manifest is None:
+            return False
+        run.manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+        part = run.log_path.with_suffix(".part")
+        part.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n"
+                                for e in merged.values()), encoding="utf-8")
+        part.replace(run.log_path)
+        return True
+
+    async def run(self, job: Any, live: Live, limiter_for: Callable[[str], JobLimiter],
+                  journal: Journal) -> Outcome:
+        source, seed_job = job, None
+        if job.kind == "retry-errors":
+            seed_job = source = self.jobs.row(job.project_id, job.inputs["run"])
+            while source.kind == "retry-errors":
+                source = self.jobs.row(job.project_id, source.inputs["run"])
+        options = {**dict(source.options), **dict(job.options)}
+        inputs = Inputs(self.db, self.store, job.project_id)
+        try:
+            return await self._run(job, source, seed_job, options, inputs, live, limiter_for,
+                                   journal)
+        except BudgetReached as exc:
+            return Outcome("stopped", 3, f"{exc}; raise the budget and resume the job")
+        except ModelError as exc:
+            if exc.fatal:
+                return Outcome("failed", 5, inputs.clean(str(exc)))
+            return Outcome("failed", 4, inputs.clean(str(exc)))
+        except DSTJudgeError as exc:
+            return Outcome("failed", 2, inputs.clean(str(exc)))
+
+    async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
+                   inputs: Inputs, live: Live, limiter_for: Callable[[str], JobLimiter],
+                   journal: Journal) -> Outcome:
+        endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
+        schema_path, schema_row = inputs.path(source.inputs["schema"])
+        dialogues_path, _ = inputs.path(source.inputs["dialogues"])
+        predictions_path, pred_row = inputs.path(source.inputs["predictions"])
+        rules_id = source.inputs.get("rules")
+        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
+        schema, dialogues, predictions, rules = await asyncio.to_thread(
+            self._load, schema_path, dialogues_path, predictions_path, pred_row, rules_path,
+            options)
+        values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
+        values.setdefault("concurrency", min(8, endpoint.max_concurrency))
+        values.update(self.reply_store(job.project_id))
+        values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
+                      organization=endpoint.organization, project=endpoint.project,
+                      prices=endpoint.prices, http_backend=endpoint.http_backend,
+                      budget=job.budget_usd)
+        config = load_config(values)
+        seed = self.jobs.calls(job.id)
+        manifest = job.manifest
+        if seed_job is not None and not seed and manifest is None:
+            seed = [c for c in self.jobs.calls(seed_job.id) if not c.get("error")]
+            manifest = seed_job.manifest
+            if manifest is not None:
+                self.jobs.store_manifest(job.id, manifest)
+                self.jobs.record_calls(job.id, seed)
+        resume = self.prepare_run_dir(job, seed, manifest)
+        folder = self.run_dir(job.id)
+        stored_manifest = manifest is not None
+
+        def on_result(result: Any) -> None:
+            nonlocal stored_manifest
+            if not stored_manifest:
+                stored_manifest = True
+                data = RunDirectory(folder).read_manifest()
+                if data is not None:
+                    journal.manifest(job.id, data)
+            journal.call(job.id, dict(vars(result)))
+
+        def on_progress(progress: Any) -> None:
+            if live.done_at_start is None:
+                live.done_at_start = progress.done - 1
+            live.total, live.done = progress.total, progress.done
+            live.cache_hits, live.errors = progress.cache_hits, progress.errors
+            spend = progress.spend
+            if spend is not None:
+                live.cost = spend.usd
+                live.tokens = spend.prompt_tokens + spend.completion_tokens
+
+        sources = {"schema": schema_row["name"],
+                   "rules": rules_row["name"] if rules_row else None}
+        try:
+            result = await evaluate_async(
+                config, schema, dialogues, predictions, rules=rules, out_dir=folder,
+                resume=resume, sources=sources, on_progress=on_progress,
+                limiter=limiter_for(endpoint_name), on_result=on_result,
+                refresh=job.kind == "retry-errors")
+        finally:
+            await journal.flush()
+        summary = scrub_summary(result.summary, endpoint_name, inputs)
+        usage = summary.get("tokens") or {}
+        live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        live.cost = float(summary.get("cost_usd") or 0.0)
+        live.total = summary["calls"]["planned"]
+        live.done = live.total
+        rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
+        shutil.rmtree(folder, ignore_errors=True)
+        if summary.get("turns") and summary.get("scored_turns") == 0:
+            return Outcome("failed", 4, "nothing could be judged: " + "; ".join(
+                summary.get("errors", {}).get("examples", [])[:2]), summary, rows)
+        code = 1 if summary.get("error_turns") else 0
+        return Outcome("succeeded", code, None, summary, rows)
+
+    def _load(self, schema_path: Path, dialogues_path: Path, predictions_path: Path,
+              pred_row: dict[str, Any], rules_path: Path | None, options: dict[str, Any]
+              ) -> tuple[Any, Any, Any, Any]:
+        schema = load_schema(schema_path)
+        dialogues = _subset(load_dialogues(dialogues_path), options)
+        name = (pred_row.get("info") or {}).get("system_name") or _stem(pred_row["name"])
+        predictions = load_predictions(predictions_path, dialogues, schema, name=name)
+        rules = load_rules(rules_path) if rules_path else default_rules(schema)
+        return schema, dialogues, predictions, rules
+
+
+class AnalysisRunner:
+    """metrics, agreement, compare and audit jobs: CPU work in a thread, no model calls."""
+
+    def __init__(self, db: Database, store: FileStore, jobs_: JobStore) -> None:
+        self.db = db
+        self.store = store
+        self.jobs = jobs_
+
+    async def run(self, job: Any) -> Outcome:
+        inputs = Inputs(self.db, self.store, job.project_id)
+        try:
+            return await asyncio.to_thread(self._run, job, inputs)
+        except DSTJudgeError as exc:
+            return Outcome("failed", 2, inputs.clean(str(exc)))
+
+    def _run(self, job: Any, inputs: Inputs) -> Outcome:
+        if job.kind == "metrics":
+            return self._metrics(job, inputs)
+        if job.kind == "agreement":
+            run = self._run_of(job.project_id, job.inputs["run"])
+            human = self._labels(job.inputs.get("human"), inputs)
+            report = agreement_report(run.rows, human, **job.options)
+            return Outcome("succeeded", 0, summary=_json(report, inputs))
+        if job.kind == "compare":
+            runs = [self._run_of(job.project_id, r) for r in job.inputs["runs"]]
+            human = self._labels(job.inputs.get("human"), inputs)
+            table = method_table(runs, human.per_turn() if human else None)
+            return Outcome("succeeded", 0, summary=_json(table, inputs))
+        if job.kind == "audit":
+            return self._audit(job)
+        raise ServiceError(f"unknown job kind {job.kind!r}", status=500)
+
+    def _metrics(self, job: Any, inputs: Inputs) -> Outcome:
+        options = dict(job.options)
+        gold = options.pop("gold", None)
+        subset = {k: options.pop(k) for k in ("limit", "dialogue_ids") if k in options}
+        schema = load_schema(inputs.path(job.inputs["schema"])[0])
+        dialogues = _subset(load_dialogues(inputs.path(job.inputs["dialogues"])[0]), subset)
+        systems = []
+        for file_id in job.inputs["predictions"]:
+            path, row = inputs.path(file_id)
+            name = (row.get("info") or {}).get("system_name") or _stem(row["name"])
+            systems.append(load_predictions(path, dialogues, schema, name=name))
+        names = [s.name for s in systems]
+        for system, file_id in zip(systems, job.inputs["predictions"], strict=True):
+            if names.count(system.name) > 1:
+                system.name = f"{system.name} ({file_id})"
+        report = compute_metrics(dialogues, systems, schema, MetricOptions(**options), gold=gold)
+        return Outcome("succeeded", 0, summary=_json(report.to_dict(), inputs))
+
+    def _labels(self, file_id: str | None, inputs: Inputs) -> Any:
+        return load_labels(inputs.path(file_id)[0]) if file_id else None
+
+    def _run_of(self, project_id: str, job_id: str) -> Run:
+        row = self.jobs.row(project_id, job_id)
+        rows = list(self.jobs.judgments(project_id, job_id))
+        if not rows or not row.summary:
+            raise InputError(f"job {job_id} holds no judgments")
+        return Run(Path(job_id), dict(row.summary), rows)
+
+    def _audit(self, job: Any) -> Outcome:
+        run = self._run_of(job.project_id, job.inputs["run"])
+        ignore_none = "nospace" in str(run.summary.get("rule_match") or "")
+        items = audit_items(run.rows, ignore_none_pairs=ignore_none)
+        page = render_audit(run.summary, run.rows, items).encode("utf-8")
+        listed = [{"dialogue_id": i.dialogue_id, "turn_index": i.turn_index, "slot": i.slot,
+                   "kind": i.kind, "predicted": i.predicted, "gold": i.gold,
+                   "verdict": i.verdict, "rule": i.rule,
+                   "disagreeing_versions": i.disagreeing_versions} for i in items]
+        summary = {"run": job.inputs["run"], "items": len(items),
+                   "turns": len({(i.dialogue_id, i.turn_index) for i in items}),
+                   "artifact": "audit.html", "list": listed}
+        return Outcome("succeeded", 0, summary=summary,
+                       artifacts={"audit.html": ("text/html; charset=utf-8", page)})
+
+
+def _json(data: Any, inputs: Inputs) -> Any:
+    return json.loads(inputs.clean(json.dumps(data, ensure_ascii=False, default=str)))
+
+
+def job_row(db: Database, job_id: str) -> Any:
+    with db.read() as conn:
+        return conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()

@@ -1,0 +1,472 @@
+"""The worker of one replica: claims jobs with leases, runs them, renews the leases while they
+run, and hands them back on shutdown.
+
+It runs in its own thread with its own event loop, so that judging never stalls the API.
+Every second a running job's heartbeat renews its lease and stores its progress; a replica
+killed with ``kill -9`` stops renewing, its leases expire, and another worker takes the jobs
+over and resumes them from the run log kept in the database.
+
+Shutdown (SIGTERM) drains: no new claims, no new requests out of running jobs (their shared
+limiter stops granting), calls in flight get ``grace_seconds`` to finish and be logged, then the
+jobs are released back to the queue for the next worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from ._db import Database, now, workers
+from ._files import FileStore
+from ._jobs import JobStore
+from ._limits import EndpointPool, JobLimiter
+from ._runners import AnalysisRunner, EvaluateRunner, Live, Outcome
+from ._settings import ServiceSettings
+
+log = logging.getLogger("dst_judge.service")
+RETENTION_EVERY = 600.0
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class CallJournal:
+    """The run logs of this worker's jobs, copied to the database in the background: a job's
+    finished call is queued at once and written within a few milliseconds, batched with the
+    other jobs' calls in one transaction, so the event loop never waits on the database."""
+
+    def __init__(self, jobs: JobStore) -> None:
+        self.jobs = jobs
+        self._calls: list[tuple[str, dict[str, Any]]] = []
+        self._manifests: list[tuple[str, dict[str, Any]]] = []
+        self._pending = asyncio.Event()
+        self._written = asyncio.Condition()
+        self._sequence = 0
+        self._done = 0
+
+    def call(self, job_id: str, record: dict[str, Any]) -> None:
+        self._calls.append((job_id, record))
+        self._sequence += 1
+        self._pending.set()
+
+    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
+        self._manifests.append((job_id, manifest))
+        self._sequence += 1
+        self._pending.set()
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is in the database."""
+        target = self._sequence
+        async with self._written:
+            await self._written.wait_for(lambda: self._done >= target)
+
+    async def run(self) -> None:
+        while True:
+            await self._pending.wait()
+            self._pending.clear()
+            calls, self._calls = self._calls, []
+            manifests, self._manifests = self._manifests, []
+            target = self._sequence
+            try:
+                await asyncio.to_thread(self.jobs.record_batch, manifests, calls)
+            except Exception:
+                log.exception("writing %d logged call(s) to the database failed; retrying",
+                              len(calls))
+                self._calls[:0], self._manifests[:0] = calls, manifests
+                self._pending.set()
+                await asyncio.sleep(0.5)
+                continue
+            async with self._written:
+                self._done = target
+                self._written.notify_all()
+
+
+@dataclass
+class Running:
+    job: Any
+    task: asyncio.Task[Any] | None = None
+    live: Live = field(default_factory=Live)
+    limiters: list[JobLimiter] = field(default_factory=list)
+    reason: str | None = None  # why the task was cancelled: cancel | lost | drain
+
+    @property
+    def in_flight(self) -> int:
+        return sum(limiter.in_flight for limiter in self.limiters)
+
+
+class Worker:
+    """Runs up to ``settings.job_slots`` jobs at once for this replica."""
+
+    def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
+                 jobs: JobStore, worker_id: str | None = None) -> None:
+        self.db = db
+        self.settings = settings
+        self.store = store
+        self.jobs = jobs
+        self.id = worker_id or new_worker_id()
+        self.draining = threading.Event()
+        self.running: dict[str, Running] = {}
+        self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
+                      for name, ep in settings.all_endpoints().items()}
+        self.evaluator = EvaluateRunner(db, settings, store, jobs)
+        self.analyst = AnalysisRunner(db, store, jobs)
+        self.finished = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._last_retention = 0.0
+        self.parent: int | None = None
+        self.journal = CallJournal(jobs)
+
+    # --- lifecycle (called from the API thread) -----------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="dst-judge-worker", daemon=True)
+        self._thread.start()
+
+    def drain(self) -> None:
+        """Stop claiming and stop new sends (thread-safe; SIGTERM calls this at once)."""
+        self.draining.set()
+        if self._loop is not None and self._wake is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Drain and wait for the worker thread to hand back its jobs."""
+        self.drain()
+        if self._thread is not None:
+            self._thread.join(timeout if timeout is not None
+                              else self.settings.grace_seconds + 15)
+
+    def nudge(self) -> None:
+        """A job was queued: look now instead of at the next poll."""
+        if self._loop is not None and self._wake is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def status(self) -> dict[str, Any]:
+        return {"id": self.id, "mode": "thread", "alive": self._thread is not None
+                and self._thread.is_alive(), "running_jobs": len(self.running),
+                "draining": self.draining.is_set()}
+
+    def in_flight(self) -> int:
+        return sum(r.in_flight for r in self.running.values())
+
+    def pool_grants(self) -> dict[str, int]:
+        return {name: pool.granted for name, pool in self.pools.items()}
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        asyncio.run(self.run())
+
+    async def run(self, wake_fd: int | None = None) -> None:
+        """Claim and run jobs until drained; ``wake_fd`` is a pipe whose bytes mean "a job
+        was queued" (the API process nudging a worker process)."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        if wake_fd is not None:
+            self._loop.add_reader(wake_fd, self._woken, wake_fd)
+        await asyncio.to_thread(self._register)
+        self.journal = CallJournal(self.jobs)
+        beat = asyncio.create_task(self._heartbeat())
+        writer = asyncio.create_task(self.journal.run())
+        try:
+            while not self.draining.is_set():
+                claimed = False
+                if len(self.running) < self.settings.job_slots:
+                    row = await asyncio.to_thread(self.jobs.claim, self.id,
+                                                  self.settings.lease_seconds)
+                    if row is not None:
+                        self._launch(row)
+                        claimed = True
+                if claimed:
+                    continue
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                await self._housekeeping()
+            await self._drain()
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.journal.flush(), 10)
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
+            await asyncio.to_thread(self._unregister)
+
+    def _woken(self, fd: int) -> None:
+        with contextlib.suppress(OSError):
+            os.read(fd, 4096)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _launch(self, row: Any) -> None:
+        running = Running(row)
+        self.running[row.id] = running
+        running.task = asyncio.create_task(self._execute(running))
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.settings.grace_seconds
+        while (any(r.in_flight for r in self.running.values())
+               and time.monotonic() < deadline):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # replies that just arrived get parsed and logged
+        for running in list(self.running.values()):
+            if running.task is not None and not running.task.done():
+                running.reason = running.reason or "drain"
+                running.task.cancel()
+        tasks = [r.task for r in self.running.values() if r.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=max(1.0, deadline - time.monotonic()) + 5)
+
+    # --- one job -------------------------------------------------------------------------------
+
+    def _limiter(self, running: Running, endpoint: str) -> JobLimiter:
+        limiter = JobLimiter(self.pools.get(endpoint), running.job.id, self.draining)
+        running.limiters.append(limiter)
+        return limiter
+
+    async def _execute(self, running: Running) -> None:
+        job = running.job
+        log.info("job %s (%s) claimed, attempt %d", job.id, job.kind, job.attempts)
+        outcome: Outcome | None = None
+        try:
+            if job.kind in ("evaluate", "retry-errors"):
+                job = await asyncio.to_thread(self._with_token_budget, job)
+                running.job = job
+                outcome = await self.evaluator.run(
+                    job, running.live, lambda endpoint: self._limiter(running, endpoint),
+                    self.journal)
+            else:
+                outcome = await self.analyst.run(job)
+        except asyncio.CancelledError:
+            await self._cancelled(running)
+            return
+        except Exception:
+            log.exception("job %s failed with an internal error", job.id)
+            outcome = Outcome("failed", None, "internal error in the server (see its log)")
+        finally:
+            self.running.pop(job.id, None)
+        live = running.live
+        done = await asyncio.to_thread(
+            self.jobs.finish, job.id, self.id, status=outcome.status,
+            exit_code=outcome.exit_code, error=outcome.error, summary=outcome.summary,
+            rows=outcome.rows, files_out=outcome.artifacts, progress=self._progress(live),
+            cost=live.cost, tokens_used=live.tokens)
+        self.finished += 1
+        log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
+                 "" if done else " but another worker owns it now")
+
+    def _progress(self, live: Live) -> dict[str, Any]:
+        return {**live.as_progress(), "worker": self.id}
+
+    def _with_token_budget(self, job: Any) -> Any:
+        """Cap the job's budget by what its token may still spend."""
+        if job.token_id is None:
+            return job
+        from ._db import tokens
+
+        with self.db.read() as conn:
+            cap = conn.execute(sa.select(tokens.c.spend_cap_usd)
+                               .where(tokens.c.id == job.token_id)).scalar()
+        if cap is None:
+            return job
+        spent = self.jobs.spent_by_token(job.token_id) - float(job.cost_usd or 0.0)
+        remaining = max(cap - spent, 1e-9)
+        budget = remaining if job.budget_usd is None else min(job.budget_usd, remaining)
+        data = dict(job._mapping)
+        data["budget_usd"] = budget
+        return _Row(data)
+
+    async def _cancelled(self, running: Running) -> None:
+        job, live = running.job, running.live
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.journal.flush(), 10)
+        if running.reason == "cancel":
+            await asyncio.to_thread(self.jobs.finish, job.id, self.id, status="cancelled",
+                                    exit_code=None, error="cancelled on request",
+                                    progress=live.as_progress(), cost=live.cost,
+                                    tokens_used=live.tokens)
+            log.info("job %s cancelled", job.id)
+        elif running.reason == "drain":
+            await asyncio.to_thread(self.jobs.release, job.id, self.id, live.as_progress())
+            log.info("job %s handed back to the queue (shutdown)", job.id)
+        else:
+            log.warning("job %s: lease lost; another worker owns it now", job.id)
+
+    async def _heartbeat(self) -> None:
+        interval = min(1.0, self.settings.lease_seconds / 3)
+        while True:
+            await asyncio.sleep(interval)
+            running = dict(self.running)
+            if running:
+                updates = {job_id: (self._progress(r.live), r.live.cost, r.live.tokens)
+                           for job_id, r in running.items()}
+                try:
+                    ours, cancels = await asyncio.to_thread(
+                        self.jobs.renew_many, self.id, self.settings.lease_seconds, updates)
+                except Exception:  # a database hiccup: try again at the next beat
+                    log.exception("lease renewal failed")
+                    ours, cancels = set(running), set()
+                for job_id, item in running.items():
+                    task = item.task
+                    if task is None or task.done():
+                        continue
+                    if job_id not in ours:
+                        item.reason = "lost"
+                        task.cancel()
+                    elif job_id in cancels:
+                        item.reason = "cancel"
+                        task.cancel()
+            if self.parent is not None and os.getppid() != self.parent:
+                os._exit(1)  # our replica died (kill -9): die as it did, handing nothing back
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._beat)
+
+    async def _housekeeping(self) -> None:
+        days = self.settings.retention_days
+        if days is None or time.monotonic() - self._last_retention < RETENTION_EVERY:
+            return
+        self._last_retention = time.monotonic()
+        with contextlib.suppress(Exception):
+            removed = await asyncio.to_thread(self.jobs.purge, now() - days * 86400)
+            for job_id in removed:
+                shutil.rmtree(self.evaluator.run_dir(job_id), ignore_errors=True)
+            if removed:
+                log.info("retention: deleted %d finished job(s) older than %g days",
+                         len(removed), days)
+
+    # --- the workers table ----------------------------------------------------------------------
+
+    def _register(self) -> None:
+        with self.db.write() as conn:
+            conn.execute(workers.insert().values(id=self.id, host=socket.gethostname(),
+                                                 pid=os.getpid(), started_at=now(),
+                                                 heartbeat_at=now(), draining=False))
+
+    def _beat(self) -> None:
+        with self.db.write() as conn:
+            conn.execute(workers.update().where(workers.c.id == self.id)
+                         .values(heartbeat_at=now(), draining=self.draining.is_set()))
+            conn.execute(workers.delete().where(workers.c.heartbeat_at < now() - 3600))
+
+    def _unregister(self) -> None:
+        with contextlib.suppress(Exception), self.db.write() as conn:
+            conn.execute(workers.delete().where(workers.c.id == self.id))
+
+
+class _Row:
+    """A job row with one value changed (rows are immutable)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._mapping = data
+        self.__dict__.update(data)
+
+
+# --- the worker in a process of its own -----------------------------------------------------------
+
+
+class WorkerProcess:
+    """The worker in a child process (the default of ``dst-judge serve``): judging and the
+    API never compete for one interpreter lock, so the API answers fast under a full queue.
+
+    The child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and a parent check every
+    heartbeat), so ``kill -9`` of a replica kills its worker too, as a crashed machine would.
+    SIGTERM to the parent drains the child (same grace period as a thread worker).
+    """
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        self.settings = settings
+        self.id = new_worker_id()
+        self.draining = threading.Event()
+        self._process: Any = None
+        self._wake_write: int | None = None
+
+    def start(self) -> None:
+        import multiprocessing
+
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        context = multiprocessing.get_context("spawn")
+        self._process = context.Process(target=_process_main, name="dst-judge-worker",
+                                        args=(self.settings, self.id, os.getpid(), read),
+                                        daemon=False)
+        self._process.start()
+        os.close(read)
+        self._wake_write = write
+
+    def nudge(self) -> None:
+        if self._wake_write is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_write, b"!")
+
+    def drain(self) -> None:
+        self.draining.set()
+        process = self._process
+        if process is not None and process.pid is not None and process.is_alive():
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGTERM)
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.drain()
+        process = self._process
+        if process is not None:
+            process.join(timeout if timeout is not None else self.settings.grace_seconds + 15)
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        if self._wake_write is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._wake_write)
+            self._wake_write = None
+
+    def status(self) -> dict[str, Any]:
+        process = self._process
+        return {"id": self.id, "mode": "process",
+                "pid": None if process is None else process.pid,
+                "alive": bool(process is not None and process.is_alive()),
+                "draining": self.draining.is_set()}
+
+
+def _process_main(settings: ServiceSettings, worker_id: str, parent: int, wake_fd: int) -> None:
+    """Entry point of the worker process."""
+    _die_with_parent()
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    db = Database(settings.db_url)
+    store = FileStore(db, settings.data_dir, max_upload=settings.max_upload_bytes,
+                      max_unpacked=settings.max_unpacked_bytes)
+    worker = Worker(db, settings, store, JobStore(db), worker_id=worker_id)
+    worker.parent = parent
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: worker.drain())
+    try:
+        asyncio.run(worker.run(wake_fd))
+    finally:
+        db.dispose()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,0 +1,41 @@
+"""Fixtures of the local-judge tests: a fake model in the catalogue and a cache that is set up
+(verified fake weights, the fake llama-server in the binary slot)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+from judge.model.local import MODELS, model_file, server_binary
+from judge.model.local._install import assemble_parts, part_files
+from judge.model.local._process import is_llama_server
+from judge.model.local._registry import state_file
+
+from ._fakes import FAKE_SERVER, fake_spec, kill, part_dirs, payloads, script
+
+
+@pytest.fixture
+def fake_model(monkeypatch):
+    parts = payloads()
+    spec = fake_spec(parts)
+    monkeypatch.setitem(MODELS, spec.name, spec)
+    return spec, parts
+
+
+@pytest.fixture
+def server_cache(tmp_path, fake_model):
+    """A cache with verified fake weights and the fake llama-server in the binary slot."""
+    spec, parts = fake_model
+    cache = tmp_path / "cache"
+    part_dirs(tmp_path / "parts", spec, parts)
+    assemble_parts(part_files(spec, tmp_path / "parts"), model_file("fake", cache),
+                   sha256=spec.sha256, size=spec.size)
+    script(server_binary(cache), FAKE_SERVER)
+    yield cache
+    # never leave a server behind: stop whatever this cache still records, by its PID
+    with contextlib.suppress(Exception):
+        info = json.loads(state_file(cache).read_text())
+        if is_llama_server(info["pid"]):
+            kill(info["pid"])

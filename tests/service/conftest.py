@@ -1,0 +1,175 @@
+"""Fixtures of the service tests: the app in-process over httpx's ASGI transport, a fake model
+server on 127.0.0.1, tokens, uploads, and a real Postgres from pgserver when it can start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi", reason="the service needs the serve extra")
+
+from judge.service import Service, build_settings, create_app, create_token
+from tests.conftest import EXAMPLES
+from tests.fault_server import FaultConfig, FaultServer
+
+CANARY_KEY = "sk-canary-0123456789abcdef"
+FINAL = ("succeeded", "failed", "cancelled", "stopped")
+
+
+class Api:
+    """A synchronous face on ``httpx.AsyncClient(transport=ASGITransport(app))``: the app runs
+    in this process, in an event loop of its own thread."""
+
+    def __init__(self, app: Any, token: str | None = None) -> None:
+        self.app = app
+        self.token = token
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                        base_url="http://testserver")
+
+    def request(self, method: str, url: str, *, token: str | None = None,
+                **kwargs: Any) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}) or {})
+        chosen = token if token is not None else self.token
+        if chosen:
+            headers.setdefault("Authorization", f"Bearer {chosen}")
+        future = asyncio.run_coroutine_threadsafe(
+            self.client.request(method, url, headers=headers, **kwargs), self.loop)
+        return future.result(60)
+
+    def get(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", url, **kw)
+
+    def post(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("POST", url, **kw)
+
+    def put(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("PUT", url, **kw)
+
+    def delete(self, url: str, **kw: Any) -> httpx.Response:
+        return self.request("DELETE", url, **kw)
+
+    def upload(self, path: Path | str, kind: str, *, token: str | None = None,
+               name: str | None = None, content: bytes | None = None) -> httpx.Response:
+        path = Path(path)
+        data = content if content is not None else path.read_bytes()
+        return self.post("/v1/files", token=token, data={"kind": kind},
+                         files={"file": (name or path.name, data)})
+
+    def wait(self, job_id: str, timeout: float = 30.0, **kw: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get(f"/v1/jobs/{job_id}", **kw).json()
+            if job["status"] in FINAL:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FaultServer]:
+    with FaultServer(FaultConfig(latency=0.0)) as server:
+        yield server
+
+
+def service_settings(data_dir: Path, model_url: str, **values: Any) -> Any:
+    base = {"data_dir": data_dir, "poll_seconds": 0.05, "lease_seconds": 5.0,
+            "endpoints": {"fake": {"base_url": model_url, "api_key": CANARY_KEY},
+                          "other": {"base_url": model_url, "api_key": CANARY_KEY,
+                                    "models": ["allowed-model"]}},
+            "default_endpoint": "fake"}
+    base.update(values)
+    return build_settings(base)
+
+
+@contextlib.contextmanager
+def running_service(settings: Any) -> Iterator[tuple[Service, Any]]:
+    app = create_app(settings)
+    service: Service = app.state.service
+    service.start()
+    try:
+        yield service, app
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+def service_env(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, Any]]:
+    """A started service (SQLite) with a project 'lab' (submit, admin, read, review tokens)
+    and a project 'other' (submit token), and the example files uploaded to 'lab'."""
+    settings = service_settings(tmp_path / "data", fake_model.url)
+    with running_service(settings) as (service, app):
+        tokens = {
+            "submit": create_token(service.db, "lab", "read,submit", name="alice")[0],
+            "read": create_token(service.db, "lab", "read", name="reader")[0],
+            "review": create_token(service.db, "lab", "review", name="bob")[0],
+            "admin": create_token(service.db, "lab", "admin", name="root")[0],
+            "other": create_token(service.db, "other", "read,submit", name="eve")[0],
+        }
+        api = Api(app, tokens["submit"])
+        try:
+            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
+                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                      ("predictions", "predictions.jsonl"))}
+            yield {"api": api, "service": service, "tokens": tokens, "files": files,
+                   "model": fake_model, "settings": settings}
+        finally:
+            api.close()
+
+
+# --- Postgres --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real Postgres (pgserver: binaries from PyPI) in a temporary directory."""
+    pgserver = pytest.importorskip("pgserver", reason="pgserver (test extra) is not installed")
+    folder = Path(tempfile.mkdtemp(prefix="dstj-pg-"))
+    try:
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+    except Exception as exc:  # no binaries for this platform, no shared memory, ...
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.skip(f"Postgres (pgserver) cannot start here: {exc}")
+    try:
+        yield server.get_uri()
+    finally:
+        with contextlib.suppress(Exception):
+            server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_db(postgres_url: str) -> Iterator[str]:
+    """A fresh database on the session's Postgres server for one test."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{time.monotonic_ns() % 10**12}"
+    admin = postgres_url.replace("postgresql://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = postgres_url.partition("?")
+    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    try:
+        yield url
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,143 @@
+"""A real ``dst-judge serve`` in a subprocess on 127.0.0.1, for end-to-end tests and the
+benchmarks: started on a free port, ready when ``/healthz`` answers, stopped with SIGTERM (or
+killed with SIGKILL), and always gone when the test ends (it also stops itself after
+``max_seconds``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m judge ARGS`` with this checkout on the path."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "judge", *args], capture_output=True,
+                          text=True, env=environment, timeout=timeout, cwd=ROOT)
+    if check and done.returncode != 0:
+        raise AssertionError(f"dst-judge {' '.join(args)} exited {done.returncode}:\n"
+                             f"{done.stdout}\n{done.stderr}")
+    return done
+
+
+def create_token(data_dir: Path, project: str, scopes: str = "read,submit",
+                 db: str | None = None) -> str:
+    """A token made the way ``dst-judge serve token create`` makes it (in this process: a
+    subprocess costs a whole import of the library)."""
+    from judge.service import Database
+    from judge.service import create_token as make
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    database = Database(db or f"sqlite:///{data_dir / 'dst-judge.db'}")
+    try:
+        database.migrate()
+        return make(database, project, scopes)[0]
+    finally:
+        database.dispose()
+
+
+class ServeProcess:
+    """``dst-judge serve`` with the given data directory, endpoints and flags."""
+
+    def __init__(self, data_dir: Path, *, endpoints: dict[str, Any] | None = None,
+                 db: str | None = None, args: list[str] | None = None,
+                 max_seconds: float = 600.0, log: Path | None = None) -> None:
+        self.data_dir = data_dir
+        self.endpoints = endpoints
+        self.db = db
+        self.args = args or []
+        self.max_seconds = max_seconds
+        self.port = free_port()
+        self.log = log or data_dir / f"serve-{self.port}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> ServeProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "judge", "serve", "--port", str(self.port),
+                   "--data-dir", str(self.data_dir), "--log-level", "warning",
+                   "--max-seconds", str(self.max_seconds), *self.args]
+        if self.endpoints is not None:
+            file = self.data_dir / f"endpoints-{self.port}.json"
+            file.write_text(json.dumps({"endpoints": self.endpoints}), encoding="utf-8")
+            command += ["--endpoints", str(file)]
+        if self.db:
+            command += ["--db", self.db]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1"}
+        self._log_handle = self.log.open("ab")
+        self.process = subprocess.Popen(command, stdout=self._log_handle,
+                                        stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                        start_new_session=True)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dst-judge serve exited {self.process.returncode}:\n"
+                                   + self.log.read_text(errors="replace")[-3000:])
+            try:
+                if self.health().get("status") == "ok":
+                    return self
+            except (OSError, urllib.error.URLError, ValueError):
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError("dst-judge serve did not become healthy:\n"
+                           + self.log.read_text(errors="replace")[-3000:])
+
+    def health(self) -> dict[str, Any]:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(self.url + "/healthz", timeout=2) as response:
+            return json.loads(response.read())
+
+    def terminate(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait (the drain); returns the exit code."""
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        finally:
+            self._close()
+
+    def kill(self) -> None:
+        """SIGKILL: the replica dies mid-work, as a crashed machine would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        handle = getattr(self, "_log_handle", None)
+        if handle is not None:
+            handle.close()
+            self._log_handle = None
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.terminate(timeout=30)

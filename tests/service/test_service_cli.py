@@ -1,0 +1,59 @@
+"""The command-line side of the service: token create/list/revoke, and ``judge.Client``
+importable without the serve extra (httpx only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from judge.cli import main
+
+from .serve_process import ROOT
+
+
+def test_token_create_list_revoke(tmp_path, capsys):
+    data = ["--data-dir", str(tmp_path)]
+    assert main(["serve", "token", "create", "--project", "lab", "--scopes", "read,review",
+                 "--name", "bob", "--json", *data]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["token"].startswith("dsj_") and made["scopes"] == ["read", "review"]
+    assert main(["serve", "token", "list", "--json", *data]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in listed] == ["bob"] and "hash" not in listed[0]
+    assert made["token"] not in json.dumps(listed)
+    assert main(["serve", "token", "revoke", made["id"], *data]) == 0
+    capsys.readouterr()
+    assert main(["serve", "token", "list", "--json", *data]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["revoked_at"] is not None
+    assert main(["serve", "token", "revoke", made["id"], *data]) == 2
+    assert main(["serve", "token", "create", "--project", "lab", "--scopes", "root",
+                 *data]) == 2
+    assert "scopes must be some of" in capsys.readouterr().err
+
+
+def test_remote_commands_need_a_server_and_a_token(monkeypatch, capsys):
+    monkeypatch.delenv("DST_JUDGE_SERVER", raising=False)
+    monkeypatch.delenv("DST_JUDGE_TOKEN", raising=False)
+    assert main(["jobs"]) == 2
+    assert "--server URL is needed" in capsys.readouterr().err
+    assert main(["jobs", "--server", "http://127.0.0.1:9"]) == 2
+    assert "DST_JUDGE_TOKEN" in capsys.readouterr().err
+
+
+def test_the_client_imports_without_the_serve_extra():
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', "
+               "'sqlalchemy', 'alembic', 'psycopg', 'prometheus_client'):\n"
+               "            raise ImportError(f'blocked: {name}')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import judge\n"
+               "client = judge.Client('http://127.0.0.1:9', 'dsj_x')\n"
+               "print(type(client).__name__, 'fastapi' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Client False"

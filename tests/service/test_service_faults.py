@@ -1,0 +1,95 @@
+"""The fault test: two ``dst-judge serve`` replicas on one Postgres, 20 jobs with inputs of their
+own, ``kill -9`` of one replica mid-way. Every job succeeds (the survivor takes over the dead
+replica's jobs when their leases expire and resumes them from the run log in the database),
+the results equal a local run of the same inputs, and the completions paid exceed the
+distinct calls by at most the calls that were in flight when the replica died."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import judge
+from tests.conftest import EXAMPLES
+from tests.fault_server import FaultConfig, FaultServer, ServerProcess
+
+from .serve_process import ServeProcess, create_token
+
+JOBS = 20
+SLOTS = 4
+CONCURRENCY = 4
+
+
+def _job_dialogues(folder: Path, count: int) -> list[Path]:
+    """One dialogues file per job, utterances tagged so that every job's calls are distinct."""
+    lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()
+    paths = []
+    for index in range(count):
+        rows = []
+        for line in lines:
+            dialogue = json.loads(line)
+            for turn in dialogue["turns"]:
+                turn["user"] = f"{turn['user']} (job {index})"
+            rows.append(json.dumps(dialogue))
+        path = folder / f"dialogues-{index:02d}.jsonl"
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
+        tmp_path, postgres_db):
+    dialogues = _job_dialogues(tmp_path, JOBS)
+    token = create_token(tmp_path / "a", "lab", db=postgres_db)
+    args = ["--jobs", str(SLOTS), "--lease", "3", "--grace", "2"]
+    with ServerProcess(FaultConfig(latency=0.3), max_seconds=600) as model:
+        endpoints = {"fake": {"base_url": model.url}}
+        replica_a = ServeProcess(tmp_path / "a", endpoints=endpoints, db=postgres_db, args=args)
+        replica_b = ServeProcess(tmp_path / "b", endpoints=endpoints, db=postgres_db, args=args)
+        with replica_a, replica_b:
+            client = judge.Client(replica_b.url, token)
+            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+                      "predictions": client.upload(EXAMPLES / "predictions.jsonl",
+                                                   "predictions")["id"]}
+            ids = [client.submit("evaluate", {**common, "dialogues":
+                                              client.upload(path, "dialogues")["id"]},
+                                 {"model": "m", "concurrency": CONCURRENCY})["id"]
+                   for path in dialogues]
+            a_id = replica_a.health()["worker"]["id"]
+            deadline = time.monotonic() + 120
+            while True:  # wait until the doomed replica is in the middle of some jobs
+                jobs = client.jobs(limit=100)
+                doomed = [j for j in jobs if j["status"] == "running"
+                          and j["progress"]["worker"] == a_id and j["progress"]["done"] > 0]
+                if doomed:
+                    break
+                assert time.monotonic() < deadline, "replica A never ran a job"
+                time.sleep(0.05)
+            replica_a.kill()
+            finished = [client.wait(job_id, timeout=180) for job_id in ids]
+            verdicts = {job_id: [(r["dialogue_id"], r["turn_index"], r["verdict"], r["rule"])
+                                 for r in client.judgments(job_id)] for job_id in ids}
+        stats = model.snapshot()
+    assert all(j["status"] == "succeeded" and j["exit_code"] == 0 for j in finished), finished
+    taken_over = [j for j in finished if j["attempts"] > 1]
+    assert taken_over, "no job moved to the surviving replica"
+    assert {j["progress"]["worker"] for j in finished} - {a_id}  # the survivor finished jobs
+    distinct = JOBS * 22
+    assert stats["distinct_bodies"] == distinct
+    in_flight_bound = SLOTS * CONCURRENCY
+    assert distinct <= stats["completed"] <= distinct + in_flight_bound, stats["completed"]
+
+    with FaultServer(FaultConfig(latency=0.0)) as local_model:
+        for job, path in zip(finished, dialogues, strict=True):
+            schema = judge.load_schema(EXAMPLES / "schema.json")
+            dialogue_set = judge.load_dialogues(path)
+            predictions = judge.load_predictions(EXAMPLES / "predictions.jsonl", dialogue_set,
+                                                 schema)
+            config = judge.load_config({"base_url": local_model.url, "model": "m",
+                                        "use_cache": False, "api_key": "sk-local"})
+            local = judge.evaluate(config, schema, dialogue_set, predictions)
+            assert job["headline"]["tsa"] == local.summary["tsa"]
+            assert job["headline"]["judge_jga"] == local.summary["judge_jga"]
+            assert verdicts[job["id"]] == [(r["dialogue_id"], r["turn_index"], r["verdict"],
+                                            r["rule"]) for r in local.rows]
