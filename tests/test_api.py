@@ -32,7 +32,7 @@ EXPECTED = {
     "write_sample",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
-          "client", "service")
+          "client", "service", "web")
 
 
 def test_all_is_the_curated_surface():

@@ -152,6 +152,12 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     _add(table, "tokens prompt / completion / cached prompt",
                   f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
                   f"{tokens['cached_prompt_tokens']}")
+    check = summary.get("token_check") or {}
+    if check.get("requests") and check["prompt_tokens"]["reported"]:
+        prompt, cached = check["prompt_tokens"], check["cached_prompt_tokens"]
+        table.add_row(f"prompt tokens counted ({check['tokenizer']}) / reported",
+                      f"{prompt['counted']} / {prompt['reported']} ({prompt['error']:+.2%}); "
+                      f"cached: estimated {cached['estimated']} / reported {cached['reported']}")
     share = summary.get("static_prompt_share")
     _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
@@ -275,11 +281,20 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     rows = [
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
+    ]
+    if figures.get("systems", 1) > 1 or figures.get("duplicates"):
+        rows.append((f"requests shared by several systems ({figures.get('systems', 1)} "
+                     "systems), sent once", f"{figures['duplicates']:,}"))
+    rows += [
         ("skipped (empty turn state)", figures["skipped"]),
         ("prompt tokens (static prefix)",
          f"{figures['prompt_tokens']:,} ({figures['static_prompt_tokens']:,})"),
-        ("prompt tokens a provider can cache", f"{figures['provider_cacheable_tokens']:,}"),
-        ("completion tokens", f"{figures['completion_tokens']:,}"),
+        ("  of which response-format schema / chat format",
+         f"{figures.get('response_format_tokens', 0):,} / "
+         f"{figures.get('chat_overhead_tokens', 0):,}"),
+        ("prompt tokens per call", f"{figures['prompt_tokens'] / max(1, figures['to_send']):,.0f}"),
+        ("prompt tokens a prefix cache would serve", f"{figures['provider_cacheable_tokens']:,}"),
+        ("completion tokens (assumed)", f"{figures['completion_tokens']:,}"),
         ("cost live", usd(cost["live"])),
         ("cost live with prompt caching", usd(cost["live_with_prompt_caching"])),
         ("cost through the Batch API", usd(cost["batch"])),

@@ -131,15 +131,18 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _run_serve(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args)
-    from ..service import DEFAULT_PORT, run_server
+    from ..service import DEFAULT_PORT, create_app, run_server
+    from ..web import mount_web
 
     port = args.port if args.port is not None else DEFAULT_PORT
     where = "Postgres" if settings.db_url.startswith("postgresql") else settings.db_url
-    console.print(f"dst-judge serve on http://{args.host}:{port} (docs at /docs); state in "
-                  f"{escape(where.split('@')[-1])}; endpoints: "
+    console.print(f"dst-judge serve on http://{args.host}:{port} (web interface at /ui, docs "
+                  f"at /docs); state in {escape(where.split('@')[-1])}; endpoints: "
                   f"{escape(', '.join(settings.all_endpoints()))}", highlight=False)
+    app = create_app(settings)
+    mount_web(app)  # the web interface (judge/web) on the service's app
     run_server(settings, host=args.host, port=port, log_level=args.log_level,
-               max_seconds=args.max_seconds)
+               max_seconds=args.max_seconds, app=app)
     return 0
 
 

@@ -30,7 +30,7 @@ RESULT_KEYS: dict[str, tuple[str, ...]] = {
     "completeness": ("missed_domain_slot",),
     "joint": ("incorrect_domain_slot", "missed_domain_slot"),
 }
-_SHARED = ("_schema.j2", "_turn.j2", "_data_rule.j2", "_accuracy_instruction.j2",
+_SHARED = ("_intro.j2", "_schema.j2", "_turn.j2", "_accuracy_instruction.j2",
            "_completeness_instruction.j2", "_joint_instruction.j2")
 
 
@@ -49,6 +49,84 @@ class RenderedPrompt:
     prompt_hash: str
     static_chars: int
     total_chars: int
+
+
+def _utterances(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    # Each utterance is one JSON string on its own line after its speaker: newlines, quotes and
+    # fences in untrusted text stay inside the string and cannot fake a heading, a speaker or
+    # the end of the data. Empty utterances (the agent before the first turn) are left out.
+    return [f"{speaker}: {json.dumps(text, ensure_ascii=False)}"
+            for speaker, text in pairs if text]
+
+
+def turn_context(history: Sequence[tuple[str, str]], system: str, user: str,
+                 state: dict[str, str]) -> dict[str, str]:
+    """The dialogue-specific template variables of one turn."""
+    past = _utterances(history)
+    return {"history": "\n".join(past) if past else "(none: this is the first turn)",
+            "current": "\n".join(_utterances([("agent", system), ("user", user)])),
+            "state": json.dumps(state, ensure_ascii=False)}
+
+
+def _compress(values: Sequence[str]) -> str:
+    """A value list with runs of three or more consecutive integers written ``a-b``."""
+    out: list[str] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) >= 3:
+            out.append(f"{run[0]}-{run[-1]}")
+        else:
+            out.extend(str(n) for n in run)
+        run.clear()
+
+    for value in values:
+        if value.isdigit() and str(int(value)) == value and (not run or int(value) == run[-1] + 1):
+            run.append(int(value))
+            continue
+        flush()
+        if value.isdigit() and str(int(value)) == value:
+            run.append(int(value))
+        else:
+            out.append(value)
+    flush()
+    return ", ".join(out)
+
+
+def _bare(slot: Any, domain: str) -> str:
+    if slot.slot:
+        return str(slot.slot)
+    prefix = f"{domain}-"
+    return slot.name[len(prefix):] if slot.name.startswith(prefix) else slot.name
+
+
+def schema_context(schema: Schema) -> dict[str, Any]:
+    """The schema as the prompts show it: every slot once, under its domain, and each list of
+    fixed values (or value format) once, labelled with the slots that share it: a bare slot
+    name when every slot of that name shares it, the full names otherwise."""
+    domains = [{"domain": d.domain, "slots": [_bare(s, d.domain) for s in d.slots]}
+               for d in schema.domains]
+    bare_names: dict[str, list[str]] = {}
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for d in schema.domains:
+        for s in d.slots:
+            bare = _bare(s, d.domain)
+            bare_names.setdefault(bare, []).append(s.name)
+            if s.is_categorical and s.possible_values:
+                groups.setdefault(_compress(s.possible_values), []).append((bare, s.name))
+            elif s.value_format:
+                groups.setdefault(s.value_format, []).append((bare, s.name))
+    value_groups = []
+    for values, members in groups.items():
+        names = {name for _, name in members}
+        label: list[str] = []
+        for bare, name in members:
+            whole = set(bare_names[bare]) <= names
+            entry = bare if whole else name
+            if entry not in label:
+                label.append(entry)
+        value_groups.append((", ".join(label), values))
+    return {"domains": domains, "value_groups": value_groups}
 
 
 @functools.lru_cache(maxsize=8)
@@ -98,24 +176,12 @@ class PromptSet:
 
     @cached_property
     def _schema_context(self) -> dict[str, Any]:
-        slots = list(self.schema.slots.values())
-        return {
-            "domains": self.schema.domains,
-            "categorical": [s for s in slots if s.is_categorical and s.possible_values],
-            "formatted": [s for s in slots if s.value_format],
-        }
+        return schema_context(self.schema)
 
     def _render_turn(self, dimension: Dimension, history: Sequence[tuple[str, str]],
                      system: str, user: str, state: dict[str, str]) -> str:
-        # Utterances enter as JSON strings: newlines, quotes and fences in untrusted text stay
-        # inside their string and cannot fake a heading, a speaker or the end of the data.
-        past = [{"speaker": speaker, "text": text} for speaker, text in history]
-        rendered_history = ("[\n" + ",\n".join(json.dumps(u, ensure_ascii=False) for u in past)
-                            + "\n]" if past else "[] (this is the first turn)")
-        current = json.dumps({"Agent": system, "User": user, "State of this turn": state},
-                             indent=1, ensure_ascii=False)
         template = self._env.get_template(f"{self.method}/{dimension}.user.j2")
-        return template.render(history=rendered_history, current=current).strip() + "\n"
+        return template.render(**turn_context(history, system, user, state)).strip() + "\n"
 
     def static_messages(self, dimension: Dimension) -> list[dict[str, str]]:
         """System message and few-shot exchanges: identical for every turn."""

@@ -22,10 +22,17 @@ from ._client import (
     SharedLimiter,
 )
 from ._cost import (
+    ASSUMED_COMPLETION_TOKENS,
     ModelPrice,
+    PrefixCacheRule,
     PriceTable,
+    RequestEstimate,
     Spend,
+    cost_figures,
+    estimate_requests,
     load_prices,
+    price_and_counter,
+    usage_check,
     usage_cost,
 )
 from ._reply import (
@@ -36,6 +43,10 @@ from ._reply import (
     parse_chat_reply,
     redact,
 )
+from ._tokens import (
+    TokenCounter,
+    counter_for,
+)
 from ._transport import (
     AiohttpTransport,
     HttpxTransport,
@@ -44,6 +55,7 @@ from ._transport import (
 )
 
 __all__ = [
+    "ASSUMED_COMPLETION_TOKENS",
     "CHAT_URL",
     "AiohttpTransport",
     "Cassette",
@@ -51,27 +63,35 @@ __all__ = [
     "HttpxTransport",
     "ModelClient",
     "ModelPrice",
+    "PrefixCacheRule",
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
     "ReplyLimits",
+    "RequestEstimate",
     "SharedLimiter",
     "Spend",
+    "TokenCounter",
     "Transport",
     "cached_completion",
     "call_key",
     "cassette_client",
     "completion_from_body",
+    "cost_figures",
+    "counter_for",
     "custom_id",
     "download",
+    "estimate_requests",
     "load_prices",
     "parse_chat_reply",
     "parse_custom_id",
+    "price_and_counter",
     "read_output",
     "redact",
     "replay_transport",
     "scrub",
     "status",
     "submit",
+    "usage_check",
     "usage_cost",
 ]

@@ -21,7 +21,7 @@ from ._evaluate import (
     retry_errors,
     rules_for,
 )
-from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, plan_evaluation
+from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
 from ._result import EvaluationResult
 from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 
@@ -38,6 +38,7 @@ __all__ = [
     "RunProgress",
     "build_manifest",
     "cached_request_keys",
+    "call_chains",
     "collect",
     "default_record",
     "estimate",

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from .._errors import BudgetReached, ModelError
 from ..method import InvalidOutput, parse_reply
 from ..model import Completion, ModelClient, Spend, call_key
-from ._plan import EvaluationPlan, PlannedCall
+from ._plan import EvaluationPlan, PlannedCall, call_chains
 
 _REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
           "format described above, and nothing else.")
@@ -171,16 +171,29 @@ async def _answer(call: PlannedCall, source: CompletionSource, reasks: int,
 
 async def answer_plan(plan: EvaluationPlan, source: CompletionSource,
                       hooks: RunHooks | None = None) -> list[CallResult]:
-    """Answer every call of the plan (skipped ones included, in plan order)."""
-    tasks = [asyncio.ensure_future(judge_call(c, source, plan.config.reasks, hooks))
-             for t in plan.turns for c in t.calls]
+    """Answer every call of the plan (skipped ones included; returned in plan order).
+    ``concurrency`` workers each take the next chain of :func:`call_chains` (one dialogue's
+    calls of one dimension) and send its calls in turn order, keeping prefixes warm."""
+    chains = call_chains(plan)
+    answers: list[list[CallResult | None]] = [[None] * len(t.calls) for t in plan.turns]
+    pending = iter(chains)
+
+    async def worker() -> None:
+        for chain in pending:  # the shared iterator hands each chain to one worker
+            for t, c in chain:
+                answers[t][c] = await judge_call(plan.turns[t].calls[c], source,
+                                                 plan.config.reasks, hooks)
+
+    tasks = [asyncio.ensure_future(worker())
+             for _ in range(max(1, min(plan.config.concurrency, len(chains))))]
     try:
-        return list(await asyncio.gather(*tasks))
+        await asyncio.gather(*tasks)
     except BaseException:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    return [r for turn in answers for r in turn if r is not None]
 
 
 @dataclass

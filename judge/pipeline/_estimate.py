@@ -1,14 +1,22 @@
-"""The dry run: calls, tokens and cost of a run before making it (nothing is sent)."""
+"""The dry run: calls, tokens and cost of a run before making it (nothing is sent), with
+exact token counts from the model's tokenizer (judge.model)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig
-from ..model import load_prices, usage_cost
+from ..model import (
+    ASSUMED_COMPLETION_TOKENS,
+    cost_figures,
+    estimate_requests,
+    load_prices,
+    price_and_counter,
+)
 from ..store import ResponseCache, cache_key
-from ._plan import EvaluationPlan
+from ._plan import EvaluationPlan, call_chains
 
 
 def cached_request_keys(config: JudgeConfig) -> set[str]:
@@ -22,41 +30,49 @@ def cached_request_keys(config: JudgeConfig) -> set[str]:
         cache.close()
 
 
-ASSUMED_COMPLETION_TOKENS = 150
-"""Reply length assumed by the dry run (GPT-4 explanations run 100-200 tokens)."""
-PROVIDER_CACHE_MIN_TOKENS = 1024
-
-
-def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None) -> dict[str, Any]:
-    """Calls, tokens and cost of a run before making it: live, with provider prompt caching,
-    and through the Batch API. Tokens are estimated as characters / 4."""
+def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
+             others: Sequence[EvaluationPlan] = ()) -> dict[str, Any]:
+    """Calls, tokens and cost of a run before making it: live, with the server's prefix cache
+    (in the send order of :func:`call_chains`), and through the Batch API. Tokens are counted
+    with the model's tokenizer (:func:`judge.model.estimate_requests`). ``others``: plans of
+    further systems on the same dialogues; a request several systems share is counted once."""
     config = plan.config
     prices = load_prices(config.prices)
-    price = prices.price(config.model)
-    calls = plan.calls
-    is_cached = [bool(cached_keys) and cache_key(config.endpoint, c.body,
-                                                 c.prompt.template_hash) in cached_keys
-                 for c in calls]
-    cached = [c for c, hit in zip(calls, is_cached, strict=True) if hit]
-    to_send = [c for c, hit in zip(calls, is_cached, strict=True) if not hit]
-    prompt = sum(c.prompt.total_chars for c in to_send) // 4
-    static = sum(c.prompt.static_chars for c in to_send) // 4
-    first_of_prefix = {c.dimension: id(c) for c in reversed(to_send)}
-    cacheable = sum(c.prompt.static_chars // 4 for c in to_send
-                    if c.prompt.static_chars // 4 >= PROVIDER_CACHE_MIN_TOKENS
-                    and first_of_prefix.get(c.dimension) != id(c))
-    completion = ASSUMED_COMPLETION_TOKENS * len(to_send)
-
-    def usd(cached_tokens: int, discount: float = 0.0) -> float | None:
-        return usage_cost({"prompt_tokens": prompt, "cached_prompt_tokens": cached_tokens,
-                           "completion_tokens": completion}, price, batch_discount=discount)
-
+    price, counter = price_and_counter(config.model, prices)
+    requests: list[tuple[str, str, dict[str, Any]]] = []
+    calls = already = skipped = 0
+    for each in (plan, *others):
+        for chain in call_chains(each):
+            for t, c in chain:
+                call = each.turns[t].calls[c]
+                if call.skipped:
+                    skipped += 1
+                    continue
+                calls += 1
+                if cached_keys and cache_key(config.endpoint, call.body,
+                                             call.prompt.template_hash) in cached_keys:
+                    already += 1
+                    continue
+                requests.append((f"{call.dialogue_id}/{call.dimension}", call.dimension,
+                                 call.body))
+    static = {d: len(plan.prompts.static_messages(d)) for d in plan.prompts.dimensions}
+    figures = estimate_requests(requests, counter, static_messages=static)
     return {"model": config.model, "priced": price is not None,
-            "calls": len(calls), "already_cached": len(cached), "to_send": len(to_send),
-            "skipped": sum(1 for t in plan.turns for c in t.calls if c.skipped),
-            "prompt_tokens": prompt, "static_prompt_tokens": static,
-            "provider_cacheable_tokens": cacheable, "completion_tokens": completion,
-            "cost_usd": {"live": usd(0), "live_with_prompt_caching": usd(cacheable),
-                         "batch": usd(0, prices.batch_discount)},
-            "note": f"tokens estimated as characters / 4; replies assumed "
-                    f"{ASSUMED_COMPLETION_TOKENS} tokens"}
+            "tokenizer": counter.encoding if counter.exact else f"{counter.encoding} "
+                         f"(estimate, ±{counter.error:.0%})",
+            "systems": 1 + len(others),
+            "calls": calls, "already_cached": already, "to_send": figures.distinct,
+            "duplicates": figures.requests - figures.distinct, "skipped": skipped,
+            "prompt_tokens": figures.prompt_tokens,
+            "static_prompt_tokens": figures.static_prompt_tokens,
+            "response_format_tokens": figures.schema_tokens,
+            "chat_overhead_tokens": figures.overhead_tokens,
+            "provider_cacheable_tokens": figures.cached_prompt_tokens,
+            "completion_tokens": figures.completion_tokens,
+            "per_dimension": figures.per_dimension,
+            "cost_usd": cost_figures(figures, price, prices.batch_discount),
+            "note": f"prompt tokens counted with {counter.encoding}"
+                    + ("" if counter.exact else f" (unknown model: ±{counter.error:.0%})")
+                    + f"; replies assumed {ASSUMED_COMPLETION_TOKENS} tokens; cached: "
+                    + ("llama-server slot cache" if counter.chat == "chatml"
+                       else "OpenAI prompt caching, ≥ 1,024-token prompts")}

@@ -101,3 +101,15 @@ def plan_evaluation(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
                     skipped=dimension == "accuracy" and not judged[index]))
             turns.append(PlannedTurn(dialogue, index, judged[index], calls))
     return EvaluationPlan(config, schema, rules, prompts, dialogues, predictions, turns)
+
+
+def call_chains(plan: EvaluationPlan) -> list[list[tuple[int, int]]]:
+    """The send order: for each dialogue, one chain per dimension holding that dimension's
+    calls in turn order, as (turn position, call position) pairs. A chain's calls go out one
+    after another, so each call finds the previous turn's prompt, which it extends, still in
+    the server's prefix cache."""
+    chains: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for t, turn in enumerate(plan.turns):
+        for c, call in enumerate(turn.calls):
+            chains.setdefault((call.dialogue_id, call.dimension), []).append((t, c))
+    return list(chains.values())

@@ -11,9 +11,9 @@ from typing import Any
 from ..data import Dialogue, turn_states
 from ..method import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ..metrics import MatchPolicy, ratio, rule_policy, rule_verdicts
-from ..model import load_prices, usage_cost
+from ..model import load_prices, price_and_counter, usage_check, usage_cost
 from ._answer import CallResult
-from ._plan import EvaluationPlan, PlannedTurn
+from ._plan import EvaluationPlan, PlannedTurn, call_chains
 from ._rundir import write_results
 
 
@@ -143,6 +143,12 @@ def _summary(plan: EvaluationPlan, rows: Sequence[dict[str, Any]], verdicts: lis
     static = sum(c.prompt.static_chars for c in plan.calls)
     total = sum(c.prompt.total_chars for c in plan.calls)
     errors = [row for row in rows if row["error"]]
+    grouped = per_turn(plan, answers)
+    sent = [(f"{call.dialogue_id}/{call.dimension}", call.dimension, call.body,
+             result.attempts[0].get("usage") or {})
+            for t, c in (pair for chain in call_chains(plan) for pair in chain)
+            for call, result in [(plan.turns[t].calls[c], grouped[t][c])]
+            if not call.skipped and result.attempts and not result.from_cache]
     return {
         "method": config.method, "semantics": config.semantics,
         "turns": run.turns, "scored_turns": run.scored, "error_turns": run.errors,
@@ -156,6 +162,7 @@ def _summary(plan: EvaluationPlan, rows: Sequence[dict[str, Any]], verdicts: lis
                   "reasks": sum(max(0, len(r.attempts) - 1) for r in made),
                   "failed": sum(1 for r in made if r.error)},
         "tokens": tokens,
+        "token_check": usage_check(sent, price_and_counter(config.model, prices)[1]),
         "cost_usd": usage_cost(tokens, prices.price(config.model),
                                batch_discount=prices.batch_discount if batch else 0.0),
         "static_prompt_share": static / total if total else None,

@@ -3,9 +3,11 @@ durable job queue in SQLite or Postgres, with projects and scoped tokens, conten
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
 from ._app import Service, create_app
-from ._auth import SCOPES, create_token, ensure_project, list_tokens, revoke_token
+from ._auth import SCOPES, Principal, create_token, ensure_project, list_tokens, revoke_token
+from ._bundles import export_bundle
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
+from ._jobspec import JobRequest, check_job
 from ._migrate import copy_database
 from ._server import run_server
 from ._settings import (
@@ -24,14 +26,18 @@ __all__ = [
     "STATUSES",
     "Database",
     "EndpointConfig",
+    "JobRequest",
+    "Principal",
     "Service",
     "ServiceSettings",
     "build_settings",
+    "check_job",
     "copy_database",
     "create_app",
     "create_token",
     "default_data_dir",
     "ensure_project",
+    "export_bundle",
     "list_tokens",
     "read_endpoints_file",
     "revoke_token",

@@ -10,10 +10,11 @@ import pytest
 from judge import DataMismatchError
 from judge.cli import main
 
-from ..conftest import CASSETTES, EXAMPLES
+from ..conftest import CASSETTES, EXAMPLES, require_cassette
 
 
 def _run(tmp_path, name, cassette, *extra, predictions="predictions.jsonl"):
+    require_cassette(cassette)
     out = tmp_path / name
     assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
                  "--dialogues", str(EXAMPLES / "dialogues.jsonl"),

@@ -1,0 +1,165 @@
+"""Agreement while reviewers label: counts and inter-reviewer agreement at once (cheap, on
+every request), and the agreement of judge and RULE with the collected labels recomputed in
+the background with the library's statistics (``judge.analysis.agreement_report``, as
+``dst-judge agreement`` prints them), so a save never waits for a bootstrap.
+
+The background result is keyed by a fingerprint of the job's labels; a request that finds it
+stale schedules one recomputation (a single worker thread, one job at a time) and shows the
+previous figures marked as updating.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sklearn.metrics import cohen_kappa_score
+
+from .. import analysis
+from ._index import RunIndex
+from ._labelfile import human_labels, label_records
+
+log = logging.getLogger("dst_judge.web")
+N_BOOT = 200
+
+
+@dataclass
+class Table:
+    caption: str
+    header: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+
+@dataclass
+class Computed:
+    fingerprint: tuple[Any, ...]
+    tables: list[Table]
+    human_turns: int
+    seconds: float
+    at: float
+    error: str | None = None
+
+
+def fingerprint(labels: list[dict[str, Any]]) -> tuple[Any, ...]:
+    return (len(labels), max((float(i["updated_at"]) for i in labels), default=0.0),
+            sum(int(i["id"]) for i in labels))
+
+
+def _kappa(a: list[int], b: list[int]) -> float | None:
+    if len(a) < 2 or len(set(a) | set(b)) < 2:
+        return None
+    value = float(cohen_kappa_score(a, b))
+    return None if value != value else value  # NaN: no variation
+
+
+def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
+    """Label counts per reviewer and pairwise agreement of reviewers on turn labels."""
+    reviewers: dict[str, dict[str, int]] = {}
+    turn_labels: dict[str, dict[tuple[str, int], int]] = {}
+    for item in labels:
+        counts = reviewers.setdefault(item["reviewer"], {"turns": 0, "slots": 0, "correct": 0,
+                                                         "incorrect": 0, "unsure": 0})
+        counts["slots" if item["slot"] else "turns"] += 1
+        if not item["slot"]:
+            counts[item["label"]] += 1
+            if item["label"] != "unsure":
+                turn_labels.setdefault(item["reviewer"], {})[
+                    (item["dialogue_id"], int(item["turn_index"]))] = int(
+                        item["label"] == "correct")
+    pairs = []
+    for x, y in itertools.combinations(sorted(turn_labels), 2):
+        both = sorted(set(turn_labels[x]) & set(turn_labels[y]))
+        a = [turn_labels[x][k] for k in both]
+        b = [turn_labels[y][k] for k in both]
+        agree = sum(p == q for p, q in zip(a, b, strict=True))
+        pairs.append({"a": x, "b": y, "n": len(both),
+                      "agreement": 100.0 * agree / len(both) if both else None,
+                      "kappa": _kappa(a, b)})
+    turns = {(i["dialogue_id"], int(i["turn_index"])) for i in labels}
+    return {"labels": len(labels), "turns": len(turns), "reviewers": reviewers,
+            "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}
+
+
+class AgreementBoard:
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.results: dict[str, Computed] = {}
+        self.pending: set[str] = set()
+        self.samples: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-agreement")
+
+    def use_sample(self, job_id: str, sample: Any) -> None:
+        """The stratified sample reviewers of this job label (for population estimates)."""
+        with self.lock:
+            if self.samples.get(job_id) is not sample:
+                self.samples[job_id] = sample
+                self.results.pop(job_id, None)
+
+    def panel(self, project_id: str, job_id: str, index: RunIndex, me: str) -> dict[str, Any]:
+        labels = self.service.labels.list(project_id, job_id=job_id)
+        mark = fingerprint(labels)
+        with self.lock:
+            computed = self.results.get(job_id)
+            stale = computed is None or computed.fingerprint != mark
+            if stale and job_id not in self.pending and labels:
+                self.pending.add(job_id)
+                self.executor.submit(self._compute, job_id, index, labels, mark,
+                                     self.samples.get(job_id))
+            updating = job_id in self.pending
+        return {"quick": quick_stats(labels, me), "computed": computed,
+                "stale": stale and bool(labels), "updating": updating}
+
+    def _compute(self, job_id: str, index: RunIndex, labels: list[dict[str, Any]],
+                 mark: tuple[Any, ...], sample: Any) -> None:
+        started = time.perf_counter()
+        try:
+            result = compute(index, labels, mark, started, sample)
+        except Exception as exc:  # shown on the panel; the labels themselves are safe
+            log.exception("agreement of job %s failed", job_id)
+            result = Computed(mark, [], 0, time.perf_counter() - started, time.time(),
+                              error=str(exc))
+        with self.lock:
+            self.results[job_id] = result
+            self.pending.discard(job_id)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...],
+            started: float, sample: Any = None) -> Computed:
+    """The library's agreement report on the run's verdicts and the collected labels, as the
+    tables ``dst-judge agreement`` prints (population estimates when a sample is reviewed)."""
+    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
+             "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
+    human = human_labels(label_records(labels))
+    labelled = {(d, t) for d, t in ((i["dialogue_id"], int(i["turn_index"])) for i in labels)}
+    if sample is not None and not any((t.dialogue_id, t.turn_index) in labelled
+                                      for t in sample.turns):
+        sample = None  # nothing of the sample is labelled yet
+    report = analysis.agreement_report(rows, human, sample=sample, n_boot=N_BOOT, seed=0)
+    tables = [
+        Table("Agreement (judge, RULE, humans)", tuple(analysis.AGREEMENT_HEADER[:4]),
+              [tuple(r[:4]) for r in analysis.format_agreement(report)]),
+        Table("Chance-corrected", tuple(analysis.COEFFICIENT_HEADER),
+              [tuple(r) for r in analysis.format_coefficients(report)]),
+    ]
+    reviewers = analysis.format_reviewers(report)
+    if reviewers:
+        tables.append(Table("Reviewers as a group", tuple(analysis.REVIEWER_HEADER),
+                            [tuple(r) for r in reviewers]))
+    population = analysis.format_population(report)
+    if population:
+        tables.append(Table("Population estimates from the stratified sample",
+                            tuple(analysis.POPULATION_HEADER[:4]),
+                            [tuple(r[:4]) for r in population]))
+    return Computed(
+        fingerprint=mark, tables=tables,
+        human_turns=int((report.get("human") or {}).get("turns") or 0),
+        seconds=time.perf_counter() - started, at=time.time())

@@ -1,0 +1,344 @@
+"""Annotation review: a queue of turns, one at a time, labelled with one key press.
+
+Queues:
+
+* ``candidates`` — label-error candidates ranked by evidence, where ``judge.analysis`` offers
+  ``find_candidates`` (the agreement work); one entry per turn, at its best candidate's rank;
+* ``disagreements`` — turns where the judge and a RULE verdict disagree, the direction "judge
+  accepts what the annotation rejects" first (the one that most often points at a gold
+  error), then by how many annotation versions disagree, then in run order;
+* ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
+  stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
+  agreement without the bias of labelling disagreements only; the agreement panel then adds
+  the population estimates of that sample.
+
+A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
+time); the page's script sends it and swaps in the next turn, which it has fetched already.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from .. import analysis
+from .._errors import DSTJudgeError, ServiceError
+from ._common import WebRoute, render
+from ._detail import turn_view
+from ._index import RunIndex
+from ._labelfile import label_records
+from ._rows import dialogue_rows
+from ._runs import job_label, viewer_of
+from ._session import check_csrf
+
+router = APIRouter(route_class=WebRoute)
+QUEUES = {"disagreements": "judge / RULE disagreements",
+          "sample": "stratified sample (for measuring agreement)",
+          "candidates": "label-error candidates, ranked by evidence"}
+LABELS = ("correct", "incorrect", "unsure")
+DEFAULT_SAMPLE = 100
+
+
+QueueItem = tuple[str, int, str]
+"""(dialogue id, turn index, why it is in the queue)."""
+
+
+def disagreement_queue(index: RunIndex) -> list[QueueItem]:
+    ranked = []
+    for e in index.entries:
+        if e.verdict is None:
+            continue
+        against = [v for v, ok in e.rule if ok is not None and ok != e.verdict]
+        if not against:
+            continue
+        direction = "judge accepts" if e.verdict else "judge rejects"
+        other = "rejects" if e.verdict else "accepts"
+        why = f"{direction}; RULE-{', RULE-'.join(against)} {other}"
+        ranked.append(((0 if e.verdict else 1, -len(against), e.seq),
+                       (e.dialogue_id, e.turn_index, why)))
+    return [item for _, item in sorted(ranked)]
+
+
+def draw(index: RunIndex, n: int, seed: int) -> Any:
+    """A stratified sample of the run (``judge.analysis.draw_sample``: judge verdict × RULE
+    verdict of the first annotation version, equal allocation), as ``labels sample`` draws."""
+    if not index.versions:
+        raise ServiceError("the run has no RULE verdicts to stratify by", status=409)
+    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
+             "rule": e.rule_map} for e in index.entries]
+    try:
+        return analysis.draw_sample(rows, n=n, gold=index.versions[0], seed=seed)
+    except DSTJudgeError as exc:
+        raise ServiceError(str(exc), status=422, field="n") from None
+
+
+def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
+    """The sample's turns in a seeded random order (strata mixed, so a reviewer cannot tell
+    a turn's stratum from its place in the queue)."""
+    items = [(t.dialogue_id, t.turn_index, f"sample: {t.stratum} (weight {t.weight:.1f}: "
+              f"{t.stratum_sample} of {t.stratum_size} turns)") for t in sample.turns]
+    random.Random(seed).shuffle(items)
+    return items
+
+
+def candidate_queue(service: Any, row: Any, index: RunIndex) -> list[QueueItem]:
+    """Turns of ranked label-error candidates (judge.analysis.find_candidates)."""
+    from ..data import load_dialogues, load_schema
+    from ..pipeline import Run
+
+    inputs = row.inputs or {}
+    if not isinstance(inputs.get("dialogues"), str):
+        raise ServiceError("this run's dialogues file is not on the server (an imported "
+                           "bundle); candidates need it", status=409)
+
+    def local(file_id: str) -> Path:
+        return service.files.local_path(service.files.get(row.project_id, file_id)["sha256"])
+
+    dialogues = load_dialogues(local(inputs["dialogues"]))
+    schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
+        else None
+    rows = list(service.jobs.judgments(row.project_id, row.id))
+    source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
+    found = analysis.find_candidates(dialogues.subset(list(dict.fromkeys(
+        r["dialogue_id"] for r in rows))), [source], schema=schema)
+    known = {(e.dialogue_id, e.turn_index) for e in index.entries}
+    items: dict[tuple[str, int], str] = {}
+    for candidate in found:
+        key = (str(candidate.dialogue_id), int(candidate.turn_index))
+        if key in known and key not in items:
+            items[key] = (f"candidate #{len(items) + 1}: {candidate.slot} — gold "
+                          f"{candidate.gold_value!r}, systems say {candidate.predicted!r} "
+                          f"(score {candidate.score:.2f})")
+    return [(d, t, why) for (d, t), why in items.items()]
+
+
+class Queues:
+    """Queues per job, kind and parameters, rebuilt when the run's index changes."""
+
+    def __init__(self, service: Any, board: Any) -> None:
+        self.service = service
+        self.board = board
+        self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
+        self.samples: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, row: Any, index: RunIndex, kind: str, n: int, seed: int) -> list[QueueItem]:
+        key = (row.id, index.key, kind, n if kind == "sample" else 0,
+               seed if kind == "sample" else 0)
+        found = self.items.get(key)
+        if kind == "sample" and key in self.samples:
+            self.board.use_sample(row.id, self.samples[key])
+        if found is None:
+            if kind == "sample":
+                sample = draw(index, n, seed)
+                self.samples[key] = sample
+                self.board.use_sample(row.id, sample)
+                found = sample_queue(sample, seed)
+            elif kind == "candidates":
+                try:
+                    found = candidate_queue(self.service, row, index)
+                except DSTJudgeError as exc:
+                    if isinstance(exc, ServiceError):
+                        raise
+                    raise ServiceError(f"could not rank candidates: {exc}", status=409) \
+                        from None
+            else:
+                found = disagreement_queue(index)
+            if len(self.items) > 32:
+                self.items.clear()
+                self.samples.clear()
+            self.items[key] = found
+        return found
+
+
+def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
+    chosen = queue if queue in QUEUES else "disagreements"
+    params: dict[str, Any] = {"queue": chosen}
+    if chosen == "sample":
+        params.update(n=n, seed=seed)
+    return params
+
+
+def _judge_run(request: Request, job_id: str) -> tuple[Any, Any, RunIndex]:
+    viewer = viewer_of(request)
+    row = request.app.state.service.jobs.row(viewer.project_id, job_id)
+    if row.kind not in ("evaluate", "retry-errors") or row.summary is None:
+        raise ServiceError("only finished judge runs can be reviewed", status=409)
+    return viewer, row, request.app.state.web.index.get(row)
+
+
+def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
+                  queue: list[QueueItem], pos: int, params: dict[str, Any]) -> dict[str, Any]:
+    service = request.app.state.service
+    if not queue:
+        return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
+    pos = max(0, min(pos, len(queue) - 1))
+    dialogue_id, turn_index, why = queue[pos]
+    rows = dialogue_rows(service, viewer.project_id, row.id, dialogue_id)
+    view = turn_view(rows, turn_index)
+    mine = {item["slot"]: item for item in service.labels.list(viewer.project_id,
+                                                                 job_id=row.id,
+                                                                 reviewer=viewer.name)
+            if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index}
+    return {"item": {"dialogue_id": dialogue_id, "turn_index": turn_index, "why": why},
+            "view": view, "mine": mine, "pos": pos, "size": len(queue), "params": params,
+            "job_id": row.id, "can_label": viewer.can("review")}
+
+
+def _first_open(request: Request, viewer: Any, row: Any, queue: list[QueueItem]) -> int:
+    """The first queue position this reviewer has not labelled (at the turn level)."""
+    done = {(i["dialogue_id"], i["turn_index"]) for i in request.app.state.service.labels.list(
+        viewer.project_id, job_id=row.id, reviewer=viewer.name) if not i["slot"]}
+    for position, (dialogue_id, turn_index, _) in enumerate(queue):
+        if (dialogue_id, turn_index) not in done:
+            return position
+    return max(0, len(queue) - 1)
+
+
+@router.get("/review")
+def review_index(request: Request) -> Response:
+    viewer = viewer_of(request)
+    service = request.app.state.service
+    runs = [j for j in service.jobs.list(viewer.project_id, status="succeeded", limit=200)
+            if j["kind"] in ("evaluate", "retry-errors")]
+    counts: dict[str, dict[str, int]] = {}
+    for item in service.labels.list(viewer.project_id):
+        entry = counts.setdefault(str(item["job_id"]), {"labels": 0, "mine": 0})
+        entry["labels"] += 1
+        entry["mine"] += item["reviewer"] == viewer.name
+    items = [{"job": j, "label": job_label(request, viewer, j),
+              "counts": counts.get(j["id"], {"labels": 0, "mine": 0})} for j in runs]
+    return render(request, "review_index.html", items=items, queues=QUEUES,
+                  default_sample=DEFAULT_SAMPLE)
+
+
+@router.get("/review/{job_id}")
+def review_page(request: Request, job_id: str, queue: str = "disagreements",
+                n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
+                pos: Annotated[int | None, Query(ge=0)] = None) -> Response:
+    viewer, row, index = _judge_run(request, job_id)
+    params = _params(queue, n, seed)
+    items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
+    start = pos if pos is not None else _first_open(request, viewer, row, items)
+    context = _item_context(request, viewer, row, index, items, start, params)
+    job = request.app.state.service.jobs.get(viewer.project_id, job_id)
+    panel = request.app.state.web.agreement.panel(viewer.project_id, job_id, index,
+                                                  viewer.name)
+    return render(request, "review.html", **context, job=job,
+                  label=job_label(request, viewer, job), queues=QUEUES,
+                  panel=panel, labels=LABELS)
+
+
+@router.get("/review/{job_id}/item")
+def review_item(request: Request, job_id: str, queue: str = "disagreements",
+                n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
+                pos: Annotated[int, Query(ge=0)] = 0) -> Response:
+    viewer, row, index = _judge_run(request, job_id)
+    params = _params(queue, n, seed)
+    items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
+    context = _item_context(request, viewer, row, index, items, pos, params)
+    return render(request, "_review_item.html", **context, labels=LABELS)
+
+
+@router.get("/review/{job_id}/agreement")
+def review_agreement(request: Request, job_id: str) -> Response:
+    viewer, _, index = _judge_run(request, job_id)
+    panel = request.app.state.web.agreement.panel(viewer.project_id, job_id, index,
+                                                  viewer.name)
+    return render(request, "_agreement.html", panel=panel, job_id=job_id)
+
+
+def _check_label(body: Any, index: RunIndex) -> dict[str, Any]:
+    if not isinstance(body, Mapping):
+        raise ServiceError("expected a JSON object", status=422)
+    dialogue_id, turn_index = body.get("dialogue_id"), body.get("turn_index")
+    if not isinstance(dialogue_id, str) or isinstance(turn_index, bool) \
+            or not isinstance(turn_index, int):
+        raise ServiceError("dialogue_id (text) and turn_index (a number) are required",
+                           status=422, field="dialogue_id")
+    if (dialogue_id, turn_index) not in index.positions:
+        raise ServiceError("this run has no such turn", status=404, field="turn_index")
+    label = body.get("label")
+    if label not in LABELS:
+        raise ServiceError(f"label must be one of {', '.join(LABELS)}", status=422,
+                           field="label")
+    slot = body.get("slot") or ""
+    if not isinstance(slot, str) or len(slot) > 200:
+        raise ServiceError("slot must be a slot name (or empty for the turn)", status=422,
+                           field="slot")
+    note = body.get("note")
+    if note is not None and (not isinstance(note, str) or len(note) > 5000):
+        raise ServiceError("note must be text of at most 5000 characters", status=422,
+                           field="note")
+    return {"dialogue_id": dialogue_id, "turn_index": turn_index, "slot": slot,
+            "label": label, "note": (note or "").strip() or None}
+
+
+def _consistent(service: Any, viewer: Any, job_id: str, values: dict[str, Any]) -> None:
+    """A turn labelled correct cannot have a slot labelled incorrect by the same reviewer
+    (the labels file would contradict itself); say which label to change."""
+    if values["label"] not in ("correct", "incorrect"):
+        return
+    mine = [i for i in service.labels.list(viewer.project_id, job_id=job_id,
+                                           reviewer=viewer.name)
+            if i["dialogue_id"] == values["dialogue_id"]
+            and i["turn_index"] == values["turn_index"]]
+    if not values["slot"] and values["label"] == "correct":
+        wrong = [i["slot"] for i in mine if i["slot"] and i["label"] == "incorrect"]
+        if wrong:
+            raise ServiceError(f"you labelled slot {wrong[0]} incorrect; a turn with a wrong "
+                               "slot is incorrect (relabel that slot first)", status=409,
+                               field="label")
+    if values["slot"] and values["label"] == "incorrect":
+        turn = next((i for i in mine if not i["slot"]), None)
+        if turn is not None and turn["label"] == "correct":
+            raise ServiceError("you labelled this turn correct; label it incorrect (or unsure) "
+                               "before marking a slot wrong", status=409, field="label")
+
+
+@router.post("/review/{job_id}/labels")
+async def save_label(request: Request, job_id: str) -> Response:
+    viewer = await run_in_threadpool(viewer_of, request)
+    check_csrf(request, viewer, None)
+    viewer.require("review")
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ServiceError("expected a JSON body", status=422) from None
+
+    def save() -> dict[str, Any]:
+        _, _, index = _judge_run(request, job_id)
+        values = _check_label(body, index)
+        service = request.app.state.service
+        _consistent(service, viewer, job_id, values)
+        return service.labels.put(viewer.principal, {**values, "job_id": job_id})
+
+    saved = await run_in_threadpool(save)
+    return JSONResponse({"saved": {k: saved[k] for k in ("id", "dialogue_id", "turn_index",
+                                                          "slot", "label", "note", "reviewer",
+                                                          "updated_at")}})
+
+
+@router.get("/review/{job_id}/labels.jsonl")
+def export_labels(request: Request, job_id: str, reviewer: str | None = None) -> Response:
+    viewer = viewer_of(request)
+    service = request.app.state.service
+    service.jobs.row(viewer.project_id, job_id)
+    items = service.labels.list(viewer.project_id, job_id=job_id, reviewer=reviewer or None)
+    predicted: dict[tuple[str, int], Mapping[str, Any]] = {}
+    for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
+        for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):
+            predicted[(dialogue_id, int(row["turn_index"]))] = row.get("pred_turn_state") or {}
+    records = label_records(items, predicted)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)
+    return Response(text, media_type="application/x-ndjson",
+                    headers={"Content-Disposition":
+                             f'attachment; filename="{safe}-labels.jsonl"'})

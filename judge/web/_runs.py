@@ -1,0 +1,370 @@
+"""The runs page (every job of the project with live progress), submitting an evaluation from
+uploaded files, cancelling, and downloading results and bundles.
+
+Submissions go through exactly the service's checks: uploads through the file store (the
+CLI's validation and messages, naming file, line and field), options through the job checker
+(``JudgeConfig`` itself, the option allow-list, the endpoint's models and limits), so a form
+fails where ``dst-judge evaluate`` or ``POST /v1/jobs`` would, with the same words, shown
+beside the field at fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import types
+import typing
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from .._config import JudgeConfig
+from .._errors import ServiceError
+from ..service import STATUSES, JobRequest, check_job, export_bundle
+from ._common import PREFIX, WebRoute, render
+from ._session import Viewer, check_csrf
+
+router = APIRouter(route_class=WebRoute)
+
+FINAL = tuple(s for s in STATUSES if s not in ("queued", "running"))
+FILE_INPUTS = (("schema", "Schema", True), ("dialogues", "Dialogues", True),
+               ("predictions", "Predictions", True), ("rules", "Rules", False))
+JUDGE_FIELDS = ("method", "prompt_variant", "semantics", "rule_match", "response_format",
+                "temperature", "top_p", "seed", "max_tokens", "timeout", "max_retries",
+                "concurrency", "reasks", "prompt_cache_key", "budget")
+PAGE = 50
+
+
+def viewer_of(request: Request) -> Viewer:
+    return request.app.state.web.sessions.viewer(request)
+
+
+# --- describing jobs -----------------------------------------------------------------------------
+
+
+def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
+    """What a person calls a job: its system (and method) for judge runs."""
+    web = request.app.state.web
+    summary_system = None
+    inputs = job.get("inputs") or {}
+    if job["kind"] in ("evaluate", "retry-errors"):
+        bundle = inputs.get("bundle")
+        if isinstance(bundle, dict):
+            described = ((bundle.get("inputs") or {}).get("predictions") or {})
+            summary_system = described.get("name") if isinstance(described, dict) else None
+        file_id = inputs.get("predictions")
+        if isinstance(file_id, str):
+            summary_system = web.file_label(viewer.project_id, file_id)
+        method = (job.get("options") or {}).get("method") or "two-dim"
+        return f"{summary_system or job['id']} · {method}"
+    if job["kind"] in ("agreement", "audit"):
+        return f"{job['kind']} of {inputs.get('run')}"
+    if job["kind"] == "compare":
+        return f"compare {len(inputs.get('runs') or [])} runs"
+    return job["kind"]
+
+
+def live_fields(job: dict[str, Any]) -> dict[str, Any]:
+    """The part of a job the runs page updates while it runs (sent as events)."""
+    progress = job.get("progress") or {}
+    headline = job.get("headline") or {}
+    return {"id": job["id"], "status": job["status"], "exit_meaning": job.get("exit_meaning"),
+            "error": job.get("error"), "cancel_requested": job.get("cancel_requested"),
+            "progress": {k: progress.get(k) for k in ("done", "total", "cost_usd", "errors",
+                                                      "cache_hits", "eta_seconds", "tokens")},
+            "headline": {"tsa": headline.get("tsa"), "judge_jga": headline.get("judge_jga"),
+                         "rule_agreement": headline.get("rule_agreement") or {}}}
+
+
+# --- the runs page -------------------------------------------------------------------------------
+
+
+@router.get("/")
+def runs_page(request: Request, status: str = "", kind: str = "",
+              page: Annotated[int, Query(ge=1, le=100000)] = 1) -> Response:
+    viewer = viewer_of(request)
+    service = request.app.state.service
+    chosen_status = status if status in STATUSES else None
+    chosen_kind = kind or None
+    jobs = service.jobs.list(viewer.project_id, status=chosen_status, kind=chosen_kind,
+                             limit=PAGE + 1, offset=(page - 1) * PAGE)
+    more = len(jobs) > PAGE
+    jobs = jobs[:PAGE]
+    items = [{"job": job, "label": job_label(request, viewer, job), "live": live_fields(job),
+              "final": job["status"] in FINAL} for job in jobs]
+    watching = [i["job"]["id"] for i in items if not i["final"]]
+    return render(request, "runs.html", items=items, status=status, kind=kind, page=page,
+                  more=more, statuses=STATUSES, watching=watching,
+                  kinds=("evaluate", "retry-errors", "metrics", "agreement", "compare", "audit"))
+
+
+@router.get("/events")
+async def events(request: Request, job: Annotated[list[str] | None, Query()] = None) -> Response:
+    """Server-sent events for the jobs a page shows: ``job`` with the live fields whenever
+    one changes, until all are final (or the page goes away)."""
+    viewer = await run_in_threadpool(viewer_of, request)
+    service = request.app.state.service
+    watched = list(dict.fromkeys(job or []))[:100]
+
+    async def stream() -> AsyncIterator[bytes]:
+        last: dict[str, Any] = {}
+        quiet = 0.0
+        pending = list(watched)
+        while pending and not service.closing:
+            for job_id in list(pending):
+                try:
+                    current = await asyncio.to_thread(service.jobs.get, viewer.project_id,
+                                                      job_id)
+                except ServiceError:
+                    pending.remove(job_id)
+                    continue
+                fields = live_fields(current)
+                if fields != last.get(job_id):
+                    last[job_id] = fields
+                    yield f"event: job\ndata: {json.dumps(fields)}\n\n".encode()
+                    quiet = 0.0
+                if current["status"] in FINAL:
+                    pending.remove(job_id)
+            if not pending:
+                yield b"event: done\ndata: {}\n\n"
+                return
+            if quiet >= 15.0:
+                yield b": keep-alive\n\n"
+                quiet = 0.0
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(0.5)
+            quiet += 0.5
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.post("/runs/{job_id}/cancel")
+async def cancel(request: Request, job_id: str) -> Response:
+    viewer = await run_in_threadpool(viewer_of, request)
+    form = await request.form()
+    check_csrf(request, viewer, _text(form.get("csrf")))
+    viewer.require("submit")
+    service = request.app.state.service
+    job = await run_in_threadpool(service.jobs.cancel, viewer.project_id, job_id)
+    if "application/json" in request.headers.get("accept", ""):
+        return Response(json.dumps(live_fields(job)), media_type="application/json")
+    back = _text(form.get("back"))
+    target = back if back in (f"{PREFIX}/", f"{PREFIX}/runs/{job_id}") else f"{PREFIX}/"
+    return RedirectResponse(target, status_code=303)
+
+
+# --- downloads -----------------------------------------------------------------------------------
+
+
+def _attachment(name: str) -> dict[str, str]:
+    safe = "".join(c for c in name if c.isalnum() or c in "._-") or "download"
+    return {"Content-Disposition": f'attachment; filename="{safe}"'}
+
+
+@router.get("/runs/{job_id}/download/results.json")
+def download_results(request: Request, job_id: str) -> Response:
+    viewer = viewer_of(request)
+    row = request.app.state.service.jobs.row(viewer.project_id, job_id)
+    if row.summary is None:
+        raise ServiceError(f"job is {row.status}; results exist once it has finished",
+                           status=409)
+    body = json.dumps(row.summary, indent=2, ensure_ascii=False) + "\n"
+    return Response(body, media_type="application/json",
+                    headers=_attachment(f"{job_id}-results.json"))
+
+
+@router.get("/runs/{job_id}/download/judgments.jsonl")
+def download_judgments(request: Request, job_id: str) -> Response:
+    viewer = viewer_of(request)
+    rows = request.app.state.service.jobs.judgments(viewer.project_id, job_id)
+    first = next(rows, None)
+
+    def lines() -> typing.Iterator[bytes]:
+        if first is not None:
+            yield (json.dumps(first, ensure_ascii=False) + "\n").encode("utf-8")
+        for row in rows:
+            yield (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson",
+                             headers=_attachment(f"{job_id}-judgments.jsonl"))
+
+
+@router.get("/runs/{job_id}/download/bundle.tar.gz")
+def download_bundle(request: Request, job_id: str) -> Response:
+    viewer = viewer_of(request)
+    name, data = export_bundle(request.app.state.service, viewer.project_id, job_id)
+    return Response(data, media_type="application/gzip", headers=_attachment(name))
+
+
+@router.get("/runs/{job_id}/download/artifact/{name}")
+def download_artifact(request: Request, job_id: str, name: str) -> Response:
+    viewer = viewer_of(request)
+    content_type, data = request.app.state.service.jobs.artifact(viewer.project_id, job_id,
+                                                                 name)
+    headers = {**_attachment(name), "Content-Security-Policy": "sandbox allow-scripts"}
+    return Response(data, media_type=content_type, headers=headers)
+
+
+# --- submitting ----------------------------------------------------------------------------------
+
+
+def _choices(annotation: Any) -> tuple[list[str] | None, str, bool]:
+    """(choices, python type name, optional) of a JudgeConfig field annotation."""
+    optional = False
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        optional = type(None) in args
+        inner = [a for a in args if a is not type(None)]
+        annotation = inner[0] if len(inner) == 1 else annotation
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return [str(a) for a in args], "choice", optional
+    name = getattr(annotation, "__name__", "str")
+    return None, name if name in ("int", "float", "bool") else "str", optional
+
+
+def option_fields() -> list[dict[str, Any]]:
+    """The judge options of the form, described by JudgeConfig as the CLI's flags are."""
+    out = []
+    for name in JUDGE_FIELDS:
+        info = JudgeConfig.model_fields[name]
+        choices, kind, optional = _choices(info.annotation)
+        default = info.default if info.default is not None else None
+        limits = {}
+        for item in info.metadata:
+            for key in ("ge", "gt", "le", "lt"):
+                if getattr(item, key, None) is not None:
+                    limits[key] = getattr(item, key)
+        out.append({"name": name, "flag": "--" + name.replace("_", "-"), "kind": kind,
+                    "choices": choices, "optional": optional, "default": default,
+                    "help": info.description or "", "limits": limits})
+    return out
+
+
+OPTION_FIELDS = option_fields()
+_NUMBER = {"int": int, "float": float}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_options(form: Any) -> dict[str, Any]:
+    """Form strings to option values. A value that does not parse is passed on as typed, so
+    the job checker (JudgeConfig) refuses it with the CLI's message."""
+    options: dict[str, Any] = {}
+    for spec in OPTION_FIELDS:
+        raw = _text(form.get(spec["name"])).strip()
+        if spec["kind"] == "bool":
+            if raw:
+                options[spec["name"]] = True
+            continue
+        if not raw:
+            continue
+        if spec["kind"] in _NUMBER:
+            try:
+                options[spec["name"]] = _NUMBER[spec["kind"]](raw)
+            except ValueError:
+                options[spec["name"]] = raw
+        else:
+            options[spec["name"]] = raw
+    for name in ("endpoint", "model"):
+        raw = _text(form.get(name)).strip()
+        if raw:
+            options[name] = raw
+    limit = _text(form.get("limit")).strip()
+    if limit:
+        options["limit"] = int(limit) if re.fullmatch(r"-?\d+", limit) else limit
+    ids = [i for i in re.split(r"[\s,]+", _text(form.get("dialogue_ids"))) if i]
+    if ids:
+        options["dialogue_ids"] = ids
+    return options
+
+
+def _form_context(request: Request, viewer: Viewer, values: dict[str, Any],
+                  errors: dict[str, str], chosen: dict[str, str]) -> dict[str, Any]:
+    service = request.app.state.service
+    files = {kind: service.files.list(viewer.project_id, kind=kind, limit=200)
+             for kind, _, _ in FILE_INPUTS}
+    settings = service.settings
+    endpoints = [{"name": name, "models": ep.models or [], "default_model": ep.default_model,
+                  "max_concurrency": ep.max_concurrency}
+                 for name, ep in settings.all_endpoints().items()]
+    return {"files": files, "file_inputs": FILE_INPUTS, "options": OPTION_FIELDS,
+            "endpoints": endpoints, "default_endpoint": settings.default_endpoint_name,
+            "values": values, "errors": errors, "chosen": chosen,
+            "max_upload_mb": 16}
+
+
+@router.get("/runs/new")
+def submit_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    viewer.require("submit")
+    return render(request, "submit.html", **_form_context(request, viewer, {}, {}, {}))
+
+
+@router.post("/runs/new")
+async def submit(request: Request) -> Response:
+    viewer = await run_in_threadpool(viewer_of, request)
+    form = await request.form()
+    check_csrf(request, viewer, _text(form.get("csrf")))
+    viewer.require("submit")
+    service = request.app.state.service
+    errors: dict[str, str] = {}
+    chosen: dict[str, str] = {}
+    for kind, label, required in FILE_INPUTS:
+        upload = form.get(f"{kind}_file")
+        picked = _text(form.get(f"{kind}_id"))
+        if isinstance(upload, UploadFile) and upload.filename:
+            try:
+                record, _ = await run_in_threadpool(
+                    service.files.add, viewer.project_id, kind, upload.filename, upload.file,
+                    viewer.principal.token_id)
+                chosen[kind] = record["id"]
+            except ServiceError as exc:
+                errors[kind] = exc.reason
+        elif picked:
+            chosen[kind] = picked
+        elif required:
+            errors[kind] = f"choose an uploaded {label.lower()} file or upload one"
+    values = {k: _text(v) for k, v in form.items() if not isinstance(v, UploadFile)}
+    values.pop("csrf", None)
+    options = parse_options(form)
+    # the options are checked even when a file is missing, so one round shows both
+    placeholders = {kind: chosen.get(kind, "missing") for kind, _, required in FILE_INPUTS
+                    if required or kind in chosen}
+    try:
+        spec = check_job(JobRequest(kind="evaluate", inputs=placeholders, options=options),
+                         service.settings)
+        if not errors:  # then the placeholders are the chosen files
+            job = await run_in_threadpool(service.jobs.submit, viewer.principal, spec)
+    except ServiceError as exc:
+        errors[_form_field(exc.field)] = exc.reason
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        errors[_form_field(".".join(map(str, first["loc"])))] = first["msg"]
+    if not errors:
+        if service.worker is not None:
+            service.worker.nudge()
+        return RedirectResponse(f"{PREFIX}/runs/{job['id']}", status_code=303)
+    context = await run_in_threadpool(_form_context, request, viewer, values, errors, chosen)
+    return render(request, "submit.html", code=422, **context)
+
+
+def _form_field(field: str | None) -> str:
+    """``options.top_p`` → ``top_p``, ``inputs.schema`` → ``schema``; else the whole form."""
+    if not field:
+        return "_form"
+    head, _, rest = field.partition(".")
+    if head in ("options", "inputs") and rest:
+        return rest.split(".")[0].split("[")[0]
+    return field

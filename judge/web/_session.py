@@ -1,0 +1,205 @@
+"""Browser sessions on the API's tokens.
+
+A person logs in once with their bearer token; the server answers with a session cookie that
+is HttpOnly (scripts cannot read it), SameSite=Strict (other sites cannot send it), limited
+to the interface's path and Secure behind HTTPS. The cookie holds the token and a CSRF secret,
+encrypted and authenticated with Fernet (AES-CBC + HMAC, with its issue time), so a copied
+cookie expires after :data:`SESSION_SECONDS`, never shows the token, and every request still
+resolves the token in the database: a revoked token ends its sessions at once. Scopes are the
+API's: ``read`` browses, ``submit`` runs and cancels, ``review`` labels.
+
+Every state-changing request carries the session's CSRF token (a hidden form field, or the
+``X-CSRF-Token`` header of the page's scripts) and is refused without it. The login form,
+which has no session yet, uses a double-submit cookie.
+
+The key: ``DST_JUDGE_WEB_SECRET`` when set (give every replica the same value), otherwise a
+random key kept in ``<data dir>/web-secret`` (mode 0600).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from .._errors import ServiceError
+from ._common import PREFIX, WebRoute, render
+
+COOKIE = "dsj_session"
+LOGIN_COOKIE = "dsj_login"
+SESSION_SECONDS = 12 * 3600
+SECRET_ENV = "DST_JUDGE_WEB_SECRET"
+CSRF_HEADER = "x-csrf-token"
+
+
+def _fernet_key(secret: bytes) -> bytes:
+    return base64.urlsafe_b64encode(hashlib.sha256(b"dst-judge web session\0" + secret).digest())
+
+
+def load_secret(data_dir: Path) -> bytes:
+    """The session key material: the environment's, or the data directory's (made once)."""
+    given = os.environ.get(SECRET_ENV)
+    if given:
+        return given.encode("utf-8")
+    path = data_dir / "web-secret"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as handle:
+        value = secrets.token_hex(32).encode("ascii")
+        handle.write(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The person behind a request: their token's principal and the session's CSRF token."""
+
+    principal: Any
+    csrf: str
+
+    @property
+    def name(self) -> str:
+        return str(self.principal.token_name)
+
+    @property
+    def project(self) -> str:
+        return str(self.principal.project_name)
+
+    @property
+    def project_id(self) -> str:
+        return str(self.principal.project_id)
+
+    def can(self, scope: str) -> bool:
+        return bool(self.principal.allows(scope))
+
+    def require(self, scope: str) -> None:
+        if not self.can(scope):
+            raise ServiceError(f"your token lacks the '{scope}' scope", status=403)
+
+
+class Sessions:
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.fernet = Fernet(_fernet_key(load_secret(service.settings.data_dir)))
+
+    def issue(self, token: str) -> str:
+        payload = json.dumps({"t": token, "c": secrets.token_urlsafe(24)}).encode("utf-8")
+        return self.fernet.encrypt(payload).decode("ascii")
+
+    def open(self, cookie: str | None) -> tuple[str, str] | None:
+        if not cookie:
+            return None
+        try:
+            data = json.loads(self.fernet.decrypt(cookie.encode("ascii"), ttl=SESSION_SECONDS))
+        except (InvalidToken, ValueError, UnicodeEncodeError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("t"), str):
+            return None
+        return data["t"], str(data.get("c"))
+
+    def viewer(self, request: Request) -> Viewer:
+        """The request's viewer, or 401 (the route class turns that into the login page)."""
+        known = getattr(request.state, "viewer", None)
+        if known is not None:
+            return known
+        opened = self.open(request.cookies.get(COOKIE))
+        if opened is None:
+            raise ServiceError("please log in with your token", status=401)
+        token, csrf = opened
+        try:
+            principal = self.service.tokens.resolve_token(token)
+        except ServiceError:
+            raise ServiceError("your token was revoked; log in with another", status=401) \
+                from None
+        viewer = Viewer(principal, csrf)
+        request.state.viewer = viewer
+        return viewer
+
+
+def check_csrf(request: Request, viewer: Viewer, given: str | None) -> None:
+    """Refuse a state-changing request whose CSRF token is missing or wrong (403)."""
+    token = given or request.headers.get(CSRF_HEADER) or ""
+    if not token or not hmac.compare_digest(token.encode(), viewer.csrf.encode()):
+        raise ServiceError("the form's security token is missing or stale; reload the page "
+                           "and try again", status=403)
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def _safe_next(target: str | None) -> str:
+    """Only paths of the interface: no other host, no scheme, no protocol-relative URL."""
+    if (not target or not target.startswith(PREFIX + "/") or target.startswith("//")
+            or "\\" in target or any(ord(c) < 32 for c in target)):
+        return PREFIX + "/"
+    return target
+
+
+router = APIRouter(route_class=WebRoute)
+
+
+def _sessions(request: Request) -> Sessions:
+    return request.app.state.web.sessions
+
+
+@router.get("/login")
+def login_page(request: Request, next: str | None = None) -> Response:
+    nonce = secrets.token_urlsafe(24)
+    response = render(request, "login.html", viewer=None, csrf=nonce, next=_safe_next(next),
+                      error=None)
+    response.set_cookie(LOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict",
+                        secure=_secure(request), path=PREFIX)
+    return response
+
+
+@router.post("/login")
+def login(request: Request, token: Annotated[str, Form()] = "",
+          csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "") -> Response:
+    expected = request.cookies.get(LOGIN_COOKIE) or ""
+    target = _safe_next(next)
+    if not expected or not hmac.compare_digest(csrf.encode(), expected.encode()):
+        return _login_again(request, target, "The login form expired; please try again.", 403)
+    token = token.strip()
+    try:
+        principal = request.app.state.service.tokens.resolve_token(token) if token else None
+    except ServiceError:
+        principal = None
+    if principal is None:
+        return _login_again(request, target, "That token is not valid (or was revoked).", 401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, _sessions(request).issue(token), max_age=SESSION_SECONDS,
+                        httponly=True, samesite="strict", secure=_secure(request), path=PREFIX)
+    response.delete_cookie(LOGIN_COOKIE, path=PREFIX)
+    return response
+
+
+def _login_again(request: Request, target: str, message: str, status: int) -> Response:
+    nonce = secrets.token_urlsafe(24)
+    response = render(request, "login.html", code=status, viewer=None, csrf=nonce,
+                      next=target, error=message)
+    response.set_cookie(LOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict",
+                        secure=_secure(request), path=PREFIX)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    viewer = _sessions(request).viewer(request)
+    check_csrf(request, viewer, csrf)
+    response = RedirectResponse(PREFIX + "/login", status_code=303)
+    response.delete_cookie(COOKIE, path=PREFIX)
+    return response

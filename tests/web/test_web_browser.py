@@ -1,0 +1,247 @@
+"""The web interface in a real headless Chromium against a live server and the fake model
+server: log in, upload the example, run it, watch it finish, open a turn, label three turns
+with the keyboard, watch agreement update, export the labels and read them back with
+``dst-judge agreement``; hostile data stays inert; forms are labelled and focus starts at the
+skip link.
+
+Debian's Chromium (``/usr/bin/chromium``) is driven through Playwright; when it is missing,
+the fixture installs it with apt-get where it can and otherwise skips saying why.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge.analysis import load_labels
+from tests.analysis.test_audit_browser import CHROMIUM, CHROMIUM_ARGS, _install_chromium
+from tests.conftest import EXAMPLES
+from tests.fault_server import FaultConfig, FaultServer
+
+from .live import LiveServer
+from .synthetic import XSS, XSS_LINK, bundle, synthetic_rows
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api",
+    reason="the browser tests need the Python playwright package (pip install playwright); "
+           "they use Debian's Chromium, not playwright's own browser downloads")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Path:
+    if not CHROMIUM.exists():
+        _install_chromium()
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> Iterator[LiveServer]:
+    folder = tmp_path_factory.mktemp("web-live")
+    with FaultServer(FaultConfig(latency=0.25)) as model, \
+            LiveServer(folder / "data", model.url) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, live):
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), headless=True,
+                                              args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A page with what went wrong on it: console errors, uncaught exceptions, dialogs, CSP
+    violations and requests to anything but the live server."""
+
+    def __init__(self, page: Any, origin: str) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        page.on("request", lambda r: None if r.url.startswith((origin, "data:", "blob:"))
+                else self.errors.append(f"request off the server: {r.url}"))
+        page.add_init_script(
+            "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+            " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
+
+    def clean(self) -> None:
+        assert self.errors == [] and self.dialogs == []
+        assert self.page.evaluate("window.__csp") == []
+        assert self.page.evaluate("window.pwned") is None
+
+
+@pytest.fixture
+def watched(browser, live) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900},
+                                  accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield Watched(page, live.url)
+    context.close()
+
+
+def log_in(watched: Watched, live: LiveServer, token: str) -> Any:
+    page = watched.page
+    page.goto(live.url + "/ui/")
+    sync_api.expect(page).to_have_url(live.url + "/ui/login?next=%2Fui%2F")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    sync_api.expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    return page
+
+
+def test_scenario_run_label_agree_export(watched, live, tmp_path):
+    alice = live.token("alice", "read,submit,review")
+    carol = live.token("carol", "review")
+    page = log_in(watched, live, alice)
+    cookie = next(c for c in page.context.cookies() if c["name"] == "dsj_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and alice not in cookie["value"]
+
+    # submit the example from uploaded files
+    page.get_by_role("link", name="New evaluation").first.click()
+    for kind, name in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                       ("predictions", "predictions.jsonl")):
+        page.locator(f"#{kind}_file").set_input_files(str(EXAMPLES / name))
+    page.locator("#f-concurrency").fill("2")
+    page.get_by_role("button", name="Submit evaluation").click()
+
+    # watch it run: the badge and the progress bar change without reloading the page
+    badge = page.locator(".run-head [data-field=status]")
+    sync_api.expect(badge).to_have_text("running", timeout=20_000)
+    page.wait_for_function("() => { const p = document.querySelector('.run-head progress');"
+                           " return p && p.value > 0 && p.value < p.max; }")
+    # when it ends the page shows the turns (11 in the example)
+    sync_api.expect(page.locator("#match-count")).to_have_text("11", timeout=30_000)
+    sync_api.expect(badge).to_have_text("succeeded")
+    job_id = page.url.rsplit("/", 1)[1]
+    assert page.locator(".run-head [data-field=tsa]").inner_text().endswith("%")
+
+    # open a turn (a deep link) and see the dialogue, states, replies and trace
+    page.locator("table.turns a").nth(2).click()
+    sync_api.expect(page.get_by_role("heading", name="EX001.json · turn 2")).to_be_visible()
+    assert "worth house" in page.locator(".states").first.inner_text()
+    assert page.locator("pre.reply").count() == 2
+    assert "passes every check" in page.locator("table.trace").inner_text()
+    deep = page.url
+    page.goto(deep)
+    sync_api.expect(page.get_by_role("heading", name="EX001.json · turn 2")).to_be_visible()
+
+    # carol has labelled every turn correct (through the API)
+    with live.api(carol) as api:
+        for line in (EXAMPLES / "dialogues.jsonl").read_text().splitlines():
+            dialogue = json.loads(line)
+            for turn in dialogue["turns"]:
+                done = api.put("/v1/labels", json={
+                    "dialogue_id": dialogue["dialogue_id"], "turn_index": turn["turn_index"],
+                    "label": "correct", "job_id": job_id})
+                assert done.status_code == 200
+
+    # review: three turns, one key press each
+    page.get_by_role("link", name="Review", exact=True).click()
+    page.get_by_role("button", name="Review").first.click()
+    item = page.locator("#review-item .review-item")
+    sync_api.expect(item).to_have_attribute("data-pos", "0")
+    size = int(item.get_attribute("data-size"))
+    assert size >= 3
+    labelled = []
+    for position, key in enumerate("cxu"):
+        labelled.append((item.get_attribute("data-dialogue"), item.get_attribute("data-turn")))
+        page.keyboard.press(key)
+        if position + 1 < size:
+            sync_api.expect(item).to_have_attribute("data-pos", str(position + 1))
+    saves = page.evaluate("window.dstReview.saves")
+    assert len(saves) == 3 and all(ms < 1000 for ms in saves)
+    assert len(set(labelled)) == 3
+
+    # agreement grows: alice and carol on the three turns, then judge vs human
+    panel = page.locator("#agreement")
+    sync_api.expect(panel.locator("#inter-annotator")).to_contain_text("alice · carol")
+    sync_api.expect(panel.locator("#inter-annotator tbody td").first).to_have_text("2")
+    sync_api.expect(panel.locator("#vs-human")).to_contain_text("judge vs human",
+                                                                 timeout=30_000)
+    sync_api.expect(panel.locator(".agreement")).to_have_attribute("data-updating", "false",
+                                                                   timeout=30_000)
+    stored = live.service.labels.list(live.service.tokens.resolve_token(alice).project_id,
+                                      job_id=job_id, reviewer="alice")
+    assert sorted(i["label"] for i in stored) == ["correct", "incorrect", "unsure"]
+
+    # export the labels and read them back with dst-judge agreement
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export labels (JSONL)").click()
+    labels = tmp_path / "labels.jsonl"
+    download.value.save_as(labels)
+    records = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert {r.get("reviewer") or r.get("annotator") for r in records} == {"alice", "carol"}
+    with live.api(alice) as api:
+        data = api.get(f"/v1/jobs/{job_id}/export").content
+    run = tmp_path / "run"
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(run, filter="data")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "judge", "agreement", str(run), "--human",
+                           str(labels), "--n-boot", "50"], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "judge vs human" in done.stdout, done.stdout
+    assert "Accuracy after human re-evaluation" in done.stdout
+    assert set(load_labels(labels).annotators) == {"alice", "carol"}
+    watched.clean()
+
+
+def test_hostile_text_slot_and_system_names_stay_inert(watched, live):
+    alice = live.token("mallory-viewer", "read,submit,review")
+    job_id = live.import_bundle(alice, bundle(synthetic_rows(40, seed=9, hostile=True),
+                                              system=XSS))
+    page = log_in(watched, live, alice)
+    sync_api.expect(page.locator("table.runs")).to_contain_text(XSS)
+    page.goto(f"{live.url}/ui/runs/{job_id}")
+    sync_api.expect(page.locator("table.turns")).to_contain_text(XSS)
+    page.locator("table.turns a").first.click()
+    dialogue = page.locator("ol.dialogue")
+    sync_api.expect(dialogue).to_contain_text(XSS)
+    sync_api.expect(dialogue).to_contain_text(XSS_LINK)
+    sync_api.expect(page.locator("table.states").first).to_contain_text("onerror=")
+    assert page.locator("a[href^='javascript:' i]").count() == 0
+    assert page.locator("ol.dialogue a, ol.dialogue img, ol.dialogue script").count() == 0
+    page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=10")
+    page.keyboard.press("c")
+    sync_api.expect(page.locator(".save-status")).to_contain_text("Saved")
+    page.goto(f"{live.url}/ui/compare?run={job_id}")
+    sync_api.expect(page.locator("table.sortable").first).to_contain_text(XSS)
+    watched.clean()
+
+
+def test_controls_are_labelled_and_focus_starts_at_the_skip_link(watched, live):
+    token = live.token("ada", "read,submit,review")
+    job_id = live.import_bundle(token, bundle(synthetic_rows(60, seed=2)))
+    page = log_in(watched, live, token)
+    unlabelled_js = """() => Array.from(document.querySelectorAll(
+        'input:not([type=hidden]), select, textarea, button')).filter(el => {
+          if (el.closest('[hidden]') || el.offsetParent === null) return false;
+          const named = (el.labels && el.labels.length) || el.getAttribute('aria-label')
+            || el.getAttribute('aria-labelledby') || (el.tagName === 'BUTTON'
+            && el.textContent.trim());
+          return !named; }).map(el => el.outerHTML.slice(0, 80))"""
+    for path in ("/ui/", "/ui/runs/new", f"/ui/runs/{job_id}", f"/ui/review/{job_id}",
+                 f"/ui/compare?run={job_id}", "/ui/review"):
+        page.goto(live.url + path)
+        assert page.evaluate(unlabelled_js) == [], path
+        assert page.locator("h1").count() == 1, path
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.className") == "skip", path
+    watched.clean()
