@@ -80,6 +80,9 @@ class JudgeConfig(BaseSettings):
     reasks: int = Field(1, ge=0, description="Re-asks after an invalid answer.")
     rpm: int | None = Field(None, ge=1, description="Requests per minute at most.")
     tpm: int | None = Field(None, ge=1, description="Tokens per minute at most (estimated).")
+    stop_grace: float = Field(10.0, ge=0, description="Seconds calls in flight may take to "
+                              "finish (and be recorded) after Ctrl-C, SIGTERM or the budget "
+                              "stops a run.")
     prompt_cache_key: bool = Field(False, description="Send a per-dialogue prompt_cache_key "
                                    "(OpenAI) so a dialogue's calls share a cache route.")
     # --- untrusted replies --------------------------------------------------------------------

@@ -13,6 +13,11 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     │   ├── CassetteMiss    a replayed run sent a request its cassette does not hold
     │   └── ReplyError      a reply arrived (and was paid for) but is not a usable completion
     ├── BudgetReached       the run spent its budget (resumable)
+    ├── RunInterrupted      Ctrl-C or SIGTERM stopped the run (resumable)
+    ├── RunDirectoryError   the run directory is not ours to write
+    │   ├── RunLocked           another process holds its lock
+    │   └── RunConflict         it holds another run's results (or results of no run)
+    ├── StoreError          the ledger (reply store) is unreadable or of another format
     ├── LocalSetupError     installing local weights or building llama-server failed
     │   ├── ChecksumError
     │   └── BuildToolMissing
@@ -24,7 +29,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from enum import IntEnum
 from pathlib import Path
+
+
+class ExitStatus(IntEnum):
+    """What a finished command reports to the shell (and the service in a job's status).
+
+    The one table of meanings; :func:`exit_status_for` maps exceptions onto it and
+    ``EvaluationResult.exit_status`` maps a finished run.
+    """
+
+    OK = 0
+    """Every turn was judged."""
+    ERROR_ROWS = 1
+    """The run finished, but some turns are error rows (see summary.json ``errors``)."""
+    BAD_INPUT = 2
+    """Bad input or usage: a malformed file, an invalid option (nothing was judged)."""
+    BUDGET_REACHED = 3
+    """The run spent its budget and stopped (resumable with a higher ``--budget``)."""
+    NOTHING_JUDGED = 4
+    """No turn could be judged: every call failed (server down, every call HTTP 500, ...)."""
+    AUTH_OR_MODEL = 5
+    """The endpoint refused the key or does not know the model (HTTP 401, 403, 404)."""
+    RUN_DIRECTORY = 6
+    """The run directory is locked by another process or holds another run's results."""
+    INTERRUPTED = 130
+    """Ctrl-C (130) or SIGTERM (143) stopped the run; calls in flight were recorded."""
 
 
 class DSTJudgeError(Exception):
@@ -122,6 +153,31 @@ class BudgetReached(DSTJudgeError):
     """The run spent its budget; completed calls are in the run log, so it can resume."""
 
 
+class RunInterrupted(DSTJudgeError):
+    """Ctrl-C or SIGTERM stopped the run after its calls in flight were recorded (or their
+    grace period ran out); ``--resume`` continues it."""
+
+    def __init__(self, message: str, *, signal_number: int) -> None:
+        self.signal_number = signal_number
+        super().__init__(message)
+
+
+class RunDirectoryError(DSTJudgeError):
+    """The run directory cannot be written by this command."""
+
+
+class RunLocked(RunDirectoryError):
+    """Another process holds the run directory's lock (the message names it: pid and host)."""
+
+
+class RunConflict(RunDirectoryError):
+    """The directory holds results this run did not write: another run's (its manifest
+    differs) or of no run (no manifest); nothing is overwritten."""
+
+
+class StoreError(DSTJudgeError):
+    """The ledger of paid replies cannot be read (corrupted, or a newer format)."""
+
 
 class LocalSetupError(DSTJudgeError):
     """Installing the weights or building the server failed (the message says how to fix it)."""
@@ -153,3 +209,22 @@ class ServiceError(DSTJudgeError):
         self.field = field
         self.reason = message
         super().__init__(f"{field}: {message}" if field else message)
+
+
+def exit_status_for(exc: BaseException) -> ExitStatus | int:
+    """The exit status of a command that ended with ``exc``."""
+    if isinstance(exc, BudgetReached):
+        return ExitStatus.BUDGET_REACHED
+    if isinstance(exc, RunInterrupted):
+        return 128 + exc.signal_number
+    if isinstance(exc, RunDirectoryError):
+        return ExitStatus.RUN_DIRECTORY
+    if isinstance(exc, CassetteMiss):
+        return ExitStatus.BAD_INPUT
+    if isinstance(exc, ModelError):
+        if exc.status in (401, 403, 404):
+            return ExitStatus.AUTH_OR_MODEL
+        return ExitStatus.NOTHING_JUDGED
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.BAD_INPUT

@@ -190,7 +190,6 @@ STALE_CASSETTES: dict[str, str] = {
     "example-two-dim-cot.json": _OLD_PROMPTS,
     "example-cot.json": _OLD_PROMPTS,
     "example-two-dim-few-shot.json": _OLD_PROMPTS,
-    "example-weak-two-dim.json": _OLD_PROMPTS,
 }
 """Cassettes recorded with older prompts and not yet re-recorded (README: *Cassettes*): the
 tests that replay them skip, saying so, instead of failing on the first unmatched request."""

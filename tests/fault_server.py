@@ -35,6 +35,7 @@ import email.policy
 import gzip
 import hashlib
 import json
+import re
 import select
 import signal
 import socket
@@ -1074,8 +1075,8 @@ HOSTILE_REPLIES: dict[str, Any] = {
     "body-invalid-utf8": _raw(b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'),
     "body-bom": _raw(lambda r: b"\xef\xbb\xbf" + json.dumps(r.valid()).encode()),
     "body-truncated": _raw(lambda r: json.dumps(r.valid()).encode()[:40]),
-    "body-nan": _raw(lambda r: json.dumps(r.valid()).replace(
-        '"prompt_tokens": 1', '"prompt_tokens": NaN', 1).encode()),
+    "body-nan": _raw(lambda r: re.sub(r'"prompt_tokens": \d+', '"prompt_tokens": NaN',
+                                      json.dumps(r.valid()), count=1).encode()),
     "body-deep": _raw(lambda r: json.dumps(r.valid())[:-1].encode()
                       + b', "x": ' + _deep(100_000).encode() + b"}"),
     "body-deep-choices": _raw(b'{"choices": ' + _deep(100_000).encode() + b"}"),

@@ -23,6 +23,11 @@ EXPECTED = {
     "write_requests",
     # error types: a file the command could not write, a reply that is not a completion
     "OutputError", "ReplyError",
+    # exit statuses and the errors behind them (the service reports the same meanings)
+    "ExitStatus", "exit_status_for", "RunInterrupted", "RunDirectoryError", "RunLocked",
+    "RunConflict", "StoreError",
+    # several systems judged together, each distinct request sent once
+    "evaluate_systems", "evaluate_systems_async",
     # the service's Python client and its error
     "Client", "ServiceError",
     # bring your own data (issue 14)
@@ -77,5 +82,12 @@ def test_exception_tree():
     assert issubclass(judge.OptionError, judge.DSTJudgeError)
     assert issubclass(judge.ModelError, judge.DSTJudgeError)
     assert issubclass(judge.CassetteMiss, judge.ModelError)
+    assert issubclass(judge.RunLocked, judge.RunDirectoryError)
+    assert issubclass(judge.RunConflict, judge.RunDirectoryError)
+    assert judge.exit_status_for(judge.RunLocked("x")) == judge.ExitStatus.RUN_DIRECTORY == 6
+    assert judge.exit_status_for(judge.ModelError("x", fatal=True, status=401)) == 5
+    assert judge.exit_status_for(judge.CassetteMiss("x")) == 2
+    assert judge.exit_status_for(judge.BudgetReached("x")) == 3
+    assert judge.exit_status_for(judge.RunInterrupted("x", signal_number=15)) == 143
     err = judge.InputError("bad", path="f.jsonl", line=3, field="turns[0].user")
     assert str(err) == "f.jsonl:3: field 'turns[0].user': bad"

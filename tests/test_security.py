@@ -55,7 +55,7 @@ def test_sentinel_key_appears_in_no_artefact(tmp_path, capsys, monkeypatch):
         router.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(
             401, json={"error": {"message": f"Incorrect API key provided: {SENTINEL}"}}))
         code = main(["evaluate", *data, "--no-cache", "--out", str(tmp_path / "run3")])
-        assert code == 2
+        assert code == 5  # authentication refused
     assert main(["agreement", str(tmp_path / "run"), "--json",
                  str(tmp_path / "agreement.json")]) == 0
     out, err = capsys.readouterr()
@@ -115,7 +115,7 @@ def test_sentinel_key_stays_out_of_artefacts_over_the_aiohttp_transport(tmp_path
     try:
         assert main(["evaluate", *data, "--out", str(tmp_path / "run")]) == 0
         _EchoingHandler.fail = True
-        assert main(["evaluate", *data, "--no-cache", "--out", str(tmp_path / "run2")]) == 2
+        assert main(["evaluate", *data, "--no-cache", "--out", str(tmp_path / "run2")]) == 5
     finally:
         server.shutdown()
         server.server_close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ..pipeline import (
     write_requests,
 )
 from ._convert import load_predictions_noted
-from ._evaluate import finish
+from ._evaluate import add_force_option, finish, sources_of
 from ._options import (
     COST,
     ENDPOINT,
@@ -90,6 +91,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                              "timeout", "max_retries", *REPLIES))
     add_rules_option(col)
     col.add_argument("--out", required=True, metavar="DIR", help="run directory for the results")
+    add_force_option(col)
     col.set_defaults(handler=run_collect)
 
 
@@ -153,12 +155,15 @@ def run_collect(args: argparse.Namespace, console: Console) -> int:
     ids = _ids(args)
     if not files and not ids:
         raise OptionError("batch collect needs BATCH_ID(s), --record FILE or --output-file FILE")
-    for batch_id in ids:
-        files += asyncio.run(download(config, batch_id, args.out))
-    records = {}
     limits = ReplyLimits.from_config(config)
-    for path in files:
-        records.update(read_output(path, limits=limits, secret=config.secret))
-    result = collect(config, schema, dialogues, predictions, records,
-                     rules=rules_for(args.rules, schema))
+    with tempfile.TemporaryDirectory(prefix="dst-judge-batch-") as downloads:
+        fetched: list[Path] = []
+        for batch_id in ids:
+            fetched += asyncio.run(download(config, batch_id, downloads))
+        records = {}
+        for path in [*files, *fetched]:
+            records.update(read_output(path, limits=limits, secret=config.secret))
+        result = collect(config, schema, dialogues, predictions, records,
+                         rules=rules_for(args.rules, schema), out_dir=args.out,
+                         force=args.force, sources=sources_of(args), keep_files=fetched)
     return finish(result, args.out, console)

@@ -1,16 +1,14 @@
-"""``cache stats / clear``: look into or empty the reply cache."""
+"""``cache stats / clear``: look into or empty the reply cache (the cache directory's ledger)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from .._config import load_config
-from .._errors import InputError
-from ..store import ResponseCache
+from ..store import cache_ledger_path, clear_cache, open_cache
 from ._report import say
 
 
@@ -25,33 +23,22 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run_cache(args: argparse.Namespace, console: Console) -> int:
     config = load_config({"cache_dir": args.cache_dir}, args.config)
     if args.action == "clear":
-        return _clear(config.cache_dir, console)
-    cache = ResponseCache(config.cache_dir)
+        removed, notes = clear_cache(config.cache_dir)
+        say(console, f"removed {removed} cached replies from {config.cache_dir}")
+        for note in notes:
+            say(console, note)
+        return 0
+    if not cache_ledger_path(config.cache_dir).exists() and not config.cache_dir.exists():
+        say(console, f"0 cached replies (no cache in {config.cache_dir})")
+        return 0
+    ledger = open_cache(config.cache_dir)
     try:
-        stats = cache.stats()
-        say(console, f"{stats['entries']} cached replies, {stats['size_bytes']} bytes, in "
-                     f"{stats['directory']}")
+        stats = ledger.stats()
     finally:
-        cache.close()
+        ledger.close()
+    say(console, f"{stats['replies']} cached replies ({stats['reply_bytes']} bytes; "
+                  f"{stats['file_bytes']} bytes on disk), {stats['pending']} in flight, "
+                  f"{stats['failed']} failed, {stats['replaced']} replaced, in "
+                 f"{stats['location']}")
     return 0
 
-
-def _clear(directory: Path, console: Console) -> int:
-    """Empty the cache; a damaged database (one that no longer opens or reads) is removed."""
-    try:
-        cache = ResponseCache(directory)
-    except InputError as exc:
-        if not (directory / "cache.db").is_file():
-            raise
-        reason = exc.reason
-    else:
-        try:
-            say(console, f"removed {cache.clear()} cached replies from {directory}")
-            return 0
-        except InputError as exc:
-            reason = exc.reason
-        finally:
-            cache.close()
-    ResponseCache.remove(directory)
-    say(console, f"removed the damaged reply cache in {directory} ({reason.split(';')[0]})")
-    return 0

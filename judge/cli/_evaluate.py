@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from .._digest import file_digest
-from .._errors import OptionError
+from .._errors import ExitStatus, OptionError
 from .._io import check_output_dir, printable
 from ..model import cassette_client
 from ..pipeline import (
@@ -19,9 +19,11 @@ from ..pipeline import (
     cached_request_keys,
     estimate,
     evaluate,
+    evaluate_systems,
     plan_evaluation,
     retry_errors,
     rules_for,
+    system_dirs,
 )
 from ._convert import load_predictions_noted
 from ._options import (
@@ -33,6 +35,7 @@ from ._options import (
     add_rules_option,
     config_from_args,
     load_data,
+    prediction_paths,
     with_progress,
 )
 from ._report import print_estimate, print_evaluation, say
@@ -43,7 +46,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
         "evaluate", help="judge every turn with an LLM (two-dimensional judge) and score it",
         description="Judge each predicted turn state with an LLM (accuracy and completeness), "
         "integrate the verdicts into TSA and judge JGA, and compare with RULE verdicts.")
-    add_data_options(p)
+    add_data_options(p, many=True, many_help="or directories of them: several systems are "
+                     "judged together, each distinct request sent once (--out then holds one "
+                     "run directory per system)")
     add_config_options(p, ALL)
     add_local_option(p)
     add_rules_option(p)
@@ -53,6 +58,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                      "(calls.jsonl) with its manifest for --resume (required unless --dry-run)")
     run.add_argument("--resume", action="store_true",
                      help="continue an interrupted run in --out without repeating finished calls")
+    add_force_option(run)
     run.add_argument("--dry-run", action="store_true",
                      help="estimate calls, tokens and cost; make no call")
     add_progress_option(run)
@@ -74,7 +80,13 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=run_retry_errors)
 
 
-def _sources(args: argparse.Namespace) -> dict[str, Any]:
+def add_force_option(parser: Any) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results in --out even when another run (or no run) "
+                        "wrote them (default: refuse, exit status 6)")
+
+
+def sources_of(args: argparse.Namespace) -> dict[str, Any]:
     """Where the run's inputs came from: absolute paths, and the schema file's digest so that
     later commands can find the schema again and know it did not change."""
     schema = Path(args.schema).resolve()
@@ -86,11 +98,15 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     """Judge live (or from a cassette) into a resumable run directory."""
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
     schema, dialogues = load_data(args)
-    predictions = load_predictions_noted(args.predictions, dialogues, schema)
+    paths = prediction_paths(args.predictions)
+    systems = [load_predictions_noted(str(path), dialogues, schema) for path in paths]
     rules = rules_for(args.rules, schema)
     if args.dry_run:
-        plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-        print_estimate(estimate(plan, cached_keys=cached_request_keys(config)), console)
+        plans = [plan_evaluation(config, schema, dialogues, p, rules=rules) for p in systems]
+        figures = estimate(plans[0], cached_keys=cached_request_keys(config), others=plans[1:])
+        print_estimate(figures, console)
+        if len(plans) > 1:
+            print_saving(figures, system_dirs(systems), console)
         return 0
     if not args.out:
         raise OptionError("evaluate needs --out DIR (the run directory), unless --dry-run")
@@ -99,43 +115,75 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
                           "OpenAI-compatible server, or --replay a cassette")
     check_output_dir(args.out)  # before anything is sent (and paid for)
     http_client, cassette = cassette_client(config, replay=args.replay, record=args.record)
-    result = with_progress(args.progress, console, lambda on_progress: evaluate(
-        config, schema, dialogues, predictions, rules=rules, http_client=http_client,
-        out_dir=args.out, resume=args.resume, sources=_sources(args), on_progress=on_progress))
+    options = {"rules": rules, "http_client": http_client, "out_dir": args.out,
+               "resume": args.resume, "sources": sources_of(args), "force": args.force,
+               "handle_signals": True}
+    if len(systems) == 1:
+        result = with_progress(args.progress, console, lambda on_progress: evaluate(
+            config, schema, dialogues, systems[0], on_progress=on_progress, **options))
+    else:
+        results = with_progress(args.progress, console, lambda on_progress: evaluate_systems(
+            config, schema, dialogues, systems, on_progress=on_progress, **options))
     if cassette is not None:
         cassette.save()
         say(console, f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
-    return finish(result, args.out, console, written=True)
+    if len(systems) == 1:
+        return finish(result, args.out, console)
+    return finish_systems(results, system_dirs(systems), args.out, console)
 
 
 def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
     overrides = {name: getattr(args, name) for name in TRANSPORT_OPTIONS
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
-        args.run, overrides=overrides, on_progress=on_progress))
+        args.run, overrides=overrides, on_progress=on_progress, handle_signals=True))
     say(console, f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
                   "others came from the run log")
-    return finish(result, args.run, console, written=True)
+    return finish(result, args.run, console)
 
 
-def finish(result: EvaluationResult, out: str, console: Console, *,
-           written: bool = False) -> int:
-    """Write a judge run's files (unless the run already did) and print its summary."""
+def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
+                   console: Console) -> int:
+    """Print each system's summary and what judging them together saved."""
+    for name, result in zip(names, results, strict=True):
+        say(console, f"\nsystem {name} ({Path(out) / name})")
+        print_evaluation(result.summary, console)
+    group = results[0].summary["calls"].get("group", {})
+    planned = sum(r.summary["calls"]["planned"] for r in results)
+    say(console, f"\n{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
+                  f"requests sent, {group.get('cache_hits', 0)} from the cache, "
+                  f"{group.get('shared', 0)} shared between systems; results in "
+                  f"{out}/<system>/")
+    status = EvaluationResult.combined_status(results)
+    if status is not ExitStatus.OK:
+        print(f"dst-judge: some turns are error rows ({status.name.lower()}); "
+              "'dst-judge retry-errors DIR/<system>' sends their calls again", file=sys.stderr)
+    return int(status)
+
+
+def print_saving(figures: dict[str, Any], names: list[str], console: Console) -> None:
+    """What judging several systems together saves over separate runs."""
+    alone = figures["calls"] - figures["already_cached"]
+    saving = 1 - figures["to_send"] / alone if alone else 0.0
+    say(console, f"{figures['systems']} systems ({', '.join(names)}): {figures['calls']} "
+                  f"calls, {figures['to_send']} distinct requests to send, "
+                  f"{figures['already_cached']} already cached (saving {saving:.1%} over "
+                  "separate runs)")
+
+
+def finish(result: EvaluationResult, out: str, console: Console) -> int:
+    """Print a written judge run's summary; the exit status says whether every turn was
+    judged (0), some are error rows (1) or none could be judged (4)."""
     folder = Path(out)
-    if not written:
-        result.write(folder)
     print_evaluation(result.summary, console)
     say(console, f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}")
-    # every turn judged: 0; some error rows: 1; none judged: 4 (the README's exit table)
-    summary = result.summary
-    if not summary.get("error_turns"):
-        return 0
-    first = (summary.get("errors", {}).get("examples") or ["?"])[0]
-    if not summary.get("scored_turns"):
+    status = result.exit_status
+    if status is ExitStatus.NOTHING_JUDGED:
+        examples = result.summary.get("errors", {}).get("examples") or ["?"]
         print(printable(f"dst-judge: nothing could be judged: every turn is an error row "
-                        f"(first: {first})", newlines=False), file=sys.stderr)
-        return 4
-    print(f"dst-judge: {summary['error_turns']} turn(s) are error rows; 'dst-judge "
-          f"retry-errors {printable(out, newlines=False)}' sends their calls again",
-          file=sys.stderr)
-    return 1
+                        f"(first: {examples[0]})", newlines=False), file=sys.stderr)
+    elif status is ExitStatus.ERROR_ROWS:
+        print(f"dst-judge: {result.summary.get('error_turns')} turn(s) are error rows; "
+              f"'dst-judge retry-errors {printable(out, newlines=False)}' sends their calls "
+              "again", file=sys.stderr)
+    return int(status)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from .._errors import BudgetReached, DSTJudgeError
+from .._errors import BudgetReached, DSTJudgeError, ExitStatus, RunInterrupted, exit_status_for
 from .._io import printable
 from .._version import __version__
 from . import (
@@ -57,10 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BudgetReached as exc:
         print(f"dst-judge: {exc}; finished calls are logged in the run directory: raise "
               "--budget and pass --resume to continue", file=sys.stderr)
-        return 3
+        return int(exit_status_for(exc))
+    except RunInterrupted as exc:
+        print(f"dst-judge: {exc}", file=sys.stderr)
+        return int(exit_status_for(exc))
     except DSTJudgeError as exc:
         print(f"dst-judge: error: {printable(exc)}", file=sys.stderr)
-        return 2
+        return int(exit_status_for(exc))
     except KeyboardInterrupt:
         print("dst-judge: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitStatus.INTERRUPTED)

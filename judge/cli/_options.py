@@ -9,6 +9,7 @@ import json
 import types
 import typing
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
 METHOD = ("method", "prompt_variant", "semantics", "rule_match", "reasks")
 TRANSPORT = ("timeout", "max_retries", "concurrency", "http_backend", "rpm", "tpm",
-             "prompt_cache_key")
+             "prompt_cache_key", "stop_grace")
 COST = ("budget", "prices")
 CACHE = ("cache_dir",)
 REPLIES = ("max_reply_bytes", "max_reply_depth", "max_reply_chars")
@@ -34,7 +35,8 @@ ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + REPLIES + COST + CACHE
 """Every config field the command line offers (the key and OpenAI headers come from the
 environment only, so they never land in a shell history)."""
 
-_METAVARS = {"budget": "USD", "prices": "FILE", "cache_dir": "DIR", "base_url": "URL"}
+_METAVARS = {"budget": "USD", "prices": "FILE", "cache_dir": "DIR", "base_url": "URL",
+             "stop_grace": "SECONDS"}
 
 
 def _choices(annotation: Any) -> list[Any] | None:
@@ -122,18 +124,31 @@ def config_from_args(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
 
 
 def add_data_options(parser: argparse.ArgumentParser, *, many: bool = False,
-                     predictions: bool = True) -> None:
+                     predictions: bool = True, many_help: str = "one table column each") -> None:
     group = parser.add_argument_group("data")
     group.add_argument("--schema", required=True, help="schema JSON file")
     group.add_argument("--dialogues", required=True, help="dialogues JSON Lines file (.gz ok)")
     if predictions:
         group.add_argument("--predictions", required=True, nargs="+" if many else None,
                            metavar="P", help="predictions file" + (
-                               "s; one table column each" if many else ""))
+                               f"s; {many_help}" if many else ""))
     group.add_argument("--dialogue-ids", metavar="FILE",
                        help="evaluate only the dialogues listed in FILE (one id per line)")
     group.add_argument("--limit", type=int, metavar="N",
                        help="evaluate only the first N dialogues (default: all)")
+
+
+def prediction_paths(given: Sequence[str]) -> list[Path]:
+    """Predictions files as given; a directory of ``*.jsonl(.gz)`` files stands for them (one
+    system each), any other directory is one source (an SGD-style folder of dialogues)."""
+    paths: list[Path] = []
+    for name in given:
+        path = Path(name)
+        found = sorted(p for p in path.iterdir()
+                       if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz"))
+                       ) if path.is_dir() else []
+        paths.extend(found or [path])
+    return list(dict.fromkeys(paths))
 
 
 def load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:

@@ -9,11 +9,12 @@ timeouts, connection errors, 429 and 5xx alike. The bytes travel through a small
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -28,17 +29,11 @@ from tenacity import (
 )
 
 from .._config import JudgeConfig
-from .._errors import ModelError, ReplyError
+from .._errors import ModelError, ReplyError, StoreError
 from .._io import loads, printable
 from .._version import __version__
-from ..store import ResponseCache, cache_key
-from ._reply import (
-    Completion,
-    ReplyLimits,
-    cached_completion,
-    parse_chat_reply,
-    redact,
-)
+from ..store import Ledger, cache_key
+from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
 from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
 
 _MAX_RETRY_AFTER = 120.0
@@ -152,6 +147,33 @@ def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None,
                             max_bytes=max_bytes)
 
 
+class SlotLease:
+    """One concurrency slot, taken when a call first needs to send and held until the whole
+    judge call ends: a re-ask keeps the slot of its first attempt instead of queueing behind
+    every call that has not started."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self.held = False
+
+    async def acquire(self) -> None:
+        if not self.held:
+            await self._slots.acquire()
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._slots.release()
+
+
+def redact_bytes(content: bytes, secret: str | None) -> bytes:
+    """Remove the API key from a raw reply before it is stored."""
+    if not secret:
+        return content
+    return content.replace(secret.encode("utf-8"), REDACTED.encode("utf-8"))
+
+
 class SharedLimiter(Protocol):
     """A rate-limit pool outside this client (e.g. one per endpoint shared by every job of a
     service): asked before every request goes out and told how each one ended."""
@@ -166,19 +188,29 @@ class SharedLimiter(Protocol):
 
 
 class ModelClient:
-    """Async chat completions with retries, a concurrency bound and an optional cache."""
+    """Async chat completions with retries, a concurrency bound and the ledger of paid work.
+
+    With a ``ledger``, a request is claimed (a committed pending row) before it is sent and its
+    raw reply committed the moment it arrives, before it is parsed; a request the ledger has a
+    reply for is never sent again, and one that another process is sending is awaited.
+    Identical requests in flight in this client are sent once.
+    """
 
     def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
-                 cache: ResponseCache | None = None, read_cache: bool = True,
+                 ledger: Ledger | None = None, refresh: bool = False,
+                 run_id: str | None = None,
                  before_send: Callable[[], None] | None = None,
                  limiter: SharedLimiter | None = None) -> None:
         self.config = config
         self.before_send = before_send
-        """Called inside the concurrency slot right before a request goes out (budget)."""
+        """Called before every request goes out, retries included (budget, stop)."""
+        self.ledger = ledger
+        self.refresh = refresh
+        """Send every request once even when the ledger has a reply (and record the new one)."""
+        self.run_id = run_id
+        """Recorded as the origin of the replies this client pays for."""
         self.limiter = limiter
         """Optional shared pool asked after this client's own limits (see SharedLimiter)."""
-        self.cache = cache
-        self.read_cache = read_cache
         self._secret = config.secret
         self._url = config.endpoint + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
@@ -195,8 +227,18 @@ class ModelClient:
         self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
         self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
         self._paused_until = 0.0
+        self._inflight: dict[str, asyncio.Future[bytes]] = {}
+        self._refreshed: set[str] = set()
+        self._paid: set[str] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
         self.calls = 0
+        """HTTP requests sent (retries included)."""
         self.cache_hits = 0
+        """Answers from the ledger that another run paid for."""
+        self.recovered = 0
+        """Answers from the ledger that this run paid for before it was interrupted."""
+        self.shared = 0
+        """Answers awaited from an identical request in flight (this process or another)."""
         self.retries = 0
 
     def _count_retry(self, state: RetryCallState) -> None:
@@ -211,45 +253,151 @@ class ModelClient:
             0, BACKOFF_INITIAL)
         return backoff(state)
 
-    async def complete(self, body: dict[str, Any], *, template_hash: str) -> Completion:
-        """Answer one request body: from the cache, else from the model (with retries)."""
-        caching = self.cache is not None and self.config.use_cache
-        key = cache_key(self.config.endpoint, body, template_hash) if caching else ""
-        if caching and self.read_cache:
-            hit = cached_completion(self.cache.get(key), self._limits)
-            if hit is not None:
-                self.cache_hits += 1
-                return hit
+    @contextlib.asynccontextmanager
+    async def holding(self) -> AsyncIterator[SlotLease]:
+        """A concurrency slot for one judge call: pass it to every :meth:`complete` of the
+        call; it is taken on the first send and given back when the block ends."""
+        lease = SlotLease(self._slots)
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    async def complete(self, body: dict[str, Any], *, template_hash: str,
+                       slot: SlotLease | None = None) -> Completion:
+        """Answer one request body: from the ledger, from an identical request in flight, or
+        from the model (with retries)."""
+        key = cache_key(self.config.endpoint, body, template_hash)
+        fresh = self.refresh and key not in self._refreshed
+        if self.ledger is not None and not fresh:
+            reply = self.ledger.get(key)
+            if reply is not None:
+                return self._answer(reply.content, key, self._source(key, reply.origin))
+        waiting = self._inflight.get(key)
+        if waiting is not None:
+            content = await asyncio.shield(waiting)
+            return self._answer(content, key, "shared")
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        lease = slot if slot is not None else SlotLease(self._slots)
+        try:
+            content, source = await self._fetch(key, body, lease, fresh)
+            future.set_result(content)
+        except BaseException as exc:
+            if isinstance(exc, Exception):  # those waiting get the same error
+                future.set_exception(exc)
+                future.exception()  # retrieved: no warning when nobody else waited
+            else:
+                future.cancel()
+            raise
+        finally:
+            del self._inflight[key]
+            if slot is None:
+                lease.release()
+        if fresh:
+            self._refreshed.add(key)
+        return self._answer(content, key, source)
+
+    def _source(self, key: str, origin: str | None) -> str:
+        """Who paid for a reply found in the ledger, as this run accounts it: ``recovered``
+        (this run paid before it was interrupted: billed now, once), ``shared`` (this process
+        already used it: not billed again) or ``cache`` (another run paid)."""
+        if key in self._paid:
+            return "shared"
+        if origin is not None and origin == self.run_id:
+            self._paid.add(key)
+            return "recovered"
+        return "cache"
+
+    def _answer(self, content: bytes, key: str, source: str) -> Completion:
+        """Parse a raw reply and account for it: ``source`` is ``paid`` (sent now),
+        ``recovered``, ``shared`` or ``cache`` (see :meth:`_source`)."""
+        if source == "cache":
+            self.cache_hits += 1
+        elif source == "shared":
+            self.shared += 1
+        elif source == "recovered":
+            self.recovered += 1
+        completion = parse_chat_reply(content, limits=self._limits, secret=self._secret)
+        completion.cached = source not in ("paid", "recovered")
+        completion.request_key = key
+        return completion
+
+    async def _fetch(self, key: str, body: dict[str, Any], lease: SlotLease,
+                     fresh: bool) -> tuple[bytes, str]:
+        """Claim ``key`` (or wait for whoever has it), send it, and record what comes back."""
+        await lease.acquire()
+        ledger = self.ledger
+        if ledger is not None:
+            delay = 0.02
+            while True:
+                claim = ledger.claim(key, refresh=fresh)
+                if claim.outcome == "mine":
+                    break
+                if claim.outcome == "replied" and claim.reply is not None:
+                    return claim.reply.content, self._source(key, claim.reply.origin)
+                await asyncio.sleep(delay)  # another process is sending it: wait, ask again
+                delay = min(delay * 2, 1.0)
+            self._keep_claims_alive()
+        settled = False
+        try:
+            raw = await self._send(body)
+            content = redact_bytes(raw.content, self._secret)
+            if ledger is not None:
+                ledger.record_reply(key, content, status=raw.status, origin=self.run_id)
+            settled = True
+        except ModelError as exc:
+            if ledger is not None:
+                ledger.record_failure(key, str(exc))
+            settled = True
+            raise
+        finally:
+            if ledger is not None and not settled:
+                ledger.release(key)
+        self._paid.add(key)
+        return content, "paid"
+
+    async def _send(self, body: dict[str, Any]) -> RawResponse:
+        """POST one request, retrying transient failures; a :class:`ModelError` when none
+        succeeded."""
         retrying = AsyncRetrying(stop=stop_after_attempt(self.config.max_retries + 1),
                                  wait=self._wait, retry=retry_if_exception(_is_transient),
                                  before_sleep=self._count_retry, reraise=True)
         content = json.dumps(body, ensure_ascii=False).encode()
         try:
-            async with self._slots:
-                async for attempt in retrying:
-                    with attempt:
-                        if self.before_send is not None:
-                            self.before_send()
-                        await self._respect_limits(body)
-                        self.calls += 1
-                        raw = await self._send(content, body)
-                        self._read_limit_headers(raw.headers)
-                        if not 200 <= raw.status < 300:
-                            raise HTTPStatusError(raw)
-                        if raw.defect:  # a reply arrived (paid for) but was cut: no retry
-                            raise ReplyError(redact(raw.defect, self._secret) or "")
+            async for attempt in retrying:
+                with attempt:
+                    if self.before_send is not None:
+                        self.before_send()
+                    await self._respect_limits(body)
+                    self.calls += 1
+                    raw = await self._post(content, body)
+                    self._read_limit_headers(raw.headers)
+                    if not 200 <= raw.status < 300:
+                        raise HTTPStatusError(raw)
+                    if raw.defect:  # a reply arrived (paid for) but was cut: no retry
+                        raise ReplyError(redact(raw.defect, self._secret) or "")
         except (HTTPStatusError, NoResponse, httpx.HTTPError) as exc:
             error = _as_model_error(exc)
             message = redact(str(error), self._secret) or ""
             if message != str(error):
                 error = ModelError(message, fatal=error.fatal, status=error.status)
             raise error from None
-        completion = parse_chat_reply(raw.content, limits=self._limits, secret=self._secret)
-        if caching:
-            self.cache.set(key, completion.record())
-        return completion
+        return raw
 
-    async def _send(self, content: bytes, body: dict[str, Any]) -> RawResponse:
+    def _keep_claims_alive(self) -> None:
+        """Renew this client's claims every third of the lease while it runs."""
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.ensure_future(self._renew_claims())
+
+    async def _renew_claims(self) -> None:
+        assert self.ledger is not None
+        while True:
+            await asyncio.sleep(self.ledger.lease / 3)
+            with contextlib.suppress(StoreError):
+                self.ledger.renew()
+
+    async def _post(self, content: bytes, body: dict[str, Any]) -> RawResponse:
         """One POST, through the shared limiter when there is one."""
         if self.limiter is None:
             return await self._transport.post(self._url, content, self._headers)
@@ -283,4 +431,8 @@ class ModelClient:
                                          time.monotonic() + min(reset, _MAX_RETRY_AFTER))
 
     async def aclose(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(BaseException):
+                await self._heartbeat
         await self._transport.aclose()

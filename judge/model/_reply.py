@@ -62,11 +62,13 @@ class Completion:
     response_id: str | None = None
     cached: bool = False
     system_fingerprint: str | None = None
+    request_key: str | None = None
+    """The ledger key of the request this answers."""
 
     def record(self) -> dict[str, Any]:
         data = {"text": self.text, "finish_reason": self.finish_reason, "refusal": self.refusal,
                 "usage": dict(self.usage), "model": self.model,
-                "response_id": self.response_id}
+                "response_id": self.response_id, "key": self.request_key}
         if self.system_fingerprint is not None:
             data["system_fingerprint"] = self.system_fingerprint
         return data

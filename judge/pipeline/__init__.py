@@ -18,8 +18,12 @@ from ._evaluate import (
     collect,
     evaluate,
     evaluate_async,
+    evaluate_systems,
+    evaluate_systems_async,
+    open_ledger,
     retry_errors,
     rules_for,
+    system_dirs,
 )
 from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
 from ._result import EvaluationResult
@@ -44,8 +48,11 @@ __all__ = [
     "estimate",
     "evaluate",
     "evaluate_async",
+    "evaluate_systems",
+    "evaluate_systems_async",
     "fan_out",
     "load_run",
+    "open_ledger",
     "plan_evaluation",
     "read_record",
     "record_ids",
@@ -53,6 +60,7 @@ __all__ = [
     "retry_errors",
     "rules_for",
     "submit_files",
+    "system_dirs",
     "write_requests",
     "write_results",
 ]

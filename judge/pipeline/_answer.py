@@ -1,14 +1,20 @@
-"""Answer planned calls: from a live model (through the cache) or a finished batch, with bounded
-re-asks of invalid replies, resumption from a run log, and the spending limit.
+"""Answer planned calls: from a live model (through the ledger) or a finished batch, with
+bounded re-asks of invalid replies, resumption from a run log, the spending limit and a
+graceful stop.
 
 Live calls and collected Batch API output take exactly the same path; only the source of
-completions differs.
+completions differs. A call holds one concurrency slot from its first send to its last re-ask,
+so a re-ask never waits behind calls that have not started. When the run must stop (budget,
+Ctrl-C or SIGTERM, a fatal error) no new request is sent, calls in flight get a grace period to
+finish and be recorded, and only then is the rest cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,6 +22,9 @@ from .._errors import BudgetReached, ModelError
 from ..method import InvalidOutput, parse_reply
 from ..model import Completion, ModelClient, Spend, call_key
 from ._plan import EvaluationPlan, PlannedCall, call_chains
+
+STOP_GRACE = 10.0
+"""Seconds calls in flight may take to finish once a run is told to stop."""
 
 _REASK = ("Your reply could not be used: {error}. Answer again with only the JSON object in the "
           "format described above, and nothing else.")
@@ -28,11 +37,15 @@ class CompletionSource(Protocol):
     batch: bool
     """Replies came through the Batch API (priced with its discount)."""
 
-    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion: ...
+    def hold(self) -> AbstractAsyncContextManager[Any]:
+        """What one call holds from its first request to its last re-ask (a slot)."""
+        ...
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion: ...
 
 
 class LiveSource:
-    """Completions from the model (through the cache)."""
+    """Completions from the model (through the ledger)."""
 
     can_reask = True
     batch = False
@@ -40,8 +53,12 @@ class LiveSource:
     def __init__(self, client: ModelClient) -> None:
         self.client = client
 
-    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion:
-        return await self.client.complete(body, template_hash=call.prompt.template_hash)
+    def hold(self) -> AbstractAsyncContextManager[Any]:
+        return self.client.holding()
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion:
+        return await self.client.complete(body, template_hash=call.prompt.template_hash,
+                                          slot=held)
 
 
 class RecordedSource:
@@ -53,7 +70,10 @@ class RecordedSource:
     def __init__(self, records: dict[tuple[str, int, str], Completion | ModelError]) -> None:
         self.records = records
 
-    async def answer(self, call: PlannedCall, body: dict[str, Any]) -> Completion:
+    def hold(self) -> AbstractAsyncContextManager[Any]:
+        return contextlib.nullcontext()
+
+    async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion:
         found = self.records.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
         if found is None:
             raise ModelError(f"no line for {call.custom_id} in the batch output")
@@ -76,6 +96,11 @@ class CallResult:
     results: dict[str, dict[str, Any]] | None = None
     error: str | None = None
 
+    @classmethod
+    def from_log(cls, entry: dict[str, Any]) -> CallResult:
+        """A call as the run log recorded it (fields of other versions are left out)."""
+        return cls(**{k: entry[k] for k in _FIELDS if k in entry})
+
     @property
     def from_cache(self) -> bool:
         """Answered by the response cache (its first attempt was never sent)."""
@@ -88,26 +113,55 @@ class CallResult:
                 yield attempt.get("usage") or {}
 
 
-@dataclass
-class RunHooks:
-    """Per-run behaviour around calls: results already known (resume), a callback for each
-    finished call (run log, progress), and the spending limit."""
+_FIELDS = tuple(CallResult.__dataclass_fields__)
 
-    done: dict[str, CallResult] = field(default_factory=dict)
-    on_result: Callable[[CallResult], None] | None = None
+
+@dataclass
+class RunControl:
+    """What every call of one invocation shares (all systems of a multi-system run): the
+    spending limit, the stop signal and its grace period."""
+
     spend: Spend | None = None
     budget: float | None = None
+    grace: float = STOP_GRACE
+    stop_reason: BaseException | None = None
+    """Why the run is stopping (the exception the run will end with); None while it runs."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to cancel calls in flight at once (a second Ctrl-C)."""
+
+    def stop(self, reason: BaseException) -> None:
+        """Send nothing more; the run ends with ``reason`` after the grace period."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.stopping.set()
+
+    def before_send(self) -> None:
+        """Called before every request goes out: refuse once stopping or over budget."""
+        if self.stop_reason is not None:
+            raise self.stop_reason
+        self.check_budget()
 
     def check_budget(self) -> None:
         if self.budget is not None and self.spend is not None and self.spend.usd >= self.budget:
             raise BudgetReached(f"budget reached: {self.spend.usd:.4f} USD spent of "
                                 f"{self.budget:.4f}")
 
+
+@dataclass
+class RunHooks:
+    """Per-run behaviour around calls: results already known (resume), a callback for each
+    finished call (run log, progress), and the shared :class:`RunControl`."""
+
+    done: dict[str, CallResult] = field(default_factory=dict)
+    on_result: Callable[[CallResult], None] | None = None
+    control: RunControl = field(default_factory=RunControl)
+
     def finished_before(self, result: CallResult) -> None:
         """Account a call finished by an earlier attempt of this run (resume)."""
-        if self.spend is not None:
+        if self.control.spend is not None:
             for usage in result.billed_usage():
-                self.spend.add(usage)
+                self.control.spend.add(usage)
 
     def finished(self, result: CallResult) -> None:
         self.finished_before(result)
@@ -136,10 +190,17 @@ async def _answer(call: PlannedCall, source: CompletionSource, reasks: int,
     if call.skipped:
         result.results = {"incorrect_domain_slot": {}}
         return result
+    async with source.hold() as held:
+        return await _attempts(call, source, reasks, result, held)
+
+
+async def _attempts(call: PlannedCall, source: CompletionSource, reasks: int,
+                    result: CallResult, held: Any) -> CallResult:
+    """The first request and its re-asks, each built on the reply before it."""
     body = call.body
     for attempt in range(reasks + 1):
         try:
-            completion = await source.answer(call, body)
+            completion = await source.answer(call, body, held)
         except ModelError as exc:
             if exc.fatal:
                 raise
@@ -171,29 +232,75 @@ async def _answer(call: PlannedCall, source: CompletionSource, reasks: int,
 
 async def answer_plan(plan: EvaluationPlan, source: CompletionSource,
                       hooks: RunHooks | None = None) -> list[CallResult]:
-    """Answer every call of the plan (skipped ones included; returned in plan order).
+    """Answer every call of the plan (skipped ones included, in plan order)."""
+    hooks = hooks or RunHooks()
+    return (await answer_plans([(plan, hooks)], source, hooks.control))[0]
+
+
+async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
+                       source: CompletionSource, control: RunControl) -> list[list[CallResult]]:
+    """Answer every call of several plans at once through one source (one ledger: a request
+    two plans share is sent once); each plan's answers come back in plan order.
+
     ``concurrency`` workers each take the next chain of :func:`call_chains` (one dialogue's
-    calls of one dimension) and send its calls in turn order, keeping prefixes warm."""
-    chains = call_chains(plan)
-    answers: list[list[CallResult | None]] = [[None] * len(t.calls) for t in plan.turns]
+    calls of one dimension, of any plan) and send its calls in turn order, keeping prefixes
+    warm; a re-ask is sent by the worker of its call, before that worker starts another.
+
+    The first call that raises (budget, a fatal model error) or :meth:`RunControl.stop` (a
+    signal) stops the run: no worker starts another call, calls in flight have
+    ``control.grace`` seconds to finish and be recorded, the rest is cancelled, and the
+    reason is raised.
+    """
+    answers: list[list[list[CallResult | None]]] = [
+        [[None] * len(t.calls) for t in plan.turns] for plan, _ in jobs]
+    chains = [(j, chain) for j, (plan, _) in enumerate(jobs) for chain in call_chains(plan)]
     pending = iter(chains)
 
     async def worker() -> None:
-        for chain in pending:  # the shared iterator hands each chain to one worker
+        for j, chain in pending:  # the shared iterator hands each chain to one worker
+            plan, hooks = jobs[j]
             for t, c in chain:
-                answers[t][c] = await judge_call(plan.turns[t].calls[c], source,
-                                                 plan.config.reasks, hooks)
+                if control.stop_reason is not None:
+                    return
+                answers[j][t][c] = await judge_call(plan.turns[t].calls[c], source,
+                                                    plan.config.reasks, hooks)
 
+    concurrency = max((plan.config.concurrency for plan, _ in jobs), default=1)
     tasks = [asyncio.ensure_future(worker())
-             for _ in range(max(1, min(plan.config.concurrency, len(chains))))]
+             for _ in range(max(1, min(concurrency, len(chains))))]
+    everything = asyncio.gather(*tasks)
+    stop_wait = asyncio.ensure_future(control.stopping.wait())
     try:
-        await asyncio.gather(*tasks)
-    except BaseException:
+        await asyncio.wait({everything, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if everything.done() and everything.exception() is None and control.stop_reason is None:
+            return [[r for turn in plan_answers for r in turn if r is not None]
+                    for plan_answers in answers]
+        if everything.done() and everything.exception() is not None:
+            control.stop(everything.exception())  # type: ignore[arg-type]
+        await _grace(tasks, control)
+    finally:
+        stop_wait.cancel()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    return [r for turn in answers for r in turn if r is not None]
+        if everything.done() and not everything.cancelled():
+            everything.exception()  # retrieved
+    assert control.stop_reason is not None
+    raise control.stop_reason
+
+
+async def _grace(tasks: list[asyncio.Future[None]], control: RunControl) -> None:
+    """Let calls in flight finish (and be recorded) for up to ``control.grace`` seconds."""
+    pending = [t for t in tasks if not t.done()]
+    if not pending:
+        return
+    finished = asyncio.ensure_future(asyncio.wait(pending, timeout=control.grace))
+    aborted = asyncio.ensure_future(control.abort.wait())
+    try:
+        await asyncio.wait({finished, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        finished.cancel()
+        aborted.cancel()
 
 
 @dataclass

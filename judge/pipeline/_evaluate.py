@@ -6,21 +6,94 @@ directory through :mod:`judge.pipeline._rundir`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import re
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig, load_config
-from .._errors import ModelError, OptionError
+from .._errors import ModelError, OptionError, RunConflict, RunInterrupted
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
 from ..model import Completion, ModelClient, SharedLimiter, Spend, call_key, load_prices
-from ..store import ResponseCache
-from ._answer import CallResult, LiveSource, RecordedSource, RunHooks, RunProgress, answer_plan
+from ..store import LEDGER_FILE, Ledger, SQLiteLedger, open_cache
+from ._answer import (
+    CallResult,
+    LiveSource,
+    RecordedSource,
+    RunControl,
+    RunHooks,
+    RunProgress,
+    answer_plan,
+    answer_plans,
+)
 from ._batch import fan_out
-from ._plan import plan_evaluation
+from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
+
+
+def open_ledger(config: JudgeConfig, directory: str | Path | None) -> Ledger:
+    """The ledger a run records its paid requests in.
+
+    With the cache on it is the cache directory's, shared with every run using that directory
+    (it *is* the reply cache). With the cache off it is the run's own, ``ledger.sqlite3`` in
+    ``directory`` (the run directory): the run reuses nothing another run paid for, but never
+    pays twice for its own requests, across kills and ``--resume`` too. Without either, an
+    in-memory one.
+    """
+    if config.use_cache:
+        return open_cache(config.cache_dir)
+    if directory is not None:
+        return SQLiteLedger(Path(directory) / LEDGER_FILE)
+    return SQLiteLedger(":memory:")
+
+
+@contextlib.contextmanager
+def _signals_stop(control: RunControl, enabled: bool) -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the run gracefully: the first stops new sends and lets calls in
+    flight finish within the grace period; a second one cancels them at once."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+
+    def on_signal(number: int) -> None:
+        name = signal.Signals(number).name
+        if control.stop_reason is None:
+            control.stop(RunInterrupted(
+                f"stopped by {name}; every finished call and every reply that arrived is "
+                "recorded: pass --resume to continue", signal_number=number))
+            print(f"dst-judge: {name}: sending nothing more; waiting up to {control.grace:g} s "
+                  "for calls in flight (again to stop at once)", file=sys.stderr, flush=True)
+        else:
+            control.abort.set()
+
+    if enabled:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(number, on_signal, number)
+                installed.append(number)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                break
+    try:
+        yield
+    finally:
+        for number in installed:
+            loop.remove_signal_handler(number)
+
+
+@dataclass
+class _System:
+    """One system's part of an invocation: its plan, run directory and logged calls."""
+
+    plan: EvaluationPlan
+    run_dir: RunDirectory | None = None
+    logged: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -28,61 +101,181 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                          http_client: Any = None, out_dir: str | Path | None = None,
                          resume: bool = False, sources: dict[str, Any] | None = None,
                          on_progress: Callable[[RunProgress], None] | None = None,
-                         refresh: bool = False, limiter: SharedLimiter | None = None,
+                         refresh: bool = False, force: bool = False,
+                         retry_failed: bool = False, ledger: Ledger | None = None,
+                         handle_signals: bool = False, limiter: SharedLimiter | None = None,
                          on_result: Callable[[CallResult], None] | None = None
                          ) -> EvaluationResult:
-    """Judge every turn live (through the cache) and integrate the verdicts.
+    """Judge every turn live (through the ledger) and integrate the verdicts.
 
-    With ``out_dir`` the run keeps an append-only log of finished calls and a manifest there,
-    and writes ``judgments.jsonl`` and ``summary.json`` at the end; ``resume`` continues an
-    interrupted run without sending any logged call again. Stops with :class:`BudgetReached`
-    once ``config.budget`` USD are spent (resumable). ``refresh`` sends calls to the model even
-    when the cache has them (and stores the new replies). ``limiter`` is a rate-limit pool
-    shared with other runs (the service's); ``on_result`` hears of every call as it is logged
-    (the service keeps a copy of the run log in its database).
+    With ``out_dir`` the run locks that directory, keeps an append-only log of finished calls
+    and a manifest there, and writes ``judgments.jsonl`` and ``summary.json`` at the end;
+    ``resume`` continues an interrupted run without sending any logged call again, and any
+    request already paid for comes from the ledger (see :func:`open_ledger`; ``ledger``
+    overrides it, e.g. the service's). A directory holding another run is refused unless
+    ``force``. Stops with :class:`BudgetReached` once ``config.budget`` USD are spent
+    (resumable). ``refresh`` sends calls to the model even when the ledger has them (and
+    stores the new replies); ``retry_failed`` first drops the logged calls that ended in an
+    error (with ``refresh``: ``retry-errors``). ``handle_signals``: Ctrl-C and SIGTERM stop
+    the run gracefully with :class:`RunInterrupted`. ``limiter`` is a rate-limit pool shared
+    with other runs (the service's); ``on_result`` hears of every call as it is logged (the
+    service keeps a copy of the run log in its database).
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    system = _System(plan, RunDirectory(out_dir) if out_dir is not None else None)
+    return (await _judge_systems([system], config, sources=sources, resume=resume,
+                                 force=force, retry_failed=retry_failed,
+                                 ledger_dir=out_dir, http_client=http_client,
+                                 on_progress=on_progress, refresh=refresh, ledger=ledger,
+                                 handle_signals=handle_signals, limiter=limiter,
+                                 on_result=on_result))[0]
+
+
+async def evaluate_systems_async(
+        config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+        predictions: Sequence[PredictionSet], *, rules: RuleSet | None = None,
+        http_client: Any = None, out_dir: str | Path | None = None, resume: bool = False,
+        sources: dict[str, Any] | None = None,
+        on_progress: Callable[[RunProgress], None] | None = None, force: bool = False,
+        ledger: Ledger | None = None, handle_signals: bool = False) -> list[EvaluationResult]:
+    """Judge several systems on the same dialogues in one go: every distinct request is sent
+    once (systems agree on many turns), and each system's results are those a separate run
+    would give.
+
+    With ``out_dir`` each system gets its own run directory ``out_dir/<system>`` (see
+    :func:`system_dirs`), and with the cache off the systems share one ledger,
+    ``out_dir/ledger.sqlite3``. A request two systems share is billed to the first that
+    asks; the other's summary counts it as shared.
+    """
+    names = system_dirs(predictions)
+    systems = []
+    if out_dir is not None:
+        parent = RunDirectory(out_dir)
+        if parent.read_manifest() is not None:
+            raise RunConflict(f"{out_dir} holds a single run; several systems need a directory "
+                              "of their own (one run directory per system inside it)")
+    for name, system in zip(names, predictions, strict=True):
+        plan = plan_evaluation(config, schema, dialogues, system, rules=rules)
+        folder = RunDirectory(Path(out_dir) / name) if out_dir is not None else None
+        systems.append(_System(plan, folder))
+    return await _judge_systems(systems, config, sources=sources, resume=resume, force=force,
+                                retry_failed=False, ledger_dir=out_dir,
+                                http_client=http_client, on_progress=on_progress,
+                                refresh=False, ledger=ledger, handle_signals=handle_signals)
+
+
+def system_dirs(predictions: Sequence[PredictionSet]) -> list[str]:
+    """A distinct, file-system-safe directory name per system (its name, else its file)."""
+    names: list[str] = []
+    for system in predictions:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "_", system.name or "").strip("._") or "system"
+        if base in names:
+            stem = Path(system.path).name.removesuffix(".gz").removesuffix(".jsonl")
+            base = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{base}-{stem}").strip("._")
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
+                         sources: dict[str, Any] | None, resume: bool, force: bool,
+                         retry_failed: bool, ledger_dir: str | Path | None, http_client: Any,
+                         on_progress: Callable[[RunProgress], None] | None, refresh: bool,
+                         ledger: Ledger | None, handle_signals: bool,
+                         limiter: SharedLimiter | None = None,
+                         on_result: Callable[[CallResult], None] | None = None
+                         ) -> list[EvaluationResult]:
+    """Lock and open every system's run directory, answer all plans through one client and
+    ledger, write each system's results."""
+    try:
+        for system in systems:
+            if system.run_dir is not None:
+                system.logged = system.run_dir.start(
+                    build_manifest(system.plan, sources), resume=resume or retry_failed,
+                    force=force, retry_failed=retry_failed)
+        results = await _run(systems, config, http_client=http_client,
+                             on_progress=on_progress, refresh=refresh, ledger=ledger,
+                             ledger_dir=ledger_dir, handle_signals=handle_signals,
+                             limiter=limiter, on_result=on_result)
+        for system, result in zip(systems, results, strict=True):
+            if system.run_dir is not None:
+                result.summary["calls"]["retried"] = system.run_dir.dropped
+                system.run_dir.write_results(result.rows, result.summary)
+        return results
+    finally:
+        for system in systems:
+            if system.run_dir is not None:
+                system.run_dir.close()
+
+
+async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
+               on_progress: Callable[[RunProgress], None] | None, refresh: bool,
+               ledger: Ledger | None, ledger_dir: str | Path | None,
+               handle_signals: bool, limiter: SharedLimiter | None,
+               on_result: Callable[[CallResult], None] | None) -> list[EvaluationResult]:
     prices = load_prices(config.prices)
-    hooks = RunHooks(spend=Spend(prices.price(config.model)), budget=config.budget)
-    run_dir = RunDirectory(out_dir) if out_dir is not None else None
-    if run_dir is not None:
-        logged = run_dir.start(build_manifest(plan, sources), resume=resume)
-        hooks.done = {e["custom_id"]: CallResult(**e) for e in logged}
+    control = RunControl(spend=Spend(prices.price(config.model)), budget=config.budget,
+                         grace=config.stop_grace)
+    progress = RunProgress(total=sum(len(s.plan.calls) for s in systems), spend=control.spend)
+    jobs = []
+    for system in systems:
+        hooks = RunHooks(done={e["custom_id"]: CallResult.from_log(e) for e in system.logged},
+                         on_result=_logger(system.run_dir, progress, on_progress, on_result),
+                         control=control)
         for earlier in hooks.done.values():
             hooks.finished_before(earlier)
+        progress.done += len(hooks.done)
+        jobs.append((system.plan, hooks))
+    own_ledger = ledger is None
+    ledger = ledger if ledger is not None else open_ledger(config, ledger_dir)
+    first_dir = systems[0].run_dir
+    run_id = (first_dir.run_id if first_dir is not None else None) or uuid.uuid4().hex
+    client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
+                         run_id=run_id, before_send=control.before_send, limiter=limiter)
+    try:
+        with _signals_stop(control, handle_signals):
+            answers = await answer_plans(jobs, LiveSource(client), control)
+    finally:
+        await client.aclose()
+        if own_ledger:
+            ledger.close()
+    results = []
+    for (plan, hooks), answered in zip(jobs, answers, strict=True):
+        result = build_result(plan, answered)
+        calls = result.summary["calls"]
+        calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
+                     recovered=client.recovered, shared=client.shared,
+                     resumed=len(hooks.done))
+        if len(systems) > 1:
+            # the client's counts are the group's; per system: what it paid for, and what it
+            # got without paying (the ledger, or a request another system sent)
+            attempts = [a for r in answered for a in r.attempts]
+            paid = sum(1 for a in attempts if not a.get("cached"))
+            calls.update(group={k: calls[k] for k in ("sent", "retries", "cache_hits",
+                                                      "recovered", "shared")},
+                         sent=paid, cache_hits=len(attempts) - paid)
+        result.summary["budget_usd"] = config.budget
+        results.append(result)
+    return results
 
-    progress = RunProgress(total=len(plan.calls), spend=hooks.spend)
-    progress.done = len(hooks.done)
 
+def _logger(run_dir: RunDirectory | None, progress: RunProgress,
+            on_progress: Callable[[RunProgress], None] | None,
+            on_result: Callable[[CallResult], None] | None) -> Callable[[CallResult], None]:
     def finished(result: CallResult) -> None:
         if run_dir is not None:
             run_dir.append(result)
+        if on_result is not None:
+            on_result(result)
         if on_result is not None:
             on_result(result)
         progress.update(result)
         if on_progress is not None:
             on_progress(progress)
 
-    hooks.on_result = finished
-    cache = ResponseCache(config.cache_dir) if config.use_cache else None
-    client = ModelClient(config, http_client=http_client, cache=cache, read_cache=not refresh,
-                         before_send=hooks.check_budget, limiter=limiter)
-    try:
-        answers = await answer_plan(plan, LiveSource(client), hooks)
-    finally:
-        await client.aclose()
-        if cache is not None:
-            cache.close()
-        if run_dir is not None:
-            run_dir.close()
-    result = build_result(plan, answers)
-    calls = result.summary["calls"]
-    calls.update(sent=client.calls, retries=client.retries, cache_hits=client.cache_hits,
-                 resumed=len(hooks.done))
-    result.summary["budget_usd"] = config.budget
-    if out_dir is not None:
-        result.write(out_dir)
-    return result
+    return finished
 
 
 def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -91,21 +284,49 @@ def evaluate(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     return asyncio.run(evaluate_async(config, schema, dialogues, predictions, **options))
 
 
+def evaluate_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+                     predictions: Sequence[PredictionSet],
+                     **options: Any) -> list[EvaluationResult]:
+    """Synchronous :func:`evaluate_systems_async` (same keyword options)."""
+    return asyncio.run(evaluate_systems_async(config, schema, dialogues, predictions,
+                                              **options))
+
+
 def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             predictions: PredictionSet,
             records: dict[tuple[str, int, str], Completion | ModelError], *,
-            rules: RuleSet | None = None) -> EvaluationResult:
+            rules: RuleSet | None = None, out_dir: str | Path | None = None,
+            force: bool = False, sources: dict[str, Any] | None = None,
+            keep_files: Sequence[str | Path] = ()) -> EvaluationResult:
     """Integrate a finished batch's completions exactly as live ones (no re-asks); a call
-    whose request body was sent once for several calls gets that line's answer."""
+    whose request body was sent once for several calls gets that line's answer.
+
+    With ``out_dir`` the results are written there under the directory's lock and a ``batch``
+    manifest (a directory holding another run is refused unless ``force``); ``keep_files``
+    (the downloaded batch output) are moved into it.
+    """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    answered = fan_out(plan, records)
-    result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(answered))),
-                          batch=True)
-    expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
-    result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
-    result.summary["calls"]["batch_lines_missing"] = len(expected - set(answered))
-    result.summary["calls"]["batch_lines_shared"] = len(set(answered) - set(records))
-    return result
+    run_dir = RunDirectory(out_dir) if out_dir is not None else None
+    if run_dir is not None:
+        run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False, force=force)
+    try:
+        answered = fan_out(plan, records)
+        result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(answered))),
+                              batch=True)
+        expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
+        calls = result.summary["calls"]
+        calls["batch_lines_unused"] = len(set(records) - expected)
+        calls["batch_lines_missing"] = len(expected - set(answered))
+        calls["batch_lines_shared"] = len(set(answered) - set(records))
+        if run_dir is not None:
+            for path in map(Path, keep_files):
+                if path.resolve().parent != run_dir.path.resolve():
+                    shutil.move(str(path), run_dir.path / path.name)
+            run_dir.write_results(result.rows, result.summary)
+        return result
+    finally:
+        if run_dir is not None:
+            run_dir.close()
 
 
 def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:
@@ -114,13 +335,14 @@ def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:
 
 
 TRANSPORT_OPTIONS = ("base_url", "concurrency", "timeout", "max_retries", "rpm", "tpm", "budget",
-                     "cache_dir")
+                     "cache_dir", "stop_grace")
 """Options ``retry-errors`` may change: they decide how calls travel, not what they answer."""
 
 
 def retry_errors(run_dir: str | Path, *, overrides: dict[str, Any] | None = None,
                  http_client: Any = None,
-                 on_progress: Callable[[RunProgress], None] | None = None) -> EvaluationResult:
+                 on_progress: Callable[[RunProgress], None] | None = None,
+                 handle_signals: bool = False) -> EvaluationResult:
     """Send again only the calls of a run that ended in an error; every other call comes from
     the run log. Data and options come from the run's manifest; only transport options
     (:data:`TRANSPORT_OPTIONS`) may be overridden."""
@@ -128,24 +350,31 @@ def retry_errors(run_dir: str | Path, *, overrides: dict[str, Any] | None = None
     manifest = folder.read_manifest()
     if manifest is None:
         raise OptionError(f"{run_dir} is not a run directory with a manifest")
+    if manifest.get("kind", "evaluate") != "evaluate":
+        raise OptionError(f"{run_dir} holds a {manifest.get('kind')} run: retry-errors "
+                          "re-sends live calls of an evaluate run")
     unknown = sorted(set(overrides or {}) - set(TRANSPORT_OPTIONS))
     if unknown:
         raise OptionError(f"retry-errors cannot change {', '.join(unknown)}: it would change "
                           "the answers; start a new run instead")
     fields = set(JudgeConfig.model_fields)
-    values = {k: v for k, v in manifest["options"].items() if k in fields and k != "api_key"}
+    options = manifest.get("options")
+    sources = manifest.get("sources")
+    if not isinstance(options, dict) or not isinstance(sources, dict):
+        raise OptionError(f"{folder.manifest_path} lacks its options or sources")
+    missing = [k for k in ("schema", "dialogues", "predictions", "dialogue_ids")
+               if k not in sources]
+    if missing:
+        raise OptionError(f"{folder.manifest_path}: sources lack {', '.join(missing)}; "
+                          "this run cannot be retried (start a new one)")
+    values = {k: v for k, v in options.items() if k in fields and k != "api_key"}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     config = load_config(values)
-    sources = manifest["sources"]
     schema = load_schema(sources["schema"])
     dialogues = load_dialogues(sources["dialogues"]).subset(sources["dialogue_ids"])
     predictions = load_predictions(sources["predictions"], dialogues, schema)
     rules = rules_for(sources.get("rules"), schema)
-    removed = folder.drop_errors()
     kept = {k: sources.get(k) for k in ("schema", "schema_sha256", "rules") if k in sources}
-    result = evaluate(config, schema, dialogues, predictions, rules=rules, out_dir=run_dir,
-                      resume=True, http_client=http_client, sources=kept,
-                      on_progress=on_progress, refresh=True)
-    result.summary["calls"]["retried"] = removed
-    result.write(run_dir)
-    return result
+    return evaluate(config, schema, dialogues, predictions, rules=rules, out_dir=run_dir,
+                    retry_failed=True, http_client=http_client, sources=kept,
+                    on_progress=on_progress, refresh=True, handle_signals=handle_signals)

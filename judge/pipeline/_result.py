@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._errors import ExitStatus
 from ..data import Dialogue, turn_states
 from ..method import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ..metrics import MatchPolicy, ratio, rule_policy, rule_verdicts
@@ -26,6 +27,27 @@ class EvaluationResult:
 
     def __repr__(self) -> str:  # cheap: asyncio.run builds it (python/cpython#112559)
         return f"EvaluationResult(turns={len(self.rows)}, tsa={self.summary.get('tsa')})"
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        """OK when every turn was judged, ERROR_ROWS when some are error rows, NOTHING_JUDGED
+        when none could be judged."""
+        summary = self.summary
+        if summary.get("error_turns"):
+            return (ExitStatus.NOTHING_JUDGED if not summary.get("scored_turns")
+                    else ExitStatus.ERROR_ROWS)
+        return ExitStatus.OK
+
+    @staticmethod
+    def combined_status(results: Sequence[EvaluationResult]) -> ExitStatus:
+        """The status of several systems judged together: OK when all are, NOTHING_JUDGED
+        when none could be judged, else ERROR_ROWS."""
+        statuses = {r.exit_status for r in results}
+        if statuses <= {ExitStatus.OK}:
+            return ExitStatus.OK
+        if statuses == {ExitStatus.NOTHING_JUDGED}:
+            return ExitStatus.NOTHING_JUDGED
+        return ExitStatus.ERROR_ROWS
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """Write ``judgments.jsonl`` and ``summary.json`` into ``out_dir``."""

@@ -1,11 +1,36 @@
-"""Durable stores of paid work: the reply cache (and the ledger of paid calls)."""
+"""Durable stores of paid work: the ledger of requests (claims and raw replies), which in the
+cache directory is also the reply cache."""
 
 from ._cache import (
-    ResponseCache,
     cache_key,
+    cache_ledger_path,
+    clear_cache,
+    migrate_diskcache,
+    open_cache,
+)
+from ._ledger import (
+    DEFAULT_LEASE,
+    LEDGER_FILE,
+    Claim,
+    Ledger,
+    Reply,
+    SQLiteLedger,
+    new_owner,
+    owner_gone,
 )
 
 __all__ = [
-    "ResponseCache",
+    "DEFAULT_LEASE",
+    "LEDGER_FILE",
+    "Claim",
+    "Ledger",
+    "Reply",
+    "SQLiteLedger",
     "cache_key",
+    "cache_ledger_path",
+    "clear_cache",
+    "migrate_diskcache",
+    "new_owner",
+    "open_cache",
+    "owner_gone",
 ]

@@ -1,30 +1,28 @@
-"""On-disk cache of model replies (diskcache, eviction off).
+"""The reply cache is the ledger of paid requests in the cache directory
+(``<cache_dir>/ledger.sqlite3``), shared by every run that uses that directory.
 
 The key covers everything that can change an answer: endpoint, model and every generation
 parameter (all inside the request body), the rendered messages, the template hash and the hash
 of the response schema. Re-running a finished evaluation therefore makes no model call.
 
-The cache is a convenience, never the record of paid work (the run log is): a damaged cache
-database stops a command with a message saying how to clear it (``dst-judge cache clear``
-removes even a database that no longer opens), an entry that cannot be read is a miss, and a
-failed write leaves the run going with the cache switched off.
+Earlier versions kept parsed replies in a diskcache database (``cache.db``); :func:`open_cache`
+imports them once as chat.completion replies and renames the old file to
+``cache.db.imported``.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
-import sqlite3
+import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
-import diskcache
-
 from .._digest import text_digest
-from .._errors import InputError
+from .._errors import StoreError
+from ._ledger import LEDGER_FILE, SQLiteLedger
 
-_DATABASE = "cache.db"
-_VALUE_DIR = re.compile(r"[0-9a-f]{2}")
+OLD_CACHE_FILE = "cache.db"
+"""diskcache's database file (the reply cache of dst-judge before the ledger)."""
 
 
 def cache_key(endpoint: str, body: dict[str, Any], template_hash: str) -> str:
@@ -37,83 +35,93 @@ def cache_key(endpoint: str, body: dict[str, Any], template_hash: str) -> str:
     })
 
 
-def _damaged(directory: Path, exc: BaseException) -> InputError:
-    return InputError(f"the reply cache is damaged ({exc}); run 'dst-judge cache clear "
-                      f"--cache-dir {directory}' or pass --no-cache", path=directory / _DATABASE)
+def cache_ledger_path(cache_dir: str | Path) -> Path:
+    return Path(cache_dir) / LEDGER_FILE
 
 
-class ResponseCache:
-    """A persistent map from request key to the recorded completion."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self.writable = True
+def open_cache(cache_dir: str | Path, **options: Any) -> SQLiteLedger:
+    """The ledger of a cache directory (replies of an old diskcache cache imported once)."""
+    ledger = SQLiteLedger(cache_ledger_path(cache_dir), **options)
+    old = Path(cache_dir) / OLD_CACHE_FILE
+    if old.is_file():
         try:
-            self._cache = diskcache.Cache(str(self.directory), eviction_policy="none",
-                                          size_limit=2**40)
-        except sqlite3.Error as exc:
-            raise _damaged(self.directory, exc) from None
-        except OSError as exc:
-            raise InputError(f"cannot open the reply cache: {exc.strerror or exc}",
-                             path=self.directory) from None
+            migrate_diskcache(Path(cache_dir), ledger)
+        except BaseException:
+            ledger.close()
+            raise
+    return ledger
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The record under ``key``; None when absent or unreadable (a damaged entry is a
-        miss: the call is made again rather than the run stopped)."""
+
+def _as_chat_completion(record: dict[str, Any]) -> bytes:
+    """An old cache record (the parsed fields of a reply) as the chat.completion it came from."""
+    usage = record.get("usage") or {}
+    return json.dumps({
+        "id": record.get("response_id"), "object": "chat.completion",
+        "model": record.get("model"),
+        "choices": [{"index": 0, "finish_reason": record.get("finish_reason"),
+                     "message": {"role": "assistant", "content": record.get("text"),
+                                 "refusal": record.get("refusal")}}],
+        "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
+                  "completion_tokens": usage.get("completion_tokens", 0),
+                  "prompt_tokens_details": {
+                      "cached_tokens": usage.get("cached_prompt_tokens", 0)}},
+        "x_dst_judge_imported": "diskcache",
+    }, ensure_ascii=False).encode("utf-8")
+
+
+def migrate_diskcache(cache_dir: Path, ledger: SQLiteLedger) -> int:
+    """Import an old diskcache reply cache into ``ledger``; returns the replies imported.
+
+    An unreadable old cache is left alone (``cache clear`` removes it).
+    """
+    import diskcache
+
+    old = cache_dir / OLD_CACHE_FILE
+    try:
+        cache = diskcache.Cache(str(cache_dir), eviction_policy="none", size_limit=2**40)
+    except Exception:  # a broken old cache must not stop a run
+        return 0
+    try:
+        replies = []
+        for key in cache.iterkeys():
+            with contextlib.suppress(Exception):
+                value = cache.get(key)
+                if isinstance(value, dict):
+                    replies.append((str(key), _as_chat_completion(value)))
+        count = ledger.import_replies(replies, origin="diskcache")
+    except Exception:
+        return 0
+    finally:
+        cache.close()
+    old.rename(old.with_name(OLD_CACHE_FILE + ".imported"))
+    return count
+
+
+def clear_cache(cache_dir: str | Path) -> tuple[int, list[str]]:
+    """Empty the reply cache of ``cache_dir``: the ledger's replies (live claims of running
+    processes stay) and any old diskcache files. A database that cannot be read is deleted.
+
+    Returns the replies removed and notes on files removed.
+    """
+    directory = Path(cache_dir)
+    notes: list[str] = []
+    removed = 0
+    path = cache_ledger_path(directory)
+    if path.exists():
         try:
-            value = self._cache.get(key)
-        except Exception:
-            return None
-        return value if isinstance(value, dict) else None
-
-    def set(self, key: str, record: dict[str, Any]) -> None:
-        """Store a record; if the cache cannot be written, stop writing to it (the run goes
-        on: its log, not the cache, records paid work)."""
-        if not self.writable:
-            return
-        try:
-            self._cache.set(key, record)
-        except (sqlite3.Error, OSError):
-            self.writable = False
-
-    def keys(self) -> set[str]:
-        try:
-            return {str(k) for k in self._cache.iterkeys()}
-        except sqlite3.Error as exc:
-            raise _damaged(self.directory, exc) from None
-
-    def stats(self) -> dict[str, Any]:
-        try:
-            return {"directory": str(self.directory), "entries": len(self._cache),
-                    "size_bytes": self._cache.volume()}
-        except sqlite3.Error as exc:
-            raise _damaged(self.directory, exc) from None
-
-    def clear(self) -> int:
-        try:
-            return self._cache.clear()
-        except sqlite3.Error as exc:
-            raise _damaged(self.directory, exc) from None
-
-    def close(self) -> None:
-        self._cache.close()
-
-    @staticmethod
-    def remove(directory: str | Path) -> int:
-        """Delete the cache's own files in ``directory`` (the database, its journal files and
-        value folders), also when the database no longer opens; returns how many entries
-        the database held, or -1 when it could not be read."""
-        folder = Path(directory)
-        entries = -1
-        try:
-            with diskcache.Cache(str(folder)) as cache:
-                entries = len(cache)
-        except (sqlite3.Error, OSError):
-            pass
-        for name in (_DATABASE, f"{_DATABASE}-wal", f"{_DATABASE}-shm"):
-            (folder / name).unlink(missing_ok=True)
-        if folder.is_dir():
-            for child in folder.iterdir():
-                if child.is_dir() and _VALUE_DIR.fullmatch(child.name):
-                    shutil.rmtree(child, ignore_errors=True)
-        return entries
+            ledger = SQLiteLedger(path)
+            try:
+                removed = ledger.clear()
+            finally:
+                ledger.close()
+        except StoreError as exc:
+            gone = SQLiteLedger.remove_files(path)
+            notes.append(f"deleted the unreadable ledger {path} ({len(gone)} file(s)): {exc}")
+    for name in (OLD_CACHE_FILE + ".imported", OLD_CACHE_FILE):
+        old = directory / name
+        if old.exists():
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(str(old) + suffix).unlink()
+            notes.append(f"deleted the old reply cache {old}")
+    return removed, notes

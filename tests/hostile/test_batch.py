@@ -89,7 +89,7 @@ def test_one_file_when_under_the_limits_and_stale_parts_removed(hostile_server, 
                                                                 tmp_path, run_cli):
     requests = tmp_path / "requests.jsonl"
     first = run_cli("batch", "prepare", *twins.args(), "--out", str(requests),
-                    "--batch-max-bytes", "20000")
+                    "--batch-max-requests", "2")
     assert first.code == 0 and len(list(tmp_path.glob("requests-*.jsonl"))) >= 2
     second = run_cli("batch", "prepare", *twins.args(), "--out", str(requests))
     check_clean(second, tmp_path)

@@ -621,8 +621,10 @@ def _(tmp: Path, data: Data) -> Case:
 # --- the reply cache -----------------------------------------------------------------------
 
 def _damaged_cache(tmp: Path) -> Path:
+    """A cache directory whose ledger database is not a database (an old diskcache ``cache.db``
+    that no longer reads is left alone: the ledger is the record of paid replies)."""
     cache = tmp / "cache"
-    write(cache / "cache.db", b"this is not a database" * 100)
+    write(cache / "ledger.sqlite3", b"this is not a database" * 100)
     return cache
 
 

@@ -55,7 +55,7 @@ REASONS = {
     "body-not-json": "not JSON", "body-empty": "not JSON", "body-array": "not a chat",
     "body-string": "not a chat", "body-null": "not a chat", "body-number": "not a chat",
     "body-invalid-utf8": "not JSON", "body-bom": "not JSON", "body-truncated": "not JSON",
-    "body-nan": "not JSON", "body-deep": "nested deeper",
+    "body-nan": "usage.prompt_tokens", "body-deep": "nested deeper",
     "body-deep-choices": "nested deeper", "body-event-stream": "not JSON",
     "size-2mb": "max_reply_bytes", "size-50mb": "max_reply_bytes",
     "gzip-bomb": "max_reply_bytes", "gzip-corrupt": "corrupt", "gzip-not-gzip": "corrupt",

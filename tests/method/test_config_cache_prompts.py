@@ -8,7 +8,7 @@ import pytest
 
 from judge import InputError, OptionError, load_config, plan_evaluation
 from judge.method import PromptSet, build_body
-from judge.store import ResponseCache, cache_key
+from judge.store import cache_key
 
 from ..conftest import assert_located
 
@@ -85,14 +85,6 @@ def test_cache_key_changes_with_messages_template_and_response_schema():
     assert cache_key(config.endpoint, body_a, "t") != cache_key(config.endpoint, body_c, "t")
     # not part of the key: concurrency, retries, cache directory
     assert _key(config) == _key(load_config({"model": "m", "concurrency": 3, "max_retries": 0}))
-
-
-def test_cache_store_roundtrip(tmp_path):
-    cache = ResponseCache(tmp_path / "c")
-    cache.set("k", {"text": "x"})
-    assert cache.get("k") == {"text": "x"} and cache.stats()["entries"] == 1
-    assert cache.clear() == 1 and cache.get("k") is None
-    cache.close()
 
 
 def test_prompts_static_prefix_and_schema_block(example_data):

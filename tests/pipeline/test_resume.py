@@ -10,6 +10,7 @@ import pytest
 import respx
 
 from judge import BudgetReached, OptionError, evaluate, load_config
+from judge._errors import RunConflict
 from judge.cli import main
 
 from ..conftest import CASSETTES, EXAMPLES, mount_cassette
@@ -61,9 +62,9 @@ def test_budget_stop_then_resume_repeats_no_finished_call(tmp_path, example_data
 def test_resume_refuses_changed_inputs(tmp_path, example_data):
     out = tmp_path / "run"
     first, _ = _run(_config(tmp_path), example_data, out)
-    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
+    with pytest.raises(RunConflict, match=r"another run.*config\.temperature"):
         _run(_config(tmp_path, temperature=0.7), example_data, out, resume=True)
-    with pytest.raises(OptionError, match=r"config differ.*config\.temperature"):
+    with pytest.raises(RunConflict, match=r"another run.*config\.temperature"):
         _run(_config(tmp_path, temperature=0.7), example_data, out)  # without --resume too
     again, sent = _run(_config(tmp_path), example_data, out)  # same inputs: reuse, send nothing
     assert sent == 0 and again.summary["calls"]["resumed"] == 22
@@ -82,7 +83,7 @@ def test_resume_refuses_changed_data_files(tmp_path, example_data):
     schema = load_schema(EXAMPLES / "schema.json")
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
     data = (schema, dialogues, load_predictions(changed, dialogues, schema))
-    with pytest.raises(OptionError, match=r"inputs\.predictions"):
+    with pytest.raises(RunConflict, match=r"inputs\.predictions"):
         _run(_config(tmp_path), data, out, resume=True)
 
 
@@ -137,15 +138,17 @@ def test_dry_run_makes_no_call_and_counts_cached_calls(tmp_path, capsys):
 
 def test_run_log_keeps_replies_with_unicode_line_separators(tmp_path):
     """U+2028, U+0085 and U+001E are written raw by json.dumps(ensure_ascii=False); reading
-    the log back must not split a record at them (it would look torn and be paid for again)."""
+    the log back must not split a record at them (it would look torn and be paid for again).
+    A lone surrogate (a reply may hold the escape) is written as its escape."""
     from types import SimpleNamespace
 
     from judge.pipeline import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     run.start({"inputs": {}, "config": {}, "templates": {}}, resume=False)
-    text = "line one\u2028line two\x85three\x1efour"
-    run.append(SimpleNamespace(custom_id="D::0::accuracy", explanation=text, error=None))
+    text = "line one\u2028line two\x85three\x1efour\ud800lone surrogate"  # UTF-8 cannot carry
+    entry = {"dimension": "accuracy", "custom_id": "D::0::accuracy", "template_hash": "t",
+             "prompt_hash": "p", "explanation": text, "error": None}
+    run.append(SimpleNamespace(**entry))
     run.close()
-    assert RunDirectory(tmp_path / "run").read_log() == [
-        {"custom_id": "D::0::accuracy", "explanation": text, "error": None}]
+    assert RunDirectory(tmp_path / "run").read_log() == [entry]

@@ -4,6 +4,7 @@ in turn order, so each finds the previous turn's prompt (which it extends) in th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -24,7 +25,10 @@ class _OrderSource:
         self.in_flight = 0
         self.peak = 0
 
-    async def answer(self, call, body):
+    def hold(self):
+        return contextlib.nullcontext()
+
+    async def answer(self, call, body, held):
         self.sent.append((call.dialogue_id, call.dimension, call.turn_index))
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)

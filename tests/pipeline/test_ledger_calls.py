@@ -1,0 +1,172 @@
+"""Paid work goes through the ledger: a request is claimed before it is sent, its raw reply is
+recorded before it is parsed, a re-ask keeps its concurrency slot, nothing paid is paid again
+(resume, re-runs, identical requests in flight), and an invalid reply stays a paid error.
+
+The fault server (tests/fault_server.py) counts completions per request body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from judge import evaluate, load_config
+from judge.model import ModelClient
+from judge.store import SQLiteLedger, cache_key
+
+from ..fault_server import FaultConfig, FaultServer
+
+
+def _config(server, tmp_path, **values):
+    return load_config({"model": "m", "base_url": server.url, "max_retries": 2,
+                        "cache_dir": str(tmp_path / "cache"), "use_cache": False,
+                        "concurrency": 4, **values})
+
+
+def _completed(stats):
+    return stats["completed"], stats["distinct_bodies"], stats["max_completed_per_body"]
+
+
+def test_a_reask_keeps_its_slot_and_goes_before_unstarted_calls(tmp_path, example_data):
+    """With one slot, each re-ask is sent right after the reply it answers; a re-ask that gave
+    its slot back would queue behind every call not yet started."""
+    with FaultServer(FaultConfig(rates={"invalid_once": 0.5}, seed=4)) as server:
+        result = evaluate(_config(server, tmp_path, concurrency=1), *example_data)
+        bodies = list(server.snapshot()["bodies"].items())  # in order of first arrival
+    reasks = [(i, b["root"]) for i, (_, b) in enumerate(bodies) if b["root"]]
+    assert len(reasks) >= 5 and result.summary["calls"]["reasks"] == len(reasks)
+    for index, root in reasks:
+        assert bodies[index - 1][0] == root, "the re-ask waited behind other calls"
+
+
+def test_every_reply_is_recorded_and_a_rerun_pays_nothing(tmp_path, example_data):
+    """Invalid replies (re-asked, still invalid) are paid errors in the ledger: a re-run on the
+    same cache sends nothing and serves them as the same error rows, never as verdicts."""
+    faults = FaultConfig(rates={"invalid": 0.2, "invalid_once": 0.2, "refusal": 0.05}, seed=2)
+    with FaultServer(faults) as server:
+        config = _config(server, tmp_path, use_cache=True)
+        first = evaluate(config, *example_data, out_dir=tmp_path / "a")
+        paid = server.snapshot()
+        second = evaluate(config, *example_data, out_dir=tmp_path / "b")
+        again = server.snapshot()
+    assert paid["completed"] == paid["distinct_bodies"]  # nothing paid twice
+    assert again["total"] == paid["total"]  # the re-run sent nothing
+    assert second.summary["calls"]["cache_hits"] == paid["completed"]
+    invalid = [r for r in first.rows if r["error"] and "invalid output" in r["error"]]
+    assert invalid, "the seed must produce replies that stay invalid"
+    assert [r["error"] for r in second.rows] == [r["error"] for r in first.rows]
+    assert [r["verdict"] for r in second.rows] == [r["verdict"] for r in first.rows]
+    ledger = SQLiteLedger(tmp_path / "cache" / "ledger.sqlite3")
+    assert ledger.stats()["replies"] == paid["completed"]
+    # each attempt names its ledger key, and the ledger holds that raw reply
+    call = first.rows[0]["calls"][-1]
+    for attempt in call["attempts"]:
+        raw = json.loads(ledger.get(attempt["key"]).content)
+        assert raw["choices"][0]["message"]["content"] == attempt["text"]
+    ledger.close()
+
+
+def test_resume_reuses_first_replies_whose_reask_was_pending(tmp_path, example_data):
+    """The state kill -9 leaves in the re-ask phase: first replies paid and recorded, their
+    re-asks claimed by a process that is gone, nothing in the run log. --resume sends the
+    re-asks once and no first request again."""
+    with FaultServer(FaultConfig(rates={"invalid_once": 1.0}, seed=1)) as server:
+        config = _config(server, tmp_path)
+        full = evaluate(config, *example_data, out_dir=tmp_path / "full")
+        stats = server.snapshot()
+        reask_keys = {k for k, b in stats["bodies"].items() if b["root"]}
+        assert len(reask_keys) == 22 == stats["roots"]
+        cut = tmp_path / "cut"
+        cut.mkdir()
+        shutil.copy(tmp_path / "full" / "manifest.json", cut)
+        shutil.copy(tmp_path / "full" / "ledger.sqlite3", cut)
+        db = sqlite3.connect(cut / "ledger.sqlite3")
+        reask_rows = [key for rows in full.rows for call in rows["calls"]
+                      for key in [a["key"] for a in call["attempts"][1:]]]
+        db.executemany("UPDATE requests SET state = 'pending', content = NULL, "
+                       "owner = 'elsewhere/1/gone', lease_until = 0 WHERE key = ?",
+                       [(k,) for k in reask_rows])
+        db.commit()
+        db.close()
+        server.stats.reset()
+        resumed = evaluate(config, *example_data, out_dir=cut, resume=True)
+        after = server.snapshot()
+    assert set(after["bodies"]) == reask_keys  # only the re-asks, each once
+    assert after["completed"] == 22
+    assert resumed.summary["calls"]["recovered"] == 22  # the first replies, billed once
+    assert resumed.summary["tokens"] == full.summary["tokens"]
+    assert [r["verdict"] for r in resumed.rows] == [r["verdict"] for r in full.rows]
+
+
+def test_identical_requests_in_flight_are_sent_once(tmp_path):
+    body = {"model": "m", "messages": [{"role": "user", "content": "same"}]}
+
+    async def both(config):
+        client = ModelClient(config, ledger=SQLiteLedger(":memory:"), run_id="r")
+        try:
+            return await asyncio.gather(*[client.complete(body, template_hash="t")
+                                          for _ in range(5)]), client
+        finally:
+            await client.aclose()
+
+    with FaultServer(FaultConfig(latency=0.2)) as server:
+        (answers, client) = asyncio.run(both(_config(server, tmp_path)))
+        assert server.snapshot()["total"] == 1
+    assert len({a.text for a in answers}) == 1
+    assert [a.cached for a in answers].count(False) == 1  # billed once
+    assert client.shared == 4 and client.calls == 1
+
+
+def test_a_busy_claim_of_another_process_is_awaited(tmp_path):
+    """Another process is sending this request: wait for its reply instead of paying again."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "theirs"}]}
+    path = tmp_path / "ledger.sqlite3"
+    other = SQLiteLedger(path, owner="other-host/1/x")
+    with FaultServer(FaultConfig()) as server:
+        config = _config(server, tmp_path)
+        key = cache_key(config.endpoint, body, "t")
+        assert other.claim(key).outcome == "mine"
+
+        async def ask():
+            client = ModelClient(config, ledger=SQLiteLedger(path), run_id="mine")
+            task = asyncio.ensure_future(client.complete(body, template_hash="t"))
+            await asyncio.sleep(0.3)
+            assert not task.done()
+            other.record_reply(key, json.dumps({"choices": [{"message": {
+                "content": "from the other process"}, "finish_reason": "stop"}]}).encode())
+            try:
+                return await asyncio.wait_for(task, 5)
+            finally:
+                await client.aclose()
+
+        answer = asyncio.run(ask())
+        assert server.snapshot()["total"] == 0
+    assert answer.text == "from the other process" and answer.cached
+
+
+def test_a_failed_request_is_not_served_and_is_sent_again(tmp_path, example_data):
+    """HTTP 500 after every retry: an error row, a failed (unpaid) ledger entry that a
+    retry sends again."""
+    with FaultServer(FaultConfig(rates={"http_500": 1.0}, transient_attempts=1)) as server:
+        config = _config(server, tmp_path, max_retries=0, use_cache=True)
+        failed = evaluate(config, *example_data)
+        assert failed.summary["error_turns"] == 11 and server.snapshot()["completed"] == 0
+        ledger = SQLiteLedger(tmp_path / "cache" / "ledger.sqlite3")
+        assert ledger.stats()["failed"] == 22 and ledger.stats()["replies"] == 0
+        ledger.close()
+        again = evaluate(config, *example_data)  # attempt 2 of each body: no fault
+        assert again.summary["error_turns"] == 0
+        assert server.snapshot()["completed"] == 22
+
+
+@pytest.mark.parametrize("secret", ["sk-LEDGER-canary-0123456789abcdef"])
+def test_the_key_echoed_in_a_reply_never_reaches_the_ledger(tmp_path, secret, monkeypatch):
+    """A raw reply is stored with the key scrubbed, even in fields nobody parses."""
+    from judge.model._client import redact_bytes
+
+    raw = json.dumps({"id": secret, "x": f"Bearer {secret}"}).encode()
+    assert secret.encode() not in redact_bytes(raw, secret)
+    assert b"<redacted>" in redact_bytes(raw, secret)
