@@ -12,12 +12,14 @@ import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._errors import InputError, OptionError
+from ._io import loads, read_text
 
 Method = Literal["two-dim", "two-dim-cot", "direct", "cot"]
 METHODS: tuple[Method, ...] = ("two-dim", "two-dim-cot", "direct", "cot")
@@ -40,7 +42,7 @@ class JudgeConfig(BaseSettings):
     """Everything that decides how the judge talks to a model and scores turns."""
 
     model_config = SettingsConfigDict(env_prefix="DST_JUDGE_", extra="forbid",
-                                      populate_by_name=True, frozen=True)
+                                      populate_by_name=True, frozen=True, allow_inf_nan=False)
 
     # --- endpoint -----------------------------------------------------------------------------
     base_url: str | None = Field(
@@ -83,6 +85,20 @@ class JudgeConfig(BaseSettings):
                               "stops a run.")
     prompt_cache_key: bool = Field(False, description="Send a per-dialogue prompt_cache_key "
                                    "(OpenAI) so a dialogue's calls share a cache route.")
+    # --- untrusted replies --------------------------------------------------------------------
+    max_reply_bytes: int = Field(1_000_000, ge=1024, description="Largest reply accepted, "
+                                 "counted both as received (compressed) and decompressed; "
+                                 "reading stops there and the call is an error row.")
+    max_reply_depth: int = Field(64, ge=8, le=10_000, description="Deepest JSON nesting "
+                                 "accepted in a reply.")
+    max_reply_chars: int = Field(100_000, ge=1000, description="Longest message content "
+                                 "accepted (characters); a longer one is an error row.")
+    # --- Batch API ----------------------------------------------------------------------------
+    batch_max_requests: int = Field(50_000, ge=1, description="Requests per Batch API request "
+                                    "file (the API's limit: 50,000); more go into further "
+                                    "files, one batch each.")
+    batch_max_bytes: int = Field(200_000_000, ge=10_000, description="Bytes per Batch API "
+                                 "request file (the API's limit: 200 MB).")
     # --- cost ---------------------------------------------------------------------------------
     budget: float | None = Field(None, gt=0, description="Stop cleanly (resumable) once the "
                                  "run has spent this many USD.")
@@ -115,7 +131,20 @@ class JudgeConfig(BaseSettings):
     @field_validator("base_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
-        return value.rstrip("/") if value else value
+        """An http(s) URL with a host (and a valid port), without its trailing slash."""
+        if not value:
+            return value
+        try:
+            parts = urlsplit(value)
+            port = parts.port  # raises ValueError when out of range or not a number
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. "
+                             "http://127.0.0.1:8080/v1")
+        if port == 0:
+            raise ValueError("port 0 is not a port a server listens on")
+        return value.rstrip("/")
 
     @property
     def endpoint(self) -> str:
@@ -141,24 +170,37 @@ class JudgeConfig(BaseSettings):
 
     def answer_identity(self) -> dict[str, Any]:
         """Everything that decides which calls a run makes and what they answer (resume
-        refuses to continue a run when this changed)."""
-        return {**self.generation_identity(), "method": self.method,
+        refuses to continue a run when this changed); written to run manifests, so a password
+        in the base URL is masked."""
+        return {**self.generation_identity(), "endpoint": public_url(self.endpoint),
+                "method": self.method,
                 "prompt_variant": self.prompt_variant, "reasks": self.reasks,
                 "prompt_cache_key": self.prompt_cache_key}
 
     def public_dict(self) -> dict[str, Any]:
-        """Every option for results and logs, with the API key left out."""
+        """Every option for results and logs, with the API key left out (and a password in
+        the base URL masked)."""
         data = self.model_dump(mode="json", exclude={"api_key"})
         data["api_key_set"] = self.api_key is not None
-        data["endpoint"] = self.endpoint
+        data["base_url"] = public_url(self.base_url) if self.base_url else None
+        data["endpoint"] = public_url(self.endpoint)
         data["effective_rule_match"] = self.effective_rule_match
         return data
+
+
+def public_url(url: str) -> str:
+    """A URL safe to write down: the password of ``user:password@host`` masked."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:<redacted>@{host}"))
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError("config file not found", path=path)
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         data = _parse_config_text(text, path)
     except json.JSONDecodeError as exc:
@@ -184,7 +226,7 @@ def _parse_config_text(text: str, path: Path) -> Any:
         except ModuleNotFoundError:  # Python 3.10
             import tomli as tomllib  # type: ignore[no-redef]
         return tomllib.loads(text)
-    return json.loads(text)
+    return loads(text)
 
 
 def load_config(cli_values: dict[str, Any] | None = None,

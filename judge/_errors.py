@@ -6,10 +6,12 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     DSTJudgeError
     ├── InputError          a user-supplied file is malformed (names file, line, field)
     │   ├── DataMismatchError   files are individually valid but do not fit together
-    │   └── FormatError         a file is in none of the known formats
+    │   ├── FormatError         a file is in none of the known formats
+    │   └── OutputError     an output path cannot be written (names the path and why)
     ├── OptionError         an option value is invalid or unsupported for the input
     ├── ModelError          a model call failed after retries (``fatal`` ones stop the run)
-    │   └── CassetteMiss    a replayed run sent a request its cassette does not hold
+    │   ├── CassetteMiss    a replayed run sent a request its cassette does not hold
+    │   └── ReplyError      a reply arrived (and was paid for) but is not a usable completion
     ├── BudgetReached       the run spent its budget (resumable)
     ├── RunInterrupted      Ctrl-C or SIGTERM stopped the run (resumable)
     ├── RunDirectoryError   the run directory is not ours to write
@@ -25,6 +27,7 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from enum import IntEnum
 from pathlib import Path
@@ -98,6 +101,11 @@ class FormatError(InputError):
     message names the first field that does not fit and lists the known formats."""
 
 
+class OutputError(InputError):
+    """An output path the user gave cannot be written: a directory where a file is expected,
+    a missing or read-only folder, a full disk."""
+
+
 class OptionError(DSTJudgeError):
     """An option has an invalid value, or one the input cannot support."""
 
@@ -121,6 +129,24 @@ class CassetteMiss(ModelError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, fatal=True)
+
+
+class ReplyError(ModelError):
+    """A reply arrived with HTTP 200 but is not a usable chat completion: malformed, larger
+    than the size caps, nested too deep, or with over-long content.
+
+    The reply was paid for, so it is recorded (as an error row with this reason), never sent
+    again by the retry policy and never cached as an answer.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, fatal=False, status=200)
+
+
+class JSONTooDeep(json.JSONDecodeError):
+    """JSON nested deeper than the reader allows (refused before parsing, so that no reader
+    recurses into it). A :class:`json.JSONDecodeError`, so every handler of bad JSON handles
+    it and reports line and column."""
 
 
 class BudgetReached(DSTJudgeError):

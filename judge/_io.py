@@ -1,19 +1,131 @@
-"""Reading JSON and JSON Lines files, plain or gzipped, with errors that name file and line."""
+"""Reading JSON and JSON Lines files, plain or gzipped, with errors that name file and line;
+writing output files with errors that name the path; and making untrusted text safe to show.
+
+Every JSON text from outside (input files, run directories, model replies) is read through
+:func:`loads`, which refuses nesting deeper than a limit *before* parsing: the standard parser
+recurses once per level, so a 200,000-deep file would otherwise end in a RecursionError.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import re
+import unicodedata
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ._errors import InputError
+from ._errors import InputError, JSONTooDeep, OutputError
 
 _GZIP_MAGIC = b"\x1f\x8b"
+MAX_JSON_DEPTH = 200
+"""Deepest nesting accepted in input files (real ones nest fewer than ten levels; pydantic's
+own JSON reader stops at about 200 too)."""
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting_exceeds(data: str | bytes, limit: int) -> int | None:
+    """Where JSON text first nests deeper than ``limit`` (a character offset into the text
+    with strings removed, good enough to point at), or None when it never does.
+
+    Brackets inside strings do not count. Linear time and memory, no recursion; a text with
+    at most ``limit`` opening brackets is accepted without looking further.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return None
+    skeleton = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if not skeleton:
+        return None
+    import numpy as np
+
+    codes = np.frombuffer(skeleton, dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    over = np.flatnonzero(np.cumsum(steps) > limit)
+    return int(over[0]) if over.size else None
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` that raises :class:`JSONTooDeep` (a ``JSONDecodeError``) instead of
+    recursing into JSON nested deeper than ``max_depth``."""
+    position = nesting_exceeds(text, max_depth)
+    if position is not None:
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise JSONTooDeep(f"nested deeper than {max_depth} levels", doc, 0)
+    return json.loads(text)
+
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co"})
+_KEPT_CONTROLS = frozenset("\n\t")
+
+
+def printable(text: object, *, newlines: bool = True) -> str:
+    """Text from data or from a server, safe to print on a terminal: control characters
+    (ANSI escapes, bells, carriage returns), format characters (bidirectional overrides,
+    zero-width marks) and unpaired surrogates are removed; tabs and, with ``newlines``,
+    line breaks are kept (otherwise they become spaces)."""
+    value = str(text)
+    if value.isprintable():
+        return value
+    out = []
+    for char in value:
+        if char in _KEPT_CONTROLS:
+            out.append(char if newlines else " ")
+        elif unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+            out.append(char)
+    return "".join(out)
+
+
+@contextlib.contextmanager
+def open_output(path: str | Path, mode: str = "w", *,
+                newline: str | None = None) -> Iterator[IO[Any]]:
+    """Open an output file (parent folders created), turning every way it can fail (a
+    directory, a read-only or missing folder, a full disk) into :class:`OutputError` naming
+    the path. Text modes write UTF-8."""
+    target = Path(path)
+    try:
+        if target.is_dir():
+            raise IsADirectoryError(21, "it is a directory, not a file")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": newline}
+        with target.open(mode, **kwargs) as handle:
+            yield handle
+    except OSError as exc:
+        raise OutputError(f"cannot write: {exc.strerror or exc}", path=target) from None
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write a whole text file through :func:`open_output` (same errors)."""
+    with open_output(path) as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def check_output_dir(path: str | Path) -> Path:
+    """Make sure results can be written into directory ``path`` (created when missing, and
+    tried with a scratch file): an :class:`OutputError` before any work (or payment)
+    starts, instead of a failure after it."""
+    folder = Path(path)
+    try:
+        if not str(path).strip():
+            raise FileNotFoundError(2, "the path is empty")
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(20, "it is a file, not a directory")
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".dst-judge-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputError(f"cannot write into this directory: {exc.strerror or exc}",
+                          path=folder) from None
+    return folder
 
 
 def _is_gzip(path: Path) -> bool:
@@ -55,7 +167,7 @@ def read_json(path: str | Path) -> Any:
     """Parse a whole JSON file, reporting syntax errors with line and column."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
                          line=exc.lineno) from exc

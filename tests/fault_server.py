@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import email.policy
+import gzip
 import hashlib
 import json
+import re
 import select
 import signal
 import socket
@@ -42,9 +45,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -57,8 +62,11 @@ TRANSIENT = ("http_429", "http_500", "http_503", "timeout", "drop")
 PERMANENT = ("malformed", "truncated", "refusal", "invalid", "invalid_once")
 OK = "ok"
 KINDS = (OK, *TRANSIENT, *PERMANENT)
-COMPLETED = frozenset({OK, "truncated", "refusal", "invalid", "invalid_once"})
-"""Kinds answered with a well-formed chat.completion (the client records an attempt)."""
+HOSTILE, HOSTILE_ERROR = "hostile", "hostile_error"
+"""Replies of the hostile catalogue (see the end of this module): paid (a 200 with a body the
+provider would bill) or not (an error status)."""
+COMPLETED = frozenset({OK, "truncated", "refusal", "invalid", "invalid_once", HOSTILE})
+"""Kinds answered with a 200 reply that is billed (the client must record each one)."""
 
 INVALID_TEXT = "The predicted state looks right to me; I have nothing to add."
 """Prose reply of the ``invalid`` kinds; also how the server recognises a re-ask of it."""
@@ -196,7 +204,7 @@ class Stats:
     def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
         """A JSON-able copy: totals, per kind, derived counts and (optionally) per body."""
         with self._lock:
-            by_kind = {k: self.by_kind.get(k, 0) for k in KINDS}
+            by_kind = {k: self.by_kind.get(k, 0) for k in (*KINDS, HOSTILE, HOSTILE_ERROR)}
             data: dict[str, Any] = {
                 "total": self.total, "other": self.other, "connections": self.connections,
                 "by_kind": by_kind,
@@ -327,6 +335,8 @@ class _Server(ThreadingHTTPServer):
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         self._serial = 0
+        self.files: dict[str, bytes] = {}  # the Batch API's files and batches (see _batch_api)
+        self.batches: dict[str, dict[str, Any]] = {}
         super().__init__((HOST, port), _Handler)
 
     def next_serial(self) -> int:
@@ -390,6 +400,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._batch_api("GET", path, b""):
+            return
         if path == "/stats":
             self._send_json(200, self.server.stats.snapshot(bodies="bodies=0" not in self.path))
         elif path == "/health":
@@ -404,6 +416,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/reset":
             self.server.stats.reset()
             self._send_json(200, {"ok": True})
+            return
+        if self._batch_api("POST", path, raw):
+            return
+        if path.startswith(HOSTILE_PREFIX):
+            self._hostile(path, raw)
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self.server.stats.bad_request()
@@ -451,6 +468,124 @@ class _Handler(BaseHTTPRequestHandler):
         reply, usage = completion_json(body, decision, server.next_serial())
         server.stats.served(decision.key, kind, usage)
         self._send_json(200, reply)
+
+    def _batch_api(self, method: str, path: str, raw: bytes) -> bool:
+        """The Batch API's files and batches endpoints (``/v1/files``, ``/v1/batches``, under
+        ``/hostile/<kind>`` too); False when ``path`` is not one of them.
+
+        A batch completes at once: each request line is answered (and billed) as a live call
+        would be, or with the hostile entry's reply; ``http-401-echo`` refuses every call.
+        """
+        kind = None
+        if path.startswith(HOSTILE_PREFIX):
+            kind, _, path = path[len(HOSTILE_PREFIX):].partition("/")
+            path = "/" + path
+        path = path.removeprefix("/v1")
+        if not path.startswith(("/files", "/batches")):
+            return False
+        token = self.headers.get("authorization", "").removeprefix("Bearer ")
+        if kind == "http-401-echo":
+            self._send_json(401, {"error": {"message": f"Incorrect API key provided: {token}",
+                                            "type": "invalid_request_error"}})
+            return True
+        server, parts = self.server, path.strip("/").split("/")
+        if method == "POST" and parts == ["files"]:
+            content = _multipart_file(self.headers.get("Content-Type", ""), raw)
+            file_id = f"file-{server.next_serial()}"
+            server.files[file_id] = content
+            self._send_json(200, {"id": file_id, "object": "file", "bytes": len(content),
+                                  "created_at": int(time.time()), "filename": "requests.jsonl",
+                                  "purpose": "batch", "status": "processed"})
+        elif method == "POST" and parts == ["batches"]:
+            request = json.loads(raw)
+            lines = server.files[request["input_file_id"]].decode("utf-8").splitlines()
+            output = [self._batch_line(json.loads(line), kind, token) for line in lines if line]
+            out_id, batch_id = f"file-{server.next_serial()}", f"batch_{server.next_serial()}"
+            server.files[out_id] = "".join(json.dumps(o) + "\n" for o in output).encode()
+            server.batches[batch_id] = {
+                "id": batch_id, "object": "batch", "endpoint": request["endpoint"],
+                "input_file_id": request["input_file_id"], "completion_window": "24h",
+                "status": "completed", "created_at": int(time.time()),
+                "output_file_id": out_id, "error_file_id": None,
+                "request_counts": {"total": len(output), "completed": len(output), "failed": 0},
+                "metadata": request.get("metadata")}
+            self._send_json(200, server.batches[batch_id])
+        elif method == "GET" and len(parts) == 2 and parts[0] == "batches" \
+                and parts[1] in server.batches:
+            self._send_json(200, server.batches[parts[1]])
+        elif method == "GET" and len(parts) == 3 and parts[0] == "files" \
+                and parts[2] == "content" and parts[1] in server.files:
+            self._send(200, server.files[parts[1]], {"Content-Type": "application/jsonl"})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {method} {path}"}})
+        return True
+
+    def _batch_line(self, line: dict[str, Any], kind: str | None, token: str) -> dict[str, Any]:
+        """The output line of one request line, billed like a live call."""
+        body, server = line["body"], self.server
+        key = body_hash(body)
+        attempt = server.stats.attempt(key, None)
+        decision = Decision(key, key, OK, result_keys(body))
+        if kind is None:
+            reply, usage = completion_json(body, decision, server.next_serial())
+            status, payload = 200, reply
+            server.stats.served(key, OK, usage)
+        else:
+            answer = HOSTILE_REPLIES[kind](Hostile(body, decision, server.next_serial(), token,
+                                                   attempt))
+            status = answer.status
+            try:
+                payload = json.loads(answer.content)
+            except ValueError:
+                payload = answer.content.decode("utf-8", "replace")
+            server.stats.served(key, HOSTILE if answer.paid else HOSTILE_ERROR,
+                                answer.usage if answer.paid else None)
+        return {"id": f"batch_req_{server.next_serial()}", "custom_id": line["custom_id"],
+                "response": {"status_code": status, "request_id": "req", "body": payload},
+                "error": None}
+
+    def _hostile(self, path: str, raw: bytes) -> None:
+        """``POST /hostile/<kind>/v1/chat/completions``: answer with that catalogue entry."""
+        kind = path[len(HOSTILE_PREFIX):].split("/", 1)[0]
+        build = HOSTILE_REPLIES.get(kind)
+        try:
+            body = json.loads(raw)
+            if build is None or not isinstance(body, dict):
+                raise ValueError(f"unknown hostile kind {kind!r}" if build is None
+                                 else "not an object")
+        except ValueError as exc:
+            self.server.stats.bad_request()
+            self._send_json(400, {"error": {"message": f"bad hostile request: {exc}"}})
+            return
+        server = self.server
+        messages = list(body.get("messages") or [])
+        first_answer = next((n for n, m in enumerate(messages)
+                             if isinstance(m, dict) and m.get("role") == "assistant"), None)
+        key = body_hash(body)
+        root = body_hash({**body, "messages": messages[:first_answer]}) \
+            if first_answer is not None else None  # a re-ask: its root is the first request
+        attempt = server.stats.attempt(key, root)
+        decision = Decision(key, root or key, OK, result_keys(body))
+        token = self.headers.get("authorization", "").removeprefix("Bearer ")
+        reply = build(Hostile(body, decision, server.next_serial(), token, attempt))
+        server.stats.served(decision.key, HOSTILE if reply.paid else HOSTILE_ERROR,
+                            reply.usage if reply.paid else None)
+        if reply.drip is None:
+            self._send(reply.status, reply.content, reply.headers)
+            return
+        try:  # a byte at a time, slowly: only a total timeout ends this
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply.content)))
+            self.end_headers()
+            for byte in reply.content:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                if server.stopping.wait(reply.drip):
+                    break
+        except OSError:
+            pass
+        self.close_connection = True
 
 
 class FaultServer:
@@ -607,6 +742,16 @@ class ServerProcess:
         return dict(get_json(self.port, "/stats" if bodies else "/stats?bodies=0"))
 
 
+def _multipart_file(content_type: str, raw: bytes) -> bytes:
+    """The ``file`` field of a multipart/form-data upload (the SDK's files.create)."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw)
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") == "file":
+            return part.get_payload(decode=True) or b""
+    raise ValueError("no file in the upload")
+
+
 # --- test data ---------------------------------------------------------------------------------
 
 def replicate_examples(examples: Path, out_dir: Path, copies: int) -> tuple[Path, Path, Path]:
@@ -691,6 +836,284 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.is_set() and time.monotonic() < deadline:
             stop.wait(min(1.0, max(0.0, deadline - time.monotonic())))
     return 0
+
+
+# --- hostile replies ---------------------------------------------------------------------------
+#
+# What a broken or malicious OpenAI-compatible server (or proxy) can send with HTTP 200, and a
+# few error statuses with hostile bodies or headers. ``base_url`` selects the entry:
+# ``http://127.0.0.1:PORT/hostile/<kind>/v1``. Every 200 reply counts as a paid completion of
+# its request body (``Stats``): the client must record each one, never pay for a body twice
+# and never take a malformed one as a verdict. ``token`` is the bearer token the client sent,
+# which several entries echo back (the client must never store or print it).
+
+HOSTILE_PREFIX = "/hostile/"
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One request as a catalogue entry sees it."""
+
+    body: Mapping[str, Any]
+    decision: Decision
+    serial: int
+    token: str
+    attempt: int
+
+    def valid(self) -> dict[str, Any]:
+        """The well-formed chat.completion the fault server would send."""
+        return completion_json(self.body, self.decision, self.serial)[0]
+
+    def judgment(self, **extra: Any) -> str:
+        return json.dumps({"explanation": "ok", **{k: {} for k in self.decision.result_keys},
+                           **extra})
+
+
+@dataclass(frozen=True)
+class HostileReply:
+    status: int
+    content: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    drip: float | None = None
+    """Seconds between single bytes (a trickling server), or None to send at once."""
+
+    @property
+    def paid(self) -> bool:
+        return self.status == 200
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"prompt_tokens": 1, "completion_tokens": 1, "cached_prompt_tokens": 0}
+
+
+def _json(data: Any, status: int = 200, **headers: str) -> HostileReply:
+    return HostileReply(status, json.dumps(data).encode("utf-8"), headers)
+
+
+def _mutated(change: Any) -> Any:
+    """An entry: the valid reply with ``change(reply, request)`` applied."""
+    def build(request: Hostile) -> HostileReply:
+        reply = request.valid()
+        change(reply, request)
+        return _json(reply)
+    return build
+
+
+def _set(path: str, value: Any) -> Any:
+    """An entry setting one field of the valid reply (``usage.prompt_tokens``,
+    ``choices.0.message.content``); ``value`` may be a function of the request."""
+    parts = [int(p) if p.isdigit() else p for p in path.split(".")]
+
+    def change(reply: dict[str, Any], request: Hostile) -> None:
+        target: Any = reply
+        for part in parts[:-1]:
+            target = target[part]
+        target[parts[-1]] = value(request) if callable(value) else value
+    return _mutated(change)
+
+
+def _drop(path: str) -> Any:
+    parts = [int(p) if p.isdigit() else p for p in path.split(".")]
+
+    def change(reply: dict[str, Any], request: Hostile) -> None:
+        target: Any = reply
+        for part in parts[:-1]:
+            target = target[part]
+        del target[parts[-1]]
+    return _mutated(change)
+
+
+def _raw(content: bytes | Any, status: int = 200, **headers: str) -> Any:
+    def build(request: Hostile) -> HostileReply:
+        data = content(request) if callable(content) else content
+        return HostileReply(status, data, headers)
+    return build
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _big_reply(size: int) -> Any:
+    def build(request: Hostile) -> HostileReply:
+        reply = request.valid()
+        reply["choices"][0]["message"]["content"] = "x" * size
+        return _json(reply)
+    return build
+
+
+_BOMB: dict[int, bytes] = {}
+
+
+def gzip_bomb(blocks: int = 200) -> bytes:
+    """A valid gzip stream of ``blocks`` MB of zeros (about 1,000:1). After a full flush
+    deflate starts afresh, so the compressed form of every further zero block is the same
+    bytes: compress two, repeat the second (fast), and write the trailer by hand."""
+    if blocks not in _BOMB:
+        block = b"\0" * 1_000_000
+        packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        first = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+        again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+        crc = 0
+        for _ in range(blocks):
+            crc = zlib.crc32(block, crc)
+        header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+        trailer = crc.to_bytes(4, "little") + (blocks * len(block) % 2**32).to_bytes(4, "little")
+        _BOMB[blocks] = (header + first + again * (blocks - 1) + packer.flush() + trailer)
+    return _BOMB[blocks]
+
+
+def _encoded(encoding: str, pack: Any) -> Any:
+    def build(request: Hostile) -> HostileReply:
+        return HostileReply(200, pack(json.dumps(request.valid()).encode("utf-8")),
+                            {"Content-Encoding": encoding})
+    return build
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+def _echo(request: Hostile) -> str:
+    return f"echo {request.token} echo"
+
+
+def _first_then_ok(status: int, **headers: str) -> Any:
+    """An error status with hostile headers on the first attempt, then a valid reply."""
+    def build(request: Hostile) -> HostileReply:
+        if request.attempt == 0:
+            return _json({"error": {"message": "slow down"}}, status, **headers)
+        return _json(request.valid())
+    return build
+
+
+HOSTILE_REPLIES: dict[str, Any] = {
+    # usage figures of the wrong type or range
+    "usage-prompt-string": _set("usage.prompt_tokens", "12"),
+    "usage-prompt-words": _set("usage.prompt_tokens", "lots"),
+    "usage-completion-string": _set("usage.completion_tokens", "3"),
+    "usage-negative": _set("usage.prompt_tokens", -5),
+    "usage-float": _set("usage.completion_tokens", 1.5),
+    "usage-bool": _set("usage.prompt_tokens", True),
+    "usage-huge": _set("usage.prompt_tokens", 10**30),
+    "usage-list": _set("usage", [1, 2]),
+    "usage-string": _set("usage", "plenty"),
+    "usage-details-string": _set("usage.prompt_tokens_details", "none"),
+    "usage-cached-string": _set("usage.prompt_tokens_details.cached_tokens", "7"),
+    "usage-null": _set("usage", None),  # valid: a server that does not count
+    # choices of the wrong shape
+    "choices-string": _set("choices", "the answer"),
+    "choices-object": _set("choices", {"0": {"message": {"content": "{}"}}}),
+    "choices-empty": _set("choices", []),
+    "choices-null": _set("choices", None),
+    "choices-missing": _drop("choices"),
+    "choices-numbers": _set("choices", [1, 2]),
+    "choices-strings": _set("choices", ["{}"]),
+    "choice-message-missing": _drop("choices.0.message"),
+    "choice-message-string": _set("choices.0.message", "hello"),
+    "choice-message-null": _set("choices.0.message", None),
+    "choice-message-list": _set("choices.0.message", [{"content": "{}"}]),
+    # message content of the wrong type
+    "content-number": _set("choices.0.message.content", 42),
+    "content-bool": _set("choices.0.message.content", True),
+    "content-object": _set("choices.0.message.content", {"explanation": "x"}),
+    "content-list-numbers": _set("choices.0.message.content", [1, 2, 3]),
+    "content-list-strings": _set("choices.0.message.content", ["{}", "{}"]),
+    "content-list-image": _set("choices.0.message.content",
+                               [{"type": "image_url", "image_url": {"url": "data:,"}}]),
+    "content-list-text-number": _set("choices.0.message.content",
+                                     [{"type": "text", "text": 5}]),
+    "content-text-parts": _set("choices.0.message.content",  # valid: text parts
+                               lambda r: [{"type": "text", "text": r.judgment()}]),
+    "content-deep-string": _set("choices.0.message.content",
+                                lambda r: '{"explanation": ' + _deep(40_000) + "}"),
+    "content-deep-string-100k": _set("choices.0.message.content",
+                                     lambda r: '{"explanation": ' + _deep(100_000) + "}"),
+    "content-deep-json": _set("choices.0.message.content", json.loads(_deep(10))),
+    "content-nul": _set("choices.0.message.content", lambda r: r.judgment() + "\0\0"),
+    "content-long": _set("choices.0.message.content",
+                         lambda r: r.judgment(explanation="y" * 200_000)),
+    "content-markup": _set("choices.0.message.content",  # valid, printed safely
+                           lambda r: r.judgment(explanation="[/x] [bold \x1b[31mred\x07")),
+    "content-bidi": _set("choices.0.message.content",
+                         lambda r: r.judgment(explanation="\u202eevil\u2066 \u2028next")),
+    "content-values-odd": _set("choices.0.message.content",  # slot values of odd types
+                               lambda r: json.dumps({"explanation": "odd", **{
+                                   k: {"hotel-area": {"x": [1, {"y": None}]},
+                                       "hotel-stars": 1e308, "train-day": True,
+                                       "[/x]": "[bold"} for k in r.decision.result_keys}})),
+    "content-keys-odd": _set("choices.0.message.content",
+                             lambda r: json.dumps({"explanation": ["a", "b"], **{
+                                 k: [["hotel-area", "north"], 7] for k in
+                                 r.decision.result_keys}})),
+    # refusal and finish_reason of the wrong type, or hostile text in them
+    "refusal-number": _set("choices.0.message.refusal", 7),
+    "refusal-object": _set("choices.0.message.refusal", {"why": "no"}),
+    "refusal-markup": _set("choices.0.message.refusal", "[/x] I [bold refuse \x1b[2J"),
+    "refusal-echo": _set("choices.0.message.refusal", _echo),
+    "finish-number": _set("choices.0.finish_reason", 1),
+    "finish-object": _set("choices.0.finish_reason", {"type": "stop"}),
+    "finish-length": _set("choices.0.finish_reason", "length"),
+    # the key echoed into reply metadata and content
+    "echo-metadata": _mutated(lambda reply, r: reply.update(
+        id=_echo(r), model=_echo(r), system_fingerprint=_echo(r))),
+    "echo-content": _set("choices.0.message.content",
+                         lambda r: r.judgment(explanation=_echo(r))),
+    "echo-everything": _mutated(lambda reply, r: (
+        reply.update(id=_echo(r), model=_echo(r), system_fingerprint=_echo(r)),
+        reply["choices"][0]["message"].update(content=r.judgment(explanation=_echo(r)))),),
+    "markup-metadata": _mutated(lambda reply, r: reply.update(
+        id="[/x]", model="[bold \x1b[31m", system_fingerprint="[/]")),
+    # bodies that are not a chat completion at all
+    "body-not-json": _raw(b"<html><body>502 Bad Gateway</body></html>"),
+    "body-empty": _raw(b""),
+    "body-array": _raw(b"[1, 2, 3]"),
+    "body-string": _raw(b'"a chat completion"'),
+    "body-null": _raw(b"null"),
+    "body-number": _raw(b"42"),
+    "body-invalid-utf8": _raw(b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'),
+    "body-bom": _raw(lambda r: b"\xef\xbb\xbf" + json.dumps(r.valid()).encode()),
+    "body-truncated": _raw(lambda r: json.dumps(r.valid()).encode()[:40]),
+    "body-nan": _raw(lambda r: re.sub(r'"prompt_tokens": \d+', '"prompt_tokens": NaN',
+                                      json.dumps(r.valid()), count=1).encode()),
+    "body-deep": _raw(lambda r: json.dumps(r.valid())[:-1].encode()
+                      + b', "x": ' + _deep(100_000).encode() + b"}"),
+    "body-deep-choices": _raw(b'{"choices": ' + _deep(100_000).encode() + b"}"),
+    "body-event-stream": _raw(lambda r: b"data: " + json.dumps(r.valid()).encode()
+                              + b"\n\ndata: [DONE]\n\n", **{"Content-Type": "text/event-stream"}),
+    # size: 2 MB and 50 MB replies, a gzip bomb, broken or unknown encodings
+    "size-2mb": _big_reply(2_000_000),
+    "size-50mb": _big_reply(50_000_000),
+    "gzip-bomb": _raw(lambda r: gzip_bomb(), **{"Content-Encoding": "gzip"}),
+    "gzip-corrupt": _raw(b"\x1f\x8b\x08\x00garbage-after-the-header",
+                         **{"Content-Encoding": "gzip"}),
+    "gzip-not-gzip": _raw(lambda r: json.dumps(r.valid()).encode(),
+                          **{"Content-Encoding": "gzip"}),
+    "gzip-valid": _encoded("gzip", gzip.compress),  # valid: compressed as asked
+    "deflate-valid": _encoded("deflate", zlib.compress),  # valid
+    "deflate-raw": _encoded("deflate", _raw_deflate),  # valid: raw deflate, as some send it
+    "encoding-br": _raw(b"\x0b\x02\x80hello", **{"Content-Encoding": "br"}),
+    "encoding-unknown": _raw(lambda r: json.dumps(r.valid()).encode(),
+                             **{"Content-Encoding": "x-magic"}),
+    "slow-drip": lambda r: HostileReply(200, json.dumps(r.valid()).encode(), drip=0.2),
+    # error statuses with hostile bodies or headers (not billed)
+    "http-401-echo": lambda r: _json(
+        {"error": {"message": f"Incorrect API key provided: {r.token}"}}, 401),
+    "http-500-echo": lambda r: _json({"error": {"message": _echo(r)}}, 500),
+    "http-500-markup": _raw(b"[/x] \x1b[31m internal [bold error", 500),
+    "http-500-deep": _raw(b'{"error": ' + _deep(100_000).encode() + b"}", 500),
+    "http-500-huge": _raw(b"e" * 3_000_000, 500),
+    "http-429-nan": _first_then_ok(429, **{"retry-after": "nan"}),
+    "http-429-inf": _first_then_ok(429, **{"retry-after": "inf"}),
+    "http-429-negative": _first_then_ok(429, **{"retry-after": "-30"}),
+    "http-429-words": _first_then_ok(429, **{"retry-after": "soon"}),
+    "http-429-huge": _first_then_ok(429, **{"retry-after": "1e400"}),
+    "ratelimit-reset-nan": lambda r: _json(r.valid(), **{
+        "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "nan"}),
+}
+"""name → entry (``tests/model/test_hostile.py`` states what the judge must make of each)."""
+
 
 
 @contextlib.contextmanager

@@ -21,6 +21,8 @@ EXPECTED = {
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
+    # error types: a file the command could not write, a reply that is not a completion
+    "OutputError", "ReplyError",
     # exit statuses and the errors behind them (the service reports the same meanings)
     "ExitStatus", "exit_status_for", "RunInterrupted", "RunDirectoryError", "RunLocked",
     "RunConflict", "StoreError",

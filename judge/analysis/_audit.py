@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 
 from .._errors import InputError
-from .._io import read_text
+from .._io import loads, read_text, write_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
@@ -404,9 +404,7 @@ def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
         summary, rows = {}, []
     ignore_none = "nospace" in str(summary.get("rule_match") or "")
     items = audit_items(rows, ignore_none_pairs=ignore_none)
-    out = Path(out_html)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_audit(summary, rows, items, candidates), encoding="utf-8")
+    write_text(out_html, render_audit(summary, rows, items, candidates))
     return len(items)
 
 
@@ -421,11 +419,12 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
         suffix != ".csv" and text.lstrip().startswith("{"))
     if is_jsonl:
         records = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        # split on "\n" only: a note may hold U+2028, which JSON.stringify leaves raw
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
             except RecursionError:
@@ -442,11 +441,27 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if missing:
         raise InputError("the CSV header lacks this column", path=path, line=1, field=missing[0])
     records = []
-    for record in reader:
-        # line_num is the record's last line; quoted line breaks tell how far back it began
-        breaks = sum(v.count("\n") for v in record.values() if isinstance(v, str))
-        records.append((reader.line_num - breaks, dict(record)))
+    try:
+        for record in reader:
+            # line_num is the record's last line; quoted line breaks tell how far back it began
+            breaks = sum(v.count("\n") for v in record.values() if isinstance(v, str))
+            records.append((reader.line_num - breaks,
+                            {k: _unguard(v) for k, v in record.items()}))
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV ({exc})", path=path, line=reader.line_num) from None
     return records
+
+
+_GUARDED = ("=", "+", "-", "@", "\t", "\r", "'")
+"""The page's CSV export puts a ``'`` before cells starting with these (a spreadsheet would
+run ``=cmd|...`` as a formula); reading an export takes that quote off again."""
+
+
+def _unguard(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > 1 and value[0] == "'" and \
+            value[1] in _GUARDED:
+        return value[1:]
+    return value
 
 
 def _decision(value: Any) -> int | None:

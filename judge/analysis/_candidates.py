@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError, OptionError
+from .._io import open_output
 from ..data import (
     Dialogue,
     DialogueSet,
@@ -555,16 +556,14 @@ def _csv_row(candidate: Candidate) -> dict[str, Any]:
 def write_candidates(candidates: Sequence[Candidate], path: str | Path) -> int:
     """Write ranked candidates as CSV (``.csv``) or JSON Lines (anything else); returns the
     number written. CSV cells are escaped against formula injection."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".csv":
-        with out.open("w", encoding="utf-8", newline="") as handle:
+    if Path(path).suffix.lower() == ".csv":
+        with open_output(path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(CSV_FIELDS))
             writer.writeheader()
             for candidate in candidates:
                 writer.writerow(_csv_row(candidate))
     else:
-        with out.open("w", encoding="utf-8") as handle:
+        with open_output(path) as handle:
             for candidate in candidates:
                 handle.write(json.dumps(candidate.record(), ensure_ascii=False) + "\n")
     return len(candidates)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError
+from .._io import open_output
 from ..data import DialogueSet, Schema, load_dialogues, load_predictions
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
@@ -62,7 +63,7 @@ def method_table(runs: Sequence[Run],
         row: dict[str, Any] = {
             "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
             "rule_match": s.get("rule_match"),
-            "agreement": {v: s["rule"][v]["agreement"] for v in versions},
+            "agreement": {v: s["rule"][v].get("agreement") for v in versions},
             "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
             "calls": s.get("calls", {}).get("planned"),
             "tokens": sum((s.get("tokens") or {}).get(k, 0)
@@ -105,7 +106,8 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
             "jga": {"judge": run.summary.get("judge_jga")},
         }
         for version in dialogues.versions:
-            entry["tsa"][f"RULE-{version}"] = run.summary["rule"][version]["tsa"]
+            entry["tsa"][f"RULE-{version}"] = (run.summary.get("rule", {}).get(version)
+                                               or {}).get("tsa")
             report = compute_metrics(dialogues, predictions, schema,
                                      MetricOptions(breakdowns=False), gold=version)
             entry["jga"][f"RULE-{version}"] = report.systems[0].metrics["jga"]
@@ -147,8 +149,9 @@ def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     figure = systems_figure(table)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
-    return out
+    try:
+        with open_output(path, "wb") as handle:
+            figure.savefig(handle, dpi=120, format="png")
+    finally:
+        plt.close(figure)
+    return Path(path)

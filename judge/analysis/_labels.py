@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from .._errors import InputError
-from .._io import iter_jsonl_lines, parse_line
+from .._io import iter_jsonl_lines, open_output, parse_line
 from ..data import dialogue_key
 
 TurnKey = tuple[str, int]
@@ -247,10 +247,8 @@ def write_labels(records: Iterable[Mapping[str, Any] | HumanLabel], path: str | 
     Records may be plain mappings or :class:`HumanLabel` objects (fields left at their
     defaults are not written, so old readers see the old format).
     """
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with out.open("w", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         for record in records:
             if isinstance(record, HumanLabel):
                 record = record.model_dump(exclude_defaults=True)

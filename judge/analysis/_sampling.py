@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from .._errors import DataMismatchError, InputError, OptionError
-from .._io import iter_jsonl_lines, parse_line
+from .._io import iter_jsonl_lines, open_output, parse_line
 from ._labels import TurnKey, row_key
 
 Allocation = Literal["equal", "proportional"]
@@ -199,9 +199,7 @@ def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str, seed: i
 
 def write_sample(sample: Sample, path: str | Path) -> int:
     """Write a sample as JSON Lines (one drawn turn per line); returns the number of turns."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         for turn in sample.turns:
             handle.write(json.dumps(turn.model_dump(), ensure_ascii=False) + "\n")
     return len(sample.turns)

@@ -20,7 +20,7 @@ from ..analysis import (
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
 from ._options import write_json
-from ._report import print_methods, print_systems
+from ._report import print_methods, print_systems, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -78,5 +78,5 @@ def run_systems(args: argparse.Namespace, console: Console) -> int:
     print_systems(table, console)
     write_json(args.json_out, table, console)
     if args.png:
-        console.print(f"wrote {plot_systems(table, args.png)}", markup=False)
+        say(console, f"wrote {plot_systems(table, args.png)}")
     return 0

@@ -11,8 +11,18 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from ..model import download, read_output, status, submit
-from ..pipeline import collect, plan_evaluation, rules_for, write_requests
+from .._io import check_output_dir
+from ..model import ReplyLimits, download, read_output, status
+from ..pipeline import (
+    collect,
+    default_record,
+    plan_evaluation,
+    record_ids,
+    request_files,
+    rules_for,
+    submit_files,
+    write_requests,
+)
 from ._convert import load_predictions_noted
 from ._evaluate import add_force_option, finish, sources_of
 from ._options import (
@@ -20,15 +30,18 @@ from ._options import (
     ENDPOINT,
     GENERATION,
     METHOD,
+    REPLIES,
     add_config_options,
     add_data_options,
     add_rules_option,
     config_from_args,
     load_data,
 )
+from ._report import say
 
-_PREPARE = ("model", *GENERATION, "method", "prompt_variant", "prompt_cache_key")
-"""What shapes a request line (transport and cost options do nothing at this step)."""
+_PREPARE = ("model", *GENERATION, "method", "prompt_variant", "prompt_cache_key",
+            "batch_max_requests", "batch_max_bytes")
+"""What shapes the request files (transport and cost options do nothing at this step)."""
 _API = ("base_url", "timeout", "max_retries")
 
 
@@ -38,25 +51,44 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                             "requests, parsing, filters and integration as a live run, at the "
                             "Batch API's discount.")
     sub = p.add_subparsers(dest="batch_command", required=True, metavar="STEP")
-    prep = sub.add_parser("prepare", help="write the Batch API request file")
+    prep = sub.add_parser("prepare", help="write the Batch API request file(s)",
+                          description="Write one request per distinct request body (calls with "
+                          "identical bodies are asked once), split into numbered files at "
+                          "the Batch API's limits (50,000 requests, 200 MB).")
     add_data_options(prep)
     add_config_options(prep, _PREPARE)
-    prep.add_argument("--out", required=True, metavar="FILE", help="request file (JSON Lines)")
+    prep.add_argument("--out", required=True, metavar="FILE",
+                      help="request file (JSON Lines); when split: FILE-001.jsonl, ...")
     prep.set_defaults(handler=run_prepare)
-    up = sub.add_parser("submit", help="upload a request file and create a batch")
-    up.add_argument("requests", help="request file from 'batch prepare'")
+    up = sub.add_parser("submit", help="upload request files and create one batch each",
+                        description="Submit each request file as one batch and record the "
+                        "batch ids (after each submission) in a record file.")
+    up.add_argument("requests", nargs="+", metavar="FILE_OR_DIR",
+                    help="request files from 'batch prepare', or a directory of them")
+    up.add_argument("--record", metavar="FILE",
+                    help="where to record the batch ids (default: batches.json beside the "
+                    "first request file)")
+    up.add_argument("--resubmit", action="store_true",
+                    help="submit files the record lists as submitted already (pays again)")
     add_config_options(up, _API)
     up.set_defaults(handler=run_submit)
-    stat = sub.add_parser("status", help="show a batch's status")
-    stat.add_argument("batch_id", help="the id 'batch submit' printed")
+    stat = sub.add_parser("status", help="show the status of batches")
+    stat.add_argument("batch_ids", nargs="*", metavar="BATCH_ID",
+                      help="ids 'batch submit' printed (or give --record)")
+    stat.add_argument("--record", metavar="FILE", help="the record file of 'batch submit'")
     add_config_options(stat, _API)
     stat.set_defaults(handler=run_status)
-    col = sub.add_parser("collect", help="integrate a finished batch (live, or from a file)")
-    col.add_argument("batch_id", nargs="?", help="batch to download (omit with --output-file)")
-    col.add_argument("--output-file", metavar="FILE", help="a finished batch's output on disk")
+    col = sub.add_parser("collect", help="integrate finished batches (live, or from files)",
+                         description="Download the output of every batch (or read output "
+                         "files), merge them and integrate the answers like a live run.")
+    col.add_argument("batch_ids", nargs="*", metavar="BATCH_ID",
+                     help="batches to download (or give --record or --output-file)")
+    col.add_argument("--record", metavar="FILE", help="the record file of 'batch submit'")
+    col.add_argument("--output-file", nargs="+", metavar="FILE",
+                     help="finished batches' output (and error) files on disk")
     add_data_options(col)
     add_config_options(col, (*ENDPOINT, *GENERATION, *METHOD, "prompt_cache_key", *COST,
-                             "timeout", "max_retries"))
+                             "timeout", "max_retries", *REPLIES))
     add_rules_option(col)
     col.add_argument("--out", required=True, metavar="DIR", help="run directory for the results")
     add_force_option(col)
@@ -68,24 +100,49 @@ def run_prepare(args: argparse.Namespace, console: Console) -> int:
     schema, dialogues = load_data(args)
     predictions = load_predictions_noted(args.predictions, dialogues, schema)
     plan = plan_evaluation(config, schema, dialogues, predictions)
-    count = write_requests(plan, args.out)
-    console.print(f"wrote {count} requests to {args.out} ({len(plan.turns)} turns)",
-                  markup=False)
+    written = write_requests(plan, args.out)
+    shared = (f"; {written.duplicates} call(s) share a body with another and are asked once"
+              if written.duplicates else "")
+    say(console, f"wrote {written.requests} requests for {written.calls} calls "
+                 f"({len(plan.turns)} turns){shared}")
+    for path, count, size in zip(written.files, written.counts, written.sizes, strict=True):
+        say(console, f"  {path}: {count} requests, {size:,} bytes")
     return 0
 
 
+def _ids(args: argparse.Namespace) -> list[str]:
+    ids = list(args.batch_ids or [])
+    if args.record:
+        ids += [i for i in record_ids(args.record) if i not in ids]
+    return ids
+
+
 def run_submit(args: argparse.Namespace, console: Console) -> int:
-    batch = asyncio.run(submit(config_from_args(args), args.requests))
-    console.print(f"batch {batch['id']}: {batch['status']}", markup=False)
+    files = request_files(args.requests)
+    record = Path(args.record) if args.record else default_record(files)
+    config = config_from_args(args)
+
+    def submitted(entry: dict[str, Any]) -> None:
+        say(console, f"batch {entry['id']}: {entry['status']} ({entry['requests']} requests "
+                     f"from {entry['file']})")
+
+    asyncio.run(submit_files(config, files, record, resubmit=args.resubmit,
+                             on_submitted=submitted))
+    say(console, f"recorded the batch id(s) in {record}")
     return 0
 
 
 def run_status(args: argparse.Namespace, console: Console) -> int:
-    batch = asyncio.run(status(config_from_args(args), args.batch_id))
-    counts = batch.get("request_counts") or {}
-    console.print(f"batch {batch['id']}: {batch['status']} "
-                  f"({counts.get('completed', 0)} done, {counts.get('failed', 0)} failed of "
-                  f"{counts.get('total', 0)})", markup=False)
+    ids = _ids(args)
+    if not ids:
+        raise OptionError("batch status needs BATCH_ID(s) or --record FILE")
+    config = config_from_args(args)
+    for batch_id in ids:
+        batch = asyncio.run(status(config, batch_id))
+        counts = batch.get("request_counts") or {}
+        say(console, f"batch {batch['id']}: {batch['status']} "
+                     f"({counts.get('completed', 0)} done, {counts.get('failed', 0)} failed of "
+                     f"{counts.get('total', 0)})")
     return 0
 
 
@@ -93,16 +150,20 @@ def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     schema, dialogues = load_data(args)
     predictions = load_predictions_noted(args.predictions, dialogues, schema)
-    if not (args.output_file or args.batch_id):
-        raise OptionError("batch collect needs a BATCH_ID or --output-file FILE")
+    check_output_dir(args.out)
+    files = [Path(f) for f in args.output_file or []]
+    ids = _ids(args)
+    if not files and not ids:
+        raise OptionError("batch collect needs BATCH_ID(s), --record FILE or --output-file FILE")
+    limits = ReplyLimits.from_config(config)
     with tempfile.TemporaryDirectory(prefix="dst-judge-batch-") as downloads:
-        files = ([Path(args.output_file)] if args.output_file else
-                 asyncio.run(download(config, args.batch_id, downloads)))
+        fetched: list[Path] = []
+        for batch_id in ids:
+            fetched += asyncio.run(download(config, batch_id, downloads))
         records = {}
-        for path in files:
-            records.update(read_output(path))
+        for path in [*files, *fetched]:
+            records.update(read_output(path, limits=limits, secret=config.secret))
         result = collect(config, schema, dialogues, predictions, records,
                          rules=rules_for(args.rules, schema), out_dir=args.out,
-                         force=args.force, sources=sources_of(args),
-                         keep_files=[] if args.output_file else files)
+                         force=args.force, sources=sources_of(args), keep_files=fetched)
     return finish(result, args.out, console)

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from .._config import load_config
 from ..store import cache_ledger_path, clear_cache, open_cache
+from ._report import say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -23,20 +24,21 @@ def run_cache(args: argparse.Namespace, console: Console) -> int:
     config = load_config({"cache_dir": args.cache_dir}, args.config)
     if args.action == "clear":
         removed, notes = clear_cache(config.cache_dir)
-        console.print(f"removed {removed} cached replies from {config.cache_dir}", markup=False)
+        say(console, f"removed {removed} cached replies from {config.cache_dir}")
         for note in notes:
-            console.print(note, markup=False)
+            say(console, note)
         return 0
     if not cache_ledger_path(config.cache_dir).exists() and not config.cache_dir.exists():
-        console.print(f"0 cached replies (no cache in {config.cache_dir})", markup=False)
+        say(console, f"0 cached replies (no cache in {config.cache_dir})")
         return 0
     ledger = open_cache(config.cache_dir)
     try:
         stats = ledger.stats()
     finally:
         ledger.close()
-    console.print(f"{stats['replies']} cached replies ({stats['reply_bytes']} bytes; "
+    say(console, f"{stats['replies']} cached replies ({stats['reply_bytes']} bytes; "
                   f"{stats['file_bytes']} bytes on disk), {stats['pending']} in flight, "
                   f"{stats['failed']} failed, {stats['replaced']} replaced, in "
-                  f"{stats['location']}", markup=False)
+                 f"{stats['location']}")
     return 0
+

@@ -22,6 +22,7 @@ from ..data import (
     load_schema,
     write_conversion,
 )
+from ._report import say
 
 _TITLES = {"native": "native", "native-schema": "native"}
 
@@ -101,10 +102,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     write_conversion(result, args.out)
     source = ", ".join(sorted(set(result.formats)))
     unit = "slots" if result.kind == "schema" else "dialogues"
-    console.print(f"wrote {args.out}: {result.count} {unit} ({result.kind}, {source} → "
-                  f"{result.target.name})")
+    say(console, f"wrote {args.out}: {result.count} {unit} ({result.kind}, {source} → "
+                 f"{result.target.name})")
     if result.renamed:
         total = sum(result.renamed.values())
-        console.print(f"renamed {total} slot names to the schema's: " + ", ".join(
+        say(console, f"renamed {total} slot names to the schema's: " + ", ".join(
             f"{k} ×{n}" for k, n in sorted(result.renamed.items(), key=lambda kv: -kv[1])[:5]))
     return 0

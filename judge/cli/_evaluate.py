@@ -11,6 +11,7 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
+from .._io import check_output_dir, printable
 from ..model import cassette_client
 from ..pipeline import (
     TRANSPORT_OPTIONS,
@@ -37,7 +38,7 @@ from ._options import (
     prediction_paths,
     with_progress,
 )
-from ._report import print_estimate, print_evaluation
+from ._report import print_estimate, print_evaluation, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -112,6 +113,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     if not (args.replay or config.base_url or config.api_key):
         raise OptionError("no model to ask: set OPENAI_API_KEY, pass --base-url for a local "
                           "OpenAI-compatible server, or --replay a cassette")
+    check_output_dir(args.out)  # before anything is sent (and paid for)
     http_client, cassette = cassette_client(config, replay=args.replay, record=args.record)
     options = {"rules": rules, "http_client": http_client, "out_dir": args.out,
                "resume": args.resume, "sources": sources_of(args), "force": args.force,
@@ -124,8 +126,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
             config, schema, dialogues, systems, on_progress=on_progress, **options))
     if cassette is not None:
         cassette.save()
-        console.print(f"recorded {len(cassette.interactions)} exchanges into {cassette.path}",
-                      markup=False)
+        say(console, f"recorded {len(cassette.interactions)} exchanges into {cassette.path}")
     if len(systems) == 1:
         return finish(result, args.out, console)
     return finish_systems(results, system_dirs(systems), args.out, console)
@@ -136,8 +137,8 @@ def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
         args.run, overrides=overrides, on_progress=on_progress, handle_signals=True))
-    console.print(f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
-                  "others came from the run log", markup=False)
+    say(console, f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
+                  "others came from the run log")
     return finish(result, args.run, console)
 
 
@@ -145,14 +146,14 @@ def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
                    console: Console) -> int:
     """Print each system's summary and what judging them together saved."""
     for name, result in zip(names, results, strict=True):
-        console.print(f"\nsystem {name} ({Path(out) / name})", markup=False)
+        say(console, f"\nsystem {name} ({Path(out) / name})")
         print_evaluation(result.summary, console)
     group = results[0].summary["calls"].get("group", {})
     planned = sum(r.summary["calls"]["planned"] for r in results)
-    console.print(f"\n{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
+    say(console, f"\n{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
                   f"requests sent, {group.get('cache_hits', 0)} from the cache, "
                   f"{group.get('shared', 0)} shared between systems; results in "
-                  f"{out}/<system>/", markup=False)
+                  f"{out}/<system>/")
     status = EvaluationResult.combined_status(results)
     if status is not ExitStatus.OK:
         print(f"dst-judge: some turns are error rows ({status.name.lower()}); "
@@ -164,10 +165,10 @@ def print_saving(figures: dict[str, Any], names: list[str], console: Console) ->
     """What judging several systems together saves over separate runs."""
     alone = figures["calls"] - figures["already_cached"]
     saving = 1 - figures["to_send"] / alone if alone else 0.0
-    console.print(f"{figures['systems']} systems ({', '.join(names)}): {figures['calls']} "
+    say(console, f"{figures['systems']} systems ({', '.join(names)}): {figures['calls']} "
                   f"calls, {figures['to_send']} distinct requests to send, "
                   f"{figures['already_cached']} already cached (saving {saving:.1%} over "
-                  "separate runs)", markup=False)
+                  "separate runs)")
 
 
 def finish(result: EvaluationResult, out: str, console: Console) -> int:
@@ -175,14 +176,14 @@ def finish(result: EvaluationResult, out: str, console: Console) -> int:
     judged (0), some are error rows (1) or none could be judged (4)."""
     folder = Path(out)
     print_evaluation(result.summary, console)
-    console.print(f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}",
-                  markup=False)
+    say(console, f"wrote {folder / 'judgments.jsonl'} and {folder / 'summary.json'}")
     status = result.exit_status
     if status is ExitStatus.NOTHING_JUDGED:
         examples = result.summary.get("errors", {}).get("examples") or ["?"]
-        print(f"dst-judge: nothing could be judged: every turn is an error row (first: "
-              f"{examples[0]})", file=sys.stderr)
+        print(printable(f"dst-judge: nothing could be judged: every turn is an error row "
+                        f"(first: {examples[0]})", newlines=False), file=sys.stderr)
     elif status is ExitStatus.ERROR_ROWS:
         print(f"dst-judge: {result.summary.get('error_turns')} turn(s) are error rows; "
-              f"'dst-judge retry-errors {out}' sends their calls again", file=sys.stderr)
+              f"'dst-judge retry-errors {printable(out, newlines=False)}' sends their calls "
+              "again", file=sys.stderr)
     return int(status)

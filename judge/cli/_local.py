@@ -22,6 +22,7 @@ from ..model.local import (
     status,
     stop,
 )
+from ._report import say, text
 
 __all__ = ["add_local_parser", "local_config_values"]
 
@@ -80,10 +81,10 @@ def _run_setup(args: argparse.Namespace, console: Console) -> int:
     if not result.built:
         done.append("server binary was cached")
     note = f" ({'; '.join(done)})" if done else ""
-    console.print(f"ready in {result.seconds:.0f} s{note}", highlight=False)
-    console.print(f"model:  {result.model_path}", highlight=False, soft_wrap=True)
-    console.print(f"server: {result.server_path}", highlight=False, soft_wrap=True)
-    console.print(f"next: dst-judge local serve --model {result.model}", highlight=False)
+    say(console, f"ready in {result.seconds:.0f} s{note}")
+    say(console, f"model:  {result.model_path}", soft_wrap=True)
+    say(console, f"server: {result.server_path}", soft_wrap=True)
+    say(console, f"next: dst-judge local serve --model {result.model}")
     return 0
 
 
@@ -94,28 +95,27 @@ def _run_serve(args: argparse.Namespace, console: Console) -> int:
         _positive(name, getattr(args, name))
     info = serve(args.model, port=args.port, parallel=args.parallel, ctx=args.ctx,
                  threads=args.threads, wait=args.wait, console=console)
-    console.print(f"llama-server pid {info.pid} serves model {info.model} "
-                  f"(log: {info.log}); stop it with: dst-judge local stop",
-                  highlight=False, soft_wrap=True)
-    console.print(info.base_url, highlight=False, soft_wrap=True)
+    say(console, f"llama-server pid {info.pid} serves model {info.model} "
+                  f"(log: {info.log}); stop it with: dst-judge local stop", soft_wrap=True)
+    say(console, info.base_url, soft_wrap=True)
     return 0
 
 
 def _run_stop(args: argparse.Namespace, console: Console) -> int:
-    console.print(stop(), highlight=False, soft_wrap=True)
+    say(console, stop(), soft_wrap=True)
     return 0
 
 
 def _run_status(args: argparse.Namespace, console: Console) -> int:
     report = status()
-    console.print(f"server: {report.state}: {report.message}", highlight=False, soft_wrap=True)
+    say(console, f"server: {report.state}: {report.message}", soft_wrap=True)
     table = Table(show_header=True, box=None)
     table.add_column("model")
     table.add_column("weights")
     for name, path in report.models.items():
-        table.add_row(name, str(path) if path else "not set up")
+        table.add_row(text(name), text(path if path else "not set up"))
     console.print(table)
     built = str(report.binary) if report.binary else "not built (run: dst-judge local setup)"
-    console.print(f"llama-server: {built}", highlight=False, soft_wrap=True)
-    console.print(f"cache: {report.cache_dir}", highlight=False, soft_wrap=True)
+    say(console, f"llama-server: {built}", soft_wrap=True)
+    say(console, f"cache: {report.cache_dir}", soft_wrap=True)
     return 0

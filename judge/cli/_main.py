@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from .._errors import BudgetReached, DSTJudgeError, ExitStatus, RunInterrupted, exit_status_for
+from .._io import printable
 from .._version import __version__
 from . import (
     _agreement,
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dst-judge: {exc}", file=sys.stderr)
         return int(exit_status_for(exc))
     except DSTJudgeError as exc:
-        print(f"dst-judge: error: {exc}", file=sys.stderr)
+        print(f"dst-judge: error: {printable(exc)}", file=sys.stderr)
         return int(exit_status_for(exc))
     except KeyboardInterrupt:
         print("dst-judge: interrupted", file=sys.stderr)

@@ -10,11 +10,12 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
+from .._io import printable
 from ..data import FILE_KINDS, json_schema, validate_file
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
 from ._convert import load_predictions_noted
 from ._options import add_data_options, disambiguate, load_data, metric_options
-from ._report import print_metrics
+from ._report import print_metrics, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -85,7 +86,7 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
     print_metrics(report, console)
     if args.json_out:
         report.write_json(args.json_out)
-        console.print(f"wrote {args.json_out}", markup=False)
+        say(console, f"wrote {args.json_out}")
     return 0
 
 
@@ -97,9 +98,10 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("validate needs a FILE (or --print-schema)")
     problems = validate_file(args.kind, args.file, limit=args.limit)
     for problem in problems:
-        print(problem, file=sys.stderr)
+        print(printable(problem), file=sys.stderr)
     if problems:
-        print(f"dst-judge: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
+        print(printable(f"dst-judge: {len(problems)} problem(s) in {args.file}"),
+              file=sys.stderr)
         return 2
-    console.print(f"{args.file}: valid {args.kind} file", markup=False)
+    say(console, f"{args.file}: valid {args.kind} file")
     return 0

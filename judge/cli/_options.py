@@ -17,9 +17,11 @@ from rich.console import Console
 
 from .._config import JudgeConfig, load_config
 from .._errors import OptionError
+from .._io import write_text
 from ..data import DialogueSet, PredictionSet, Schema, read_id_list
 from ..metrics import MetricOptions
 from ._convert import load_dialogues_noted, load_schema_noted
+from ._report import say
 
 ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
@@ -28,7 +30,8 @@ TRANSPORT = ("timeout", "max_retries", "concurrency", "http_backend", "rpm", "tp
              "prompt_cache_key", "stop_grace")
 COST = ("budget", "prices")
 CACHE = ("cache_dir",)
-ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + COST + CACHE
+REPLIES = ("max_reply_bytes", "max_reply_depth", "max_reply_chars")
+ALL = ENDPOINT + GENERATION + METHOD + TRANSPORT + REPLIES + COST + CACHE
 """Every config field the command line offers (the key and OpenAI headers come from the
 environment only, so they never land in a shell history)."""
 
@@ -107,7 +110,8 @@ def add_rules_option(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, **overrides: Any) -> JudgeConfig:
     """The one config: CLI values where given, then environment, config file, defaults."""
-    values = {name: getattr(args, name) for name in ALL if getattr(args, name, None) is not None}
+    values = {name: getattr(args, name) for name in JudgeConfig.model_fields
+              if getattr(args, name, None) is not None}
     if getattr(args, "no_cache", False):
         values["use_cache"] = False
     if getattr(args, "local", False):
@@ -183,8 +187,8 @@ def metric_options(**values: object) -> MetricOptions:
 def write_json(path: str | None, data: Any, console: Console) -> None:
     """Write ``data`` as indented JSON to ``path`` when one was given."""
     if path:
-        Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {path}", markup=False)
+        write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        say(console, f"wrote {path}")
 
 
 def with_progress(progress: bool | None, console: Console, run: Any) -> Any:

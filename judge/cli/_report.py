@@ -1,4 +1,11 @@
-"""Terminal rendering of results (rich tables); JSON lives with the result objects."""
+"""Terminal rendering of results (rich tables); JSON lives with the result objects.
+
+Everything shown that comes from data (system names, slot names and values, refusals, error
+texts, paths) is untrusted: it reaches rich only as :class:`~rich.text.Text` (never parsed as
+markup, so ``[/x]`` or ``[bold`` in a system name print as written) and with control
+characters removed (:func:`judge._io.printable`: no ANSI escapes, bells or carriage returns
+from a data file or a server reach the terminal).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._io import printable
 from ..metrics import MetricsReport
 
 
@@ -17,6 +25,34 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
+
+
+def text(value: Any, style: str = "") -> Text:
+    """A value as inert text: printable characters only, never read as markup."""
+    return Text(printable(_fmt(value)), style=style)
+
+
+def line(*parts: Any) -> Text:
+    """One message from pieces: ``(text, style)`` pairs keep our styling, anything else is
+    data and passes through :func:`text`."""
+    out = Text()
+    for part in parts:
+        out.append_text(Text(part[0], style=part[1]) if isinstance(part, tuple)
+                        else text(part))
+    return out
+
+
+def say(console: Console, message: Any, *, soft_wrap: bool = False) -> None:
+    """Print one plain message (paths, ids, counts from data) safely."""
+    console.print(text(message), highlight=False, soft_wrap=soft_wrap)
+
+
+def _table(title: Any) -> Table:
+    return Table(title=text(title), title_justify="left")
+
+
+def _add(table: Table, *cells: Any) -> None:
+    table.add_row(*[text(cell) for cell in cells])
 
 
 def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
@@ -62,56 +98,58 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
     opts = report.options
     title = (f"Exact-match metrics vs gold {opts['gold']} · match={opts['match']} · "
              f"{report.data['num_dialogues']} dialogues, {report.data['num_turns']} turns")
-    table = Table(title=title, title_justify="left")
+    table = _table(title)
     table.add_column("metric (%)")
     for system in report.systems:
-        table.add_column(system.name, justify="right")
+        table.add_column(text(system.name), justify="right")
     for label, values in _rows(report):
-        table.add_row(label, *[_fmt(v) for v in values])
+        table.add_row(text(label), *[text(v) for v in values])
     console.print(table)
     for system in report.systems:
         inputs = system.inputs
         oos = inputs["out_of_schema_slots"]
         if oos:
             names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
-            console.print(f"[yellow]{system.name}[/]: {len(oos)} predicted slot name(s) outside "
-                          f"the schema in {inputs['turns_with_out_of_schema_slots']} turns "
-                          f"({names}); they count as errors.")
+            console.print(line((printable(system.name), "yellow"),
+                               f": {len(oos)} predicted slot name(s) outside the schema in "
+                               f"{inputs['turns_with_out_of_schema_slots']} turns ({names}); "
+                               "they count as errors."))
         if inputs.get("renamed_slots"):
             count = sum(inputs["renamed_slots"].values())
-            console.print(f"[cyan]{system.name}[/]: {count} predicted slot name(s) read as the "
-                          f"schema's ({', '.join(list(inputs['renamed_slots'])[:3])}).")
+            console.print(line((printable(system.name), "cyan"),
+                               f": {count} predicted slot name(s) read as the schema's "
+                               f"({', '.join(list(inputs['renamed_slots'])[:3])})."))
         if inputs["integration_mismatches"]:
-            console.print(f"[yellow]{system.name}[/]: {inputs['integration_mismatches']} turn(s) "
-                          "whose pred_turn_state does not integrate into pred_state, e.g. "
-                          f"{inputs['integration_examples'][0]}")
+            console.print(line((printable(system.name), "yellow"),
+                               f": {inputs['integration_mismatches']} turn(s) whose "
+                               "pred_turn_state does not integrate into pred_state, e.g. "
+                               f"{inputs['integration_examples'][0]}"))
 
 
 def print_evaluation(summary: dict[str, Any], console: Console | None = None) -> None:
     """The judge run at a glance: TSA, judge JGA, RULE agreement, calls and errors."""
     console = console or Console()
-    table = Table(title=f"LLM judge · method={summary['method']} · "
-                  f"semantics={summary['semantics']} · {summary['data']['system']}",
-                  title_justify="left")
+    table = _table(f"LLM judge · method={summary['method']} · "
+                   f"semantics={summary['semantics']} · {summary['data']['system']}")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("turns scored / with errors",
+    _add(table, "turns scored / with errors",
                   f"{summary['scored_turns']} / {summary['error_turns']}")
-    table.add_row("Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
-    table.add_row("Judge JGA (%)", _fmt(summary["judge_jga"]))
+    _add(table, "Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
+    _add(table, "Judge JGA (%)", _fmt(summary["judge_jga"]))
     for version, figures in summary["rule"].items():
-        table.add_row(f"RULE TSA vs {version} (%, {summary['rule_match']})",
+        _add(table, f"RULE TSA vs {version} (%, {summary['rule_match']})",
                       _fmt(figures["tsa"]))
-        table.add_row(f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
+        _add(table, f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
     calls = summary["calls"]
-    table.add_row("calls planned / skipped (empty state)",
+    _add(table, "calls planned / skipped (empty state)",
                   f"{calls['planned']} / {calls['skipped']}")
     if "sent" in calls:
-        table.add_row("requests sent / cache hits / retries",
+        _add(table, "requests sent / cache hits / retries",
                       f"{calls['sent']} / {calls['cache_hits']} / {calls['retries']}")
-    table.add_row("re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
+    _add(table, "re-asks / failed calls", f"{calls['reasks']} / {calls['failed']}")
     tokens = summary["tokens"]
-    table.add_row("tokens prompt / completion / cached prompt",
+    _add(table, "tokens prompt / completion / cached prompt",
                   f"{tokens['prompt_tokens']} / {tokens['completion_tokens']} / "
                   f"{tokens['cached_prompt_tokens']}")
     check = summary.get("token_check") or {}
@@ -121,19 +159,19 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
                       f"{prompt['counted']} / {prompt['reported']} ({prompt['error']:+.2%}); "
                       f"cached: estimated {cached['estimated']} / reported {cached['reported']}")
     share = summary.get("static_prompt_share")
-    table.add_row("static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
+    _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
     for example in summary["errors"]["examples"]:
-        console.print(f"[yellow]error row[/] {example}", highlight=False)
+        console.print(line(("error row", "yellow"), " ", example), highlight=False)
 
 
 def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]],
                   console: Console) -> None:
-    table = Table(title=title, title_justify="left")
+    table = _table(title)
     for n, name in enumerate(header):
-        table.add_column(name, justify="left" if n == 0 else "right")
+        table.add_column(text(name), justify="left" if n == 0 else "right")
     for row in rows:
-        table.add_row(*[_fmt(v) for v in row])
+        table.add_row(*[text(v) for v in row])
     console.print(table)
 
 
@@ -180,14 +218,15 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
                       "turns)",
                       POPULATION_HEADER, format_population(report), console)
         if population["uncovered_turns"]:
-            console.print(f"[yellow]{population['uncovered_turns']} turns belong to strata "
-                          "with no labelled turn; the estimates leave them out[/]")
+            console.print(text(f"{population['uncovered_turns']} turns belong to strata with "
+                               "no labelled turn; the estimates leave them out", style="yellow"))
     human = report.get("human")
     if human and human["unknown"]["count"]:
-        console.print(f"[yellow]{human['unknown']['count']} human label(s) refer to turns this "
-                      "run does not contain[/]")
+        console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
+                           "run does not contain", style="yellow"))
     if human and human.get("unsure"):
-        console.print(f"{human['unsure']} label(s) marked unsure are left out of every figure")
+        console.print(text(f"{human['unsure']} label(s) marked unsure are left out of every "
+                           "figure"))
 
 
 def _kappa_cell(figure: dict[str, Any] | None) -> str:
@@ -203,21 +242,21 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
     block of rows per method (its name on a line of its own), one row per reference rater."""
     console = console or Console()
     methods = table["methods"]
-    out = Table(title=f"Judge methods on the same {table['turns']} turns",
+    out = Table(title=text(f"Judge methods on the same {table['turns']} turns"),
                 title_justify="left", box=None, pad_edge=False)
     for name, justify in (("method / vs", "left"), ("agree %", "right"),
                           ("kappa [95% CI]", "right"), ("TSA %", "right"),
                           ("JGA %", "right"), ("err", "right")):
         out.add_column(name, justify=justify, no_wrap=True)
     for m in methods:
-        out.add_row(Text(m["method"], style="bold"), "", "", _fmt(m["tsa"]),
-                    _fmt(m["judge_jga"]), _fmt(m["errors"]))
+        out.add_row(text(m["method"], style="bold"), "", "", text(m["tsa"]),
+                    text(m["judge_jga"]), text(m["errors"]))
         for version, value in m["agreement"].items():
             label = version if version == "human" else f"RULE-{version}"
-            out.add_row(Text(f"  {label}"), _fmt(value),
-                        _kappa_cell((m.get("kappa") or {}).get(version)), "", "", "")
+            out.add_row(text(f"  {label}"), text(value),
+                        text(_kappa_cell((m.get("kappa") or {}).get(version))), "", "", "")
     console.print(out)
-    console.print(Text("calls / tokens: " + "; ".join(
+    console.print(text("calls / tokens: " + "; ".join(
         f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
 
 
@@ -262,4 +301,4 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     ]
     _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
                   rows, console)
-    console.print(figures["note"], highlight=False)
+    console.print(text(figures["note"]), highlight=False)

@@ -4,14 +4,16 @@ per-domain and per-slot figures) as a terminal table, CSV or LaTeX."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from .._io import open_output, write_text
 from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
+from ._report import say
+from ._report import text as inert  # `text` is a local name below
 
 
 def add_parser(commands: Any) -> None:
@@ -48,14 +50,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
                      else (tables.columns, tables.rows))
     fmt = args.format or _format_of(args.table_out)
     if fmt == "table":
-        table = Table(title="; ".join(tables.notes), title_justify="left")
+        table = Table(title=inert("; ".join(tables.notes)), title_justify="left")
         for column in columns:
-            table.add_column(column, justify="left" if column in ("system", "gold", "slot")
+            table.add_column(inert(column), justify="left" if column in ("system", "gold", "slot")
                              else "right", overflow="fold")
-        for row in rows:
-            table.add_row(*[_text(v) for v in row])
+        for row in rows:  # system names and slots come from data: never read as markup
+            table.add_row(*[inert(_text(v)) for v in row])
         if args.table_out:
-            with Path(args.table_out).open("w", encoding="utf-8") as handle:
+            with open_output(args.table_out) as handle:
                 Console(file=handle, width=200).print(table)
         else:
             console.print(table)
@@ -63,8 +65,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     text = to_csv(columns, rows) if fmt == "csv" else to_latex(
         columns, rows, caption="; ".join(tables.notes))
     if args.table_out:
-        Path(args.table_out).write_text(text, encoding="utf-8")
-        console.print(f"wrote {args.table_out} ({len(rows)} rows)")
+        write_text(args.table_out, text)
+        say(console, f"wrote {args.table_out} ({len(rows)} rows)")
     else:
         print(text, end="")
     return 0

@@ -130,7 +130,9 @@ class Schema(BaseModel):
 
     name: str = ""
     domains: list[DomainSpec] = Field(min_length=1)
-    multi_value_separator: str = "|"
+    multi_value_separator: str = Field(
+        "|", min_length=1, pattern=r"\S",
+        description="Separates alternative values in one gold value (not empty or blank).")
     special_values: dict[str, str] = Field(default_factory=dict)
     _source_format: str = PrivateAttr(default="native-schema")
 
@@ -147,6 +149,9 @@ class Schema(BaseModel):
                 if slot.name in seen:
                     raise ValueError(f"slot {slot.name!r} is defined twice")
                 seen.add(slot.name)
+        if not seen:
+            raise ValueError("the schema defines no slots (every domain's 'slots' list is "
+                             "empty); slot accuracy and the judge need at least one")
         return self
 
     @cached_property

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import jsonschema
 
 from .._errors import InputError, OptionError
-from .._io import format_loc, iter_jsonl_lines, read_json
+from .._io import format_loc, iter_jsonl_lines, loads, read_json
 from .._resources import package_dir
 
 FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
@@ -55,11 +55,15 @@ def _foreign_records(kind: FileKind, path: str | Path) -> tuple[str, Any] | None
 
 
 def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list[InputError]:
-    """Every schema violation in ``path`` (up to ``limit``), each naming line and field.
+    """Every schema violation in ``path`` (up to ``limit``, at least 1), each naming line and
+    field.
 
     A file in another known format (see ``dst-judge convert``) is converted first and its
     converted records are checked; a file in no known format is one problem naming the first
     field that does not fit."""
+    if limit < 1:
+        raise OptionError(f"the problem limit must be at least 1, got {limit} (a limit of 0 "
+                          "would report every file as valid)")
     validator = jsonschema.Draft202012Validator(json_schema(kind))
     problems: list[InputError] = []
 
@@ -91,7 +95,7 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
         return problems
     for line, text in iter_jsonl_lines(path):
         try:
-            record = json.loads(text)
+            record = loads(text)
         except json.JSONDecodeError as exc:
             problems.append(InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
                                        path=path, line=line))

@@ -14,7 +14,12 @@ from typing import Any
 
 import jsonschema
 
+from .._io import loads
 from ._prompts import RESULT_KEYS, Dimension
+
+MAX_DEPTH = 32
+"""Deepest nesting accepted inside a judgment (a valid one nests three levels): deeper JSON
+is invalid output, refused before parsing so that nothing recurses into it."""
 
 _FENCE = re.compile(r"```(?:[A-Za-z0-9_-]+)?[ \t]*\n?(.*?)```", re.DOTALL)
 _TOP_KEY = re.compile(r"[^a-z]")
@@ -102,7 +107,7 @@ def parse_reply(text: str | None, dimension: Dimension) -> Judgment:
         raise InvalidOutput("the reply is empty")
     candidate = extract_json_text(text)
     try:
-        data = json.loads(candidate)
+        data = loads(candidate, max_depth=MAX_DEPTH)
     except json.JSONDecodeError as exc:
         raise InvalidOutput(f"the reply is not valid JSON ({exc.msg} at line {exc.lineno}, "
                             f"column {exc.colno})") from None

@@ -12,7 +12,7 @@ DEFAULT_LAMBDAS = (0.25, 0.5, 0.75, 1.0)
 class MetricOptions(BaseModel):
     """Options of :func:`judge.compute_metrics`; names follow METRICS.md."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     match: str = Field("exact", description="Matching policy: exact, nospace, normalized, "
                        "alternatives, or a '+' combination.")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io import write_text
 from ..data import DialogueSet, PredictionSet, Schema, check_integration, judged_turn_states
 from . import _dstc
 from ._fga import flexible_goal_accuracy
@@ -63,8 +64,7 @@ class MetricsReport:
                 "systems": [s.to_dict() for s in self.systems]}
 
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n",
-                              encoding="utf-8")
+        write_text(path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _core(

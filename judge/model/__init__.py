@@ -18,10 +18,8 @@ from ._cassette import (
     scrub,
 )
 from ._client import (
-    Completion,
     ModelClient,
     SharedLimiter,
-    redact,
 )
 from ._cost import (
     ASSUMED_COMPLETION_TOKENS,
@@ -36,6 +34,14 @@ from ._cost import (
     price_and_counter,
     usage_check,
     usage_cost,
+)
+from ._reply import (
+    Completion,
+    ReplyLimits,
+    cached_completion,
+    completion_from_body,
+    parse_chat_reply,
+    redact,
 )
 from ._tokens import (
     TokenCounter,
@@ -61,19 +67,23 @@ __all__ = [
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "ReplyLimits",
     "RequestEstimate",
     "SharedLimiter",
     "Spend",
     "TokenCounter",
     "Transport",
+    "cached_completion",
     "call_key",
     "cassette_client",
+    "completion_from_body",
     "cost_figures",
     "counter_for",
     "custom_id",
     "download",
     "estimate_requests",
     "load_prices",
+    "parse_chat_reply",
     "parse_custom_id",
     "price_and_counter",
     "read_output",

@@ -3,11 +3,17 @@
 Request lines carry the same body a live call would send, with ``custom_id`` =
 ``<dialogue_id>::<turn_index>::<dimension>``; reading an output file yields completions that
 feed the very same parsing, filters and integration as live calls.
+
+Output files are untrusted like live replies: each line is read with the JSON depth limit and
+its body validated by the same models (:func:`~judge.model.completion_from_body`); a bad body
+is an error row for its call. Downloads are streamed line by line with the API key removed,
+and every error the SDK reports (a 401 body echoes the key) is redacted before it is shown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,13 +23,19 @@ import httpx
 import openai
 
 from .._config import JudgeConfig
-from .._errors import InputError, ModelError
-from .._io import iter_jsonl_lines
+from .._errors import InputError, JSONTooDeep, ModelError, ReplyError
+from .._io import iter_jsonl_lines, loads, open_output, printable
 from ..data import dialogue_key
-from ._client import Completion
+from ._reply import Completion, ReplyLimits, completion_from_body, redact
 
 CHAT_URL = "/v1/chat/completions"
 ID_SEPARATOR = "::"
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
+_CUSTOM_ID = re.compile(r'^\s*\{\s*(?:"id"\s*:\s*"[^"\\]*"\s*,\s*)?'
+                        r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+"""A record's custom id read without parsing it (as OpenAI writes records: first or second)."""
+
+
 def custom_id(dialogue_id: str, turn_index: int, dimension: str) -> str:
     """Batch API id of one call: ``<dialogue_id>::<turn_index>::<dimension>``."""
     return f"{dialogue_id}{ID_SEPARATOR}{turn_index}{ID_SEPARATOR}{dimension}"
@@ -43,12 +55,29 @@ def parse_custom_id(value: str) -> tuple[str, int, str] | None:
 
 
 
-def read_output(path: str | Path) -> dict[tuple[str, int, str], Completion | ModelError]:
-    """Completions (or per-request errors) by call key from a batch output or error file."""
+def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
+                secret: str | None = None) -> dict[tuple[str, int, str], Completion | ModelError]:
+    """Completions (or per-request errors) by call key from a batch output or error file.
+
+    A line that is not a batch output record at all (bad JSON, nested too deep, no
+    ``custom_id``) is an :class:`~judge.InputError` naming file, line and field; a record whose
+    reply is malformed, too large or too deep is a :class:`~judge.ReplyError` for its call.
+    """
+    limits = limits or ReplyLimits()
     records: dict[tuple[str, int, str], Completion | ModelError] = {}
     for line, text in iter_jsonl_lines(path):
         try:
-            item = json.loads(text)
+            # the reply body sits three levels down in the record
+            item = loads(text, max_depth=limits.max_depth + 3)
+        except JSONTooDeep as exc:
+            # a record nested too deep is its call's error, when the call can be told
+            found = _CUSTOM_ID.search(text)
+            key = parse_custom_id(json.loads(f'"{found.group(1)}"')) if found else None
+            if key is None:
+                raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
+            records[key] = ReplyError(f"the reply's JSON is nested deeper than "
+                                      f"{limits.max_depth} levels (max_reply_depth)")
+            continue
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
         if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
@@ -56,36 +85,55 @@ def read_output(path: str | Path) -> dict[tuple[str, int, str], Completion | Mod
                              line=line, field="custom_id")
         key = parse_custom_id(item["custom_id"])
         if key is None:
-            raise InputError(f"custom_id {item['custom_id']!r} is not "
+            shown = printable(item["custom_id"][:80], newlines=False)
+            raise InputError(f"custom_id {shown!r} is not "
                              "'<dialogue_id>::<turn_index>::<dimension>'", path=path, line=line,
                              field="custom_id")
-        records[key] = _completion_or_error(item, path=path, line=line)
+        if len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes + 4096:
+            records[key] = ReplyError(f"the batch output line has more than "
+                                      f"{limits.max_bytes:,} bytes (max_reply_bytes)")
+            continue
+        records[key] = _completion_or_error(item, path=path, line=line, limits=limits,
+                                            secret=secret)
     return records
 
 
-def _completion_or_error(item: dict[str, Any], *, path: str | Path,
-                         line: int) -> Completion | ModelError:
+def _error_text(value: Any, secret: str | None) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)[:300]
+    return redact(printable(text[:300], newlines=False), secret) or ""
+
+
+def _completion_or_error(item: dict[str, Any], *, path: str | Path, line: int,
+                         limits: ReplyLimits, secret: str | None) -> Completion | ModelError:
     error = item.get("error")
     response = item.get("response")
     if error:
-        message = error.get("message") if isinstance(error, dict) else str(error)
-        return ModelError(f"batch request failed: {message}")
+        message = error.get("message") if isinstance(error, dict) else error
+        return ModelError(f"batch request failed: {_error_text(message, secret)}")
     if not isinstance(response, dict):
         raise InputError("a batch output line needs 'response' or 'error'", path=path, line=line,
                          field="response")
     status = response.get("status_code")
     body = response.get("body")
     if status != 200 or not isinstance(body, dict):
-        message = body.get("error", {}).get("message") if isinstance(body, dict) else body
-        return ModelError(f"HTTP {status}: {message}", status=status if isinstance(status, int)
-                          else None)
-    return Completion.from_chat_json(body)
+        message: Any = body
+        if isinstance(body, dict):
+            inner = body.get("error")
+            message = inner.get("message") if isinstance(inner, dict) else inner
+        code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        return ModelError(f"HTTP {_error_text(status, None)}: {_error_text(message, secret)}",
+                          status=code)
+    try:
+        return completion_from_body(body, limits=limits, secret=secret)
+    except ReplyError as exc:
+        return exc
 
 
 @asynccontextmanager
 async def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None,
                what: str) -> AsyncIterator[openai.AsyncOpenAI]:
-    """An SDK client for one Batch API step; its errors stop the command, naming the step."""
+    """An SDK client for one Batch API step; its errors stop the command, naming the step,
+    with the key removed from the server's words (a 401 body quotes it)."""
     client = openai.AsyncOpenAI(api_key=config.secret or "not-needed", base_url=config.endpoint,
                                 max_retries=2, organization=config.organization,
                                 project=config.project, timeout=config.timeout,
@@ -93,44 +141,74 @@ async def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None,
     try:
         yield client
     except openai.OpenAIError as exc:
-        raise ModelError(f"batch {what} failed: {exc}", fatal=True) from None
+        status = getattr(exc, "status_code", None)
+        message = redact(printable(str(exc)[:500], newlines=False), config.secret)
+        raise ModelError(f"batch {what} failed: {message}", fatal=True,
+                         status=status if isinstance(status, int) else None) from None
     finally:
         await client.close()
+
+
+def _public(batch: Any, secret: str | None) -> dict[str, Any]:
+    """A batch object as a dict, every string redacted and printable."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return redact(printable(value, newlines=False), secret)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {str(clean(k)): clean(v) for k, v in value.items()}
+        return value
+
+    return clean(batch.model_dump(mode="json"))
 
 
 async def submit(config: JudgeConfig, requests: str | Path, *,
                  http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
     """Upload a request file and create a batch; returns the batch object as a dict."""
+    path = Path(requests)
+    if not path.is_file():
+        raise InputError("request file not found", path=path)
     async with _sdk(config, http_client, "submit") as client:
-        with Path(requests).open("rb") as handle:
+        with path.open("rb") as handle:
             uploaded = await client.files.create(file=handle, purpose="batch")
         batch = await client.batches.create(input_file_id=uploaded.id, endpoint=CHAT_URL,
                                             completion_window="24h",
                                             metadata={"source": "dst-judge"})
-    return batch.model_dump(mode="json")
+    return _public(batch, config.secret)
 
 
 async def status(config: JudgeConfig, batch_id: str, *,
                  http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
     async with _sdk(config, http_client, "status") as client:
         batch = await client.batches.retrieve(batch_id)
-    return batch.model_dump(mode="json")
+    return _public(batch, config.secret)
+
+
+def safe_file_stem(batch_id: str) -> str:
+    """A batch id as part of a file name (nothing that could leave the folder)."""
+    return _SAFE_ID.sub("_", batch_id)[:120] or "batch"
 
 
 async def download(config: JudgeConfig, batch_id: str, directory: str | Path, *,
                    http_client: httpx.AsyncClient | None = None) -> list[Path]:
-    """Save a finished batch's output (and error) file; returns the paths written."""
+    """Save a finished batch's output (and error) file, streamed line by line with the key
+    removed; returns the paths written."""
     written: list[Path] = []
     async with _sdk(config, http_client, "download") as client:
         batch = await client.batches.retrieve(batch_id)
         if batch.status != "completed" and not batch.output_file_id:
-            raise ModelError(f"batch {batch_id} is {batch.status}, not completed", fatal=True)
+            shown = redact(printable(str(batch.status), newlines=False), config.secret)
+            raise ModelError(f"batch {safe_file_stem(batch_id)} is {shown}, not completed",
+                             fatal=True)
         folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
         for kind, file_id in (("output", batch.output_file_id), ("errors", batch.error_file_id)):
-            if file_id:
-                content = await client.files.content(file_id)
-                target = folder / f"{batch_id}.{kind}.jsonl"
-                target.write_bytes(content.read())
-                written.append(target)
+            if not file_id:
+                continue
+            target = folder / f"{safe_file_stem(batch_id)}.{kind}.jsonl"
+            async with client.files.with_streaming_response.content(file_id) as response:
+                with open_output(target) as handle:
+                    async for line in response.iter_lines():
+                        handle.write((redact(line, config.secret) or "") + "\n")
+            written.append(target)
     return written

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
-from .._config import JudgeConfig
+from .._config import JudgeConfig, public_url
 from .._digest import canonical_json
 from .._errors import CassetteMiss, InputError, OptionError
-from .._io import read_json
+from .._io import read_json, write_text
 
 _API_PATH = re.compile(r"/(chat/completions|completions|embeddings|files|batches)(/.*)?$")
 # Key-shaped tokens: "sk-" + 20 or more key characters, not inside a word ("task-oriented").
@@ -74,7 +74,19 @@ class Cassette:
         data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
             raise InputError("a cassette is a JSON object with an 'interactions' list", path=path)
-        return cls(Path(path), data["interactions"], data.get("source", ""))
+        for n, item in enumerate(data["interactions"]):
+            request = item.get("request") if isinstance(item, dict) else None
+            response = item.get("response") if isinstance(item, dict) else None
+            problem = ("request" if not isinstance(request, dict)
+                       or not isinstance(request.get("method"), str)
+                       or not isinstance(request.get("path"), str) else
+                       "response" if not isinstance(response, dict)
+                       or type(response.get("status_code")) is not int else None)
+            if problem is not None:
+                raise InputError(f"each interaction needs a '{problem}' object (request: method, "
+                                 "path, body; response: status_code, body)", path=path,
+                                 field=f"interactions[{n}].{problem}")
+        return cls(Path(path), data["interactions"], str(data.get("source", "")))
 
     @staticmethod
     def _key(method: str, path: str, body: Any) -> str:
@@ -115,10 +127,8 @@ class Cassette:
         })
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"source": self.source, "interactions": self.interactions}
-        self.path.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
+        write_text(self.path, json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
 
 
 def response_from_record(record: dict[str, Any]) -> httpx.Response:
@@ -142,7 +152,10 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
-        content = await response.aread()
+        # the bytes as sent (still compressed): the judge's transport decodes them under its
+        # size cap, as it does for live replies
+        content = b"".join([chunk async for chunk in response.aiter_raw()])
+        await response.aclose()
         copy = httpx.Response(response.status_code, headers=response.headers, content=content,
                               request=request)
         self.cassette.add(request, copy)
@@ -162,7 +175,8 @@ def cassette_client(config: JudgeConfig, *, replay: str | Path | None = None,
     if replay:
         return httpx.AsyncClient(transport=replay_transport(Cassette.load(replay))), None
     if record:
-        cassette = Cassette(Path(record), source=f"{config.endpoint} model={config.model}",
+        cassette = Cassette(Path(record), source=f"{public_url(config.endpoint)} "
+                            f"model={config.model}",
                             secrets=(config.secret or "",))
         return httpx.AsyncClient(transport=RecordingTransport(cassette),
                                  timeout=config.timeout), cassette

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -29,9 +29,11 @@ from tenacity import (
 )
 
 from .._config import JudgeConfig
-from .._errors import ModelError, StoreError
+from .._errors import ModelError, ReplyError, StoreError
+from .._io import loads, printable
 from .._version import __version__
 from ..store import Ledger, cache_key
+from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
 from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
 
 _MAX_RETRY_AFTER = 120.0
@@ -48,47 +50,6 @@ class HTTPStatusError(Exception):
         self.status = response.status
 
 
-@dataclass
-class Completion:
-    """What a call returned, in the form stored in caches, run logs and judgments."""
-
-    text: str | None
-    finish_reason: str | None
-    refusal: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-    model: str | None = None
-    response_id: str | None = None
-    cached: bool = False
-    request_key: str | None = None
-    """The ledger key of the request this answers."""
-
-    def record(self) -> dict[str, Any]:
-        return {"text": self.text, "finish_reason": self.finish_reason, "refusal": self.refusal,
-                "usage": dict(self.usage), "model": self.model,
-                "response_id": self.response_id, "key": self.request_key}
-
-    @classmethod
-    def from_record(cls, data: dict[str, Any], *, cached: bool = False) -> Completion:
-        fields = {k: data.get(k) for k in ("text", "finish_reason", "refusal", "model",
-                                           "response_id")}
-        return cls(**fields, usage=dict(data.get("usage") or {}), cached=cached)
-
-    @classmethod
-    def from_chat_json(cls, body: dict[str, Any]) -> Completion:
-        """From a chat.completion JSON body (live responses and Batch API output lines)."""
-        choices = body.get("choices") or [{}]
-        message = choices[0].get("message") or {}
-        usage = body.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        return cls(
-            text=message.get("content"), finish_reason=choices[0].get("finish_reason"),
-            refusal=message.get("refusal"),
-            usage={"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                   "completion_tokens": int(usage.get("completion_tokens") or 0),
-                   "cached_prompt_tokens": int(details.get("cached_tokens") or 0)},
-            model=body.get("model"), response_id=body.get("id"))
-
-
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -98,10 +59,11 @@ def parse_reset(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         parts = _DURATION.findall(value)
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else None
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else math.nan
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
@@ -110,14 +72,24 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return chars // 4 + int(body.get("max_tokens") or 0)
 
 
+def _seconds(value: str | None) -> float | None:
+    """A server-given delay in seconds, bounded to [0, 120]; None when absent or not a finite
+    number (``nan``, ``inf``, ``soon``, an HTTP date)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
+
+
 def _retry_after(exc: BaseException) -> float | None:
     if not isinstance(exc, HTTPStatusError):
         return None
-    value = exc.response.headers.get("retry-after")
-    try:
-        return min(float(value), _MAX_RETRY_AFTER) if value is not None else None
-    except ValueError:
-        return None
+    return _seconds(exc.response.headers.get("retry-after"))
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -127,16 +99,6 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, HTTPStatusError):
         return exc.status == 429 or exc.status >= 500
     return False
-
-
-REDACTED = "<redacted>"
-
-
-def redact(text: str | None, secret: str | None) -> str | None:
-    """Remove the API key from text that will be stored or shown."""
-    if text is None or not secret:
-        return text
-    return text.replace(secret, REDACTED)
 
 
 def _as_model_error(exc: BaseException) -> ModelError:
@@ -152,31 +114,37 @@ def _as_model_error(exc: BaseException) -> ModelError:
 
 
 def _status_message(response: RawResponse) -> str:
-    """The server's own words: ``{"error": {"message": ...}}`` when it sent that, else the body."""
+    """The server's own words: ``{"error": {"message": ...}}`` when it sent that, else the body
+    (at most 300 printable characters; the caller removes the key)."""
     try:
-        body = json.loads(response.content)
+        body = loads(response.content, max_depth=32)
     except ValueError:
         body = None
+    text: str | None = None
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-        if isinstance(inner, str):
-            return inner[:300]
-    text = response.content.decode("utf-8", "replace").strip()
-    return text[:300] or "(empty body)"
+            text = str(inner["message"])
+        elif isinstance(inner, str):
+            text = inner
+    if text is None:
+        text = response.content[:4096].decode("utf-8", "replace")
+    return printable(text[:300], newlines=False).strip() or "(empty body)"
 
 
-def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None) -> Transport:
+def _transport(config: JudgeConfig, http_client: httpx.AsyncClient | None,
+               max_bytes: int) -> Transport:
     """A given httpx client (cassettes, respx, custom proxies) wins; otherwise the configured
-    backend: aiohttp by default, httpx on request."""
+    backend: aiohttp by default, httpx on request. Both stop reading a reply at ``max_bytes``."""
     if http_client is not None:
-        return HttpxTransport(http_client)
+        return HttpxTransport(http_client, max_bytes=max_bytes, timeout=config.timeout)
     if config.http_backend == "httpx":
         limits = httpx.Limits(max_connections=config.concurrency,
                               max_keepalive_connections=config.concurrency)
-        return HttpxTransport(httpx.AsyncClient(timeout=config.timeout, limits=limits))
-    return AiohttpTransport(timeout=config.timeout, connections=config.concurrency)
+        return HttpxTransport(httpx.AsyncClient(timeout=config.timeout, limits=limits),
+                              max_bytes=max_bytes, timeout=config.timeout)
+    return AiohttpTransport(timeout=config.timeout, connections=config.concurrency,
+                            max_bytes=max_bytes)
 
 
 class SlotLease:
@@ -204,18 +172,6 @@ def redact_bytes(content: bytes, secret: str | None) -> bytes:
     if not secret:
         return content
     return content.replace(secret.encode("utf-8"), REDACTED.encode("utf-8"))
-
-
-def chat_completion(content: bytes) -> Completion:
-    """Parse a raw reply body into a :class:`Completion` (a :class:`ModelError` when it is not
-    a chat completion). Every reply, fresh or from the ledger, is parsed here."""
-    try:
-        reply = json.loads(content)
-    except ValueError as exc:
-        raise ModelError(f"the server's reply is not JSON: {exc}") from None
-    if not isinstance(reply, dict):
-        raise ModelError("the server's reply is not a chat completion object")
-    return Completion.from_chat_json(reply)
 
 
 class SharedLimiter(Protocol):
@@ -265,7 +221,8 @@ class ModelClient:
             self._headers["OpenAI-Organization"] = config.organization
         if config.project:
             self._headers["OpenAI-Project"] = config.project
-        self._transport = _transport(config, http_client)
+        self._limits = ReplyLimits.from_config(config)
+        self._transport = _transport(config, http_client, self._limits.max_bytes)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
         self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
@@ -361,9 +318,7 @@ class ModelClient:
             self.shared += 1
         elif source == "recovered":
             self.recovered += 1
-        completion = chat_completion(content)
-        completion.text = redact(completion.text, self._secret)
-        completion.refusal = redact(completion.refusal, self._secret)
+        completion = parse_chat_reply(content, limits=self._limits, secret=self._secret)
         completion.cached = source not in ("paid", "recovered")
         completion.request_key = key
         return completion
@@ -420,6 +375,8 @@ class ModelClient:
                     self._read_limit_headers(raw.headers)
                     if not 200 <= raw.status < 300:
                         raise HTTPStatusError(raw)
+                    if raw.defect:  # a reply arrived (paid for) but was cut: no retry
+                        raise ReplyError(redact(raw.defect, self._secret) or "")
         except (HTTPStatusError, NoResponse, httpx.HTTPError) as exc:
             error = _as_model_error(exc)
             message = redact(str(error), self._secret) or ""

@@ -11,12 +11,19 @@ Two transports share one small interface:
 * :class:`AiohttpTransport`, the default for live calls;
 * :class:`HttpxTransport`, over any ``httpx.AsyncClient``: it carries cassette replay and
   recording, respx in the tests, and ``http_backend = "httpx"``.
+
+Both read a reply as a stream and stop at a size cap (``max_bytes``), counted once on the
+bytes received and once on the bytes decompressed: they ask for gzip or deflate only and
+inflate it themselves with a bounded output per step, so a gzip bomb never grows in memory
+beyond the cap. A reply cut at the cap comes back with its start and ``defect`` saying why;
+the caller records it (it was paid for) and turns it into an error row.
 """
 
 from __future__ import annotations
 
 import asyncio
 import urllib.request
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -28,13 +35,113 @@ if TYPE_CHECKING:  # imported when first used: `dst-judge metrics` never needs a
     import aiohttp
 
 
+DEFAULT_MAX_BYTES = 1_000_000
+ACCEPT_ENCODING = "gzip, deflate"
+"""The only encodings asked for (and decoded here, under the size cap)."""
+_CHUNK = 64 * 1024
+
+
 @dataclass(frozen=True)
 class RawResponse:
-    """What came back: ``headers`` is case-insensitive in both transports."""
+    """What came back: ``headers`` is case-insensitive in both transports. ``defect`` says why
+    ``content`` is not the whole body (a size cap reached, an unknown or corrupt encoding)."""
 
     status: int
     headers: Mapping[str, str]
     content: bytes
+    defect: str | None = None
+
+
+class CappedBody:
+    """A reply body collected chunk by chunk: decompressed here (gzip, deflate) with at most
+    ``limit`` bytes ever held, and stopped at the first cap reached."""
+
+    def __init__(self, encoding: str | None, limit: int = DEFAULT_MAX_BYTES) -> None:
+        self.limit = limit
+        self.received = 0
+        self.size = 0
+        self.defect: str | None = None
+        self._parts: list[bytes] = []
+        codings = [c.strip().lower() for c in (encoding or "").split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        self._coding = codings[0] if len(codings) == 1 else None
+        if len(codings) > 1 or (codings and self._coding not in ("gzip", "x-gzip", "deflate")):
+            self.defect = f"the reply uses an unsupported content-encoding {encoding!r}"
+        self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self._head = b""
+        self._members = 0
+
+    @property
+    def content(self) -> bytes:
+        return b"".join(self._parts)
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take one received chunk; False once reading should stop (a cap or a defect)."""
+        if self.defect is not None:
+            return False
+        self.received += len(chunk)
+        if self._coding is None:
+            return self._keep(chunk)
+        if self.received > self.limit:
+            self.defect = (f"the reply is larger than the cap of {self.limit:,} bytes as "
+                           "received, compressed (max_reply_bytes); reading stopped there")
+            return False
+        try:
+            return self._inflate(chunk)
+        except zlib.error as exc:
+            self.defect = f"the reply's {self._coding} data is corrupt ({exc})"
+            return False
+
+    def _keep(self, data: bytes) -> bool:
+        room = self.limit - self.size
+        if len(data) > room:
+            # one byte over the cap is kept: whoever reads the recorded start back sees that
+            # the reply was too large, not merely cut
+            self._parts.append(data[:room + 1])
+            self.size = self.limit + 1
+            self.defect = (f"the reply is larger than the cap of {self.limit:,} bytes "
+                           "(max_reply_bytes); reading stopped there")
+            return False
+        if data:
+            self._parts.append(data)
+            self.size += len(data)
+        return True
+
+    def _inflate(self, data: bytes) -> bool:
+        data = self._head + data
+        self._head = b""
+        while data:
+            if self._decoder is None:
+                if len(data) < 2:  # a stream's first two bytes tell its header: wait for them
+                    self._head = data
+                    return True
+                if self._coding == "deflate":
+                    zlib_header = data[0] & 0x0F == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+                    wbits = zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS
+                elif data[:2] == b"\x1f\x8b" or not self._members:
+                    wbits = 16 + zlib.MAX_WBITS  # not gzip at all: zlib says it is corrupt
+                else:  # bytes after the last gzip member (padding): ignored
+                    return True
+                self._members += 1
+                self._decoder = zlib.decompressobj(wbits)
+            # at most one byte more than the room left: the cap shows, memory stays bounded
+            out = self._decoder.decompress(data, self.limit - self.size + 1)
+            if not self._keep(out):
+                return False
+            data = self._decoder.unconsumed_tail
+            if self._decoder.eof:
+                data = self._decoder.unused_data + data
+                self._decoder = None
+                if self._coding == "deflate":
+                    return True
+        return True
+
+
+def _request_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    out = dict(headers)
+    if not any(name.lower() == "accept-encoding" for name in out):
+        out["Accept-Encoding"] = ACCEPT_ENCODING
+    return out
 
 
 class NoResponse(Exception):
@@ -54,19 +161,46 @@ class Transport(Protocol):
 
 
 class HttpxTransport:
-    """Requests through an ``httpx.AsyncClient`` (closed by :meth:`aclose`)."""
+    """Requests through an ``httpx.AsyncClient`` (closed by :meth:`aclose`).
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    httpx's timeouts apply per read, so a server that trickles a byte at a time would never
+    time out: ``timeout`` bounds the whole exchange, as aiohttp's total timeout does.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                 timeout: float | None = None) -> None:
         self.client = client
+        self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
         try:
-            response = await self.client.post(url, content=content, headers=dict(headers))
+            return await asyncio.wait_for(self._post(url, content, headers), self.timeout)
+        except asyncio.TimeoutError as exc:
+            raise NoResponse("timed out (the whole exchange)", timeout=True) from exc
         except httpx.TimeoutException as exc:
             raise NoResponse(f"timed out ({type(exc).__name__})", timeout=True) from exc
         except httpx.TransportError as exc:
             raise NoResponse(f"{type(exc).__name__}: {exc}") from exc
-        return RawResponse(response.status_code, response.headers, response.content)
+
+    async def _post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
+        request = self.client.build_request("POST", url, content=content,
+                                            headers=_request_headers(headers))
+        response = await self.client.send(request, stream=True)
+        try:
+            try:  # a response already in memory (a fixture, a replayed cassette), decoded
+                in_memory = response.content
+            except httpx.ResponseNotRead:
+                body = CappedBody(response.headers.get("content-encoding"), self.max_bytes)
+                async for chunk in response.aiter_raw(_CHUNK):
+                    if not body.feed(chunk):
+                        break
+            else:
+                body = CappedBody(None, self.max_bytes)
+                body.feed(in_memory)
+        finally:
+            await response.aclose()
+        return RawResponse(response.status_code, response.headers, body.content, body.defect)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -89,9 +223,11 @@ class AiohttpTransport:
     connections; cookies are not kept.
     """
 
-    def __init__(self, *, timeout: float, connections: int) -> None:
+    def __init__(self, *, timeout: float, connections: int,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.timeout = timeout
         self.connections = connections
+        self.max_bytes = max_bytes
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str], str | None] = {}
 
@@ -102,7 +238,7 @@ class AiohttpTransport:
             connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0)
             self._session = aiohttp.ClientSession(
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=self.timeout))
+                timeout=aiohttp.ClientTimeout(total=self.timeout), auto_decompress=False)
         return self._session
 
     def _proxy(self, url: str) -> str | None:
@@ -117,10 +253,15 @@ class AiohttpTransport:
 
         session = self._open()
         try:
-            async with session.post(url, data=content, headers=headers,
+            async with session.post(url, data=content, headers=_request_headers(headers),
                                     proxy=self._proxy(url)) as response:
-                body = await response.read()
-                return RawResponse(response.status, response.headers, body)
+                body = CappedBody(response.headers.get("content-encoding"), self.max_bytes)
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    if not body.feed(chunk):
+                        response.close()  # drop the connection: the rest is never read
+                        break
+                return RawResponse(response.status, response.headers, body.content,
+                                   body.defect)
         except asyncio.TimeoutError as exc:
             raise NoResponse("timed out", timeout=True) from exc
         except aiohttp.ClientError as exc:

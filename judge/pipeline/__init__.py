@@ -2,7 +2,16 @@
 re-asks → filter and integrate → results; and the one reader and writer of run directories."""
 
 from ._answer import CallResult, RunProgress
-from ._batch import write_requests
+from ._batch import (
+    RequestFiles,
+    default_record,
+    fan_out,
+    read_record,
+    record_ids,
+    request_files,
+    submit_files,
+    write_requests,
+)
 from ._estimate import cached_request_keys, estimate
 from ._evaluate import (
     TRANSPORT_OPTIONS,
@@ -27,6 +36,7 @@ __all__ = [
     "EvaluationResult",
     "PlannedCall",
     "PlannedTurn",
+    "RequestFiles",
     "Run",
     "RunDirectory",
     "RunProgress",
@@ -34,16 +44,22 @@ __all__ = [
     "cached_request_keys",
     "call_chains",
     "collect",
+    "default_record",
     "estimate",
     "evaluate",
     "evaluate_async",
     "evaluate_systems",
     "evaluate_systems_async",
+    "fan_out",
     "load_run",
     "open_ledger",
     "plan_evaluation",
+    "read_record",
+    "record_ids",
+    "request_files",
     "retry_errors",
     "rules_for",
+    "submit_files",
     "system_dirs",
     "write_requests",
     "write_results",

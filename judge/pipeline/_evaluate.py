@@ -33,6 +33,7 @@ from ._answer import (
     answer_plan,
     answer_plans,
 )
+from ._batch import fan_out
 from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
@@ -297,7 +298,8 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             rules: RuleSet | None = None, out_dir: str | Path | None = None,
             force: bool = False, sources: dict[str, Any] | None = None,
             keep_files: Sequence[str | Path] = ()) -> EvaluationResult:
-    """Integrate a finished batch's completions exactly as live ones (no re-asks).
+    """Integrate a finished batch's completions exactly as live ones (no re-asks); a call
+    whose request body was sent once for several calls gets that line's answer.
 
     With ``out_dir`` the results are written there under the directory's lock and a ``batch``
     manifest (a directory holding another run is refused unless ``force``); ``keep_files``
@@ -308,11 +310,14 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     if run_dir is not None:
         run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False, force=force)
     try:
-        result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(records))),
+        answered = fan_out(plan, records)
+        result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(answered))),
                               batch=True)
         expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
-        result.summary["calls"]["batch_lines_unused"] = len(set(records) - expected)
-        result.summary["calls"]["batch_lines_missing"] = len(expected - set(records))
+        calls = result.summary["calls"]
+        calls["batch_lines_unused"] = len(set(records) - expected)
+        calls["batch_lines_missing"] = len(expected - set(answered))
+        calls["batch_lines_shared"] = len(set(answered) - set(records))
         if run_dir is not None:
             for path in map(Path, keep_files):
                 if path.resolve().parent != run_dir.path.resolve():

@@ -29,10 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pydantic import ValidationError
+
 from .._digest import file_digest, text_digest
 from .._errors import InputError, OptionError, RunConflict, RunLocked
-from .._io import iter_jsonl_lines, read_json
+from .._io import iter_jsonl_lines, loads, read_json, validation_error
 from ..store import LEDGER_FILE
+from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
 
 try:  # POSIX; elsewhere the lock is best effort (see RunDirectory.lock)
@@ -125,11 +128,14 @@ class RunDirectory:
             os.close(fd)  # closing the descriptor releases the flock
 
     def read_manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None when there is none; a damaged one is an InputError."""
         if not self.manifest_path.is_file():
             return None
         data = read_json(self.manifest_path)
-        if not isinstance(data, dict):
-            raise InputError("a manifest must hold a JSON object", path=self.manifest_path)
+        try:
+            RunManifest.model_validate(data)
+        except ValidationError as exc:
+            raise validation_error(exc, path=self.manifest_path, line=None) from None
         return data
 
     def start(self, manifest: dict[str, Any], *, resume: bool, force: bool = False,
@@ -393,16 +399,24 @@ def load_run(path: str | Path) -> Run:
     summary = read_json(summary_path)
     if not isinstance(summary, dict):
         raise InputError("summary.json must hold a JSON object", path=summary_path)
+    try:
+        RunSummary.model_validate(summary)
+    except ValidationError as exc:
+        raise validation_error(exc, path=summary_path, line=None) from None
     rows = []
     for line, text in iter_jsonl_lines(rows_path):
         try:
-            row = json.loads(text)
+            row = loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg})", path=rows_path, line=line) from None
         missing = [f for f in _ROW_FIELDS if not isinstance(row, dict) or f not in row]
         if missing:
             raise InputError("a judgment row lacks this field", path=rows_path, line=line,
                              field=missing[0])
+        try:
+            JudgmentRow.model_validate(row)
+        except ValidationError as exc:
+            raise validation_error(exc, path=rows_path, line=line) from None
         rows.append(row)
     if not rows:
         raise InputError("no judgment rows", path=rows_path)

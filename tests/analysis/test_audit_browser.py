@@ -287,3 +287,40 @@ def test_markup_in_utterances_stays_text(opened, nasty_report):
     assert page.locator("tr.detail b, tr.item b, main img").count() == 0
     assert page.evaluate("window.pwned === undefined")
     assert opened.dialogs == [] and opened.errors == []
+
+
+FORMULAS = {"=": "=cmd|' /C calc'!A0", "+": "+1+1", "-": "-2+3", "@": "@SUM(A1)",
+            "\t": "\t=1", "\r": "\r=1", "'": "'quoted"}
+
+
+@pytest.fixture
+def formula_report(tmp_path) -> Report:
+    """Values, an id and a note that a spreadsheet would run as formulas."""
+    rows = [row(0, dialogue_id="=HYPERLINK(\"x\")", pred={"hotel-name": FORMULAS["="]},
+                gold=both({"hotel-name": FORMULAS["@"]})),
+            row(1, dialogue_id="=HYPERLINK(\"x\")", pred={"hotel-area": FORMULAS["-"]},
+                gold=both({"hotel-area": FORMULAS["'"]}))]
+    run = write_run(tmp_path / "run", rows, {"data": {"versions": ["2.1", "2.4"]}})
+    write_audit(run, tmp_path / "audit.html")
+    return Report(tmp_path / "audit.html", audit_items(rows))
+
+
+def test_csv_export_defuses_formulas_and_imports_back_unchanged(opened, formula_report,
+                                                                tmp_path):
+    page = load(opened, formula_report)
+    page.fill("#annotator", "+tester")
+    page.locator("tr.item select").first.select_option("incorrect")
+    page.locator("tr.item input.note").first.fill(FORMULAS["="])
+    exported = _read_download(page, "#export-csv", tmp_path / "decisions.csv")
+    with exported.open(encoding="utf-8", newline="") as handle:
+        cells = [cell for record in csv.reader(handle) for cell in record]
+    dangerous = [c for c in cells if c[:1] in tuple("=+-@\t\r")]
+    assert dangerous == [], "a spreadsheet would run these as formulas"
+    assert "'" + FORMULAS["="] in cells and "''quoted" in cells
+    assert "'=HYPERLINK(\"x\")" in cells
+    [label] = import_decisions(exported)  # the first listed turn, as the page sorts them
+    assert label["turn_index"] in (0, 1)
+    assert {k: v for k, v in label.items() if k != "turn_index"} == {
+        "dialogue_id": "=HYPERLINK(\"x\")", "label": 0, "annotator": "+tester",
+        "note": FORMULAS["="]}
+    assert opened.errors == []

@@ -42,9 +42,10 @@ def _write(path, lines):
 def test_prepare_writes_one_line_per_call_with_the_live_body(tmp_path, example_data):
     schema, dialogues, predictions = example_data
     plan = plan_evaluation(_config(tmp_path), schema, dialogues, predictions)
-    count = write_requests(plan, tmp_path / "requests.jsonl")
+    written = write_requests(plan, tmp_path / "requests.jsonl")
     lines = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    assert count == len(lines) == len(plan.calls)
+    assert written.files == [tmp_path / "requests.jsonl"]
+    assert written.requests == len(lines) == len(plan.calls) and written.duplicates == 0
     assert all(line["method"] == "POST" and line["url"] == "/v1/chat/completions"
                for line in lines)
     assert lines[0]["custom_id"] == "EX001.json::0::accuracy"

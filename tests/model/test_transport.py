@@ -146,3 +146,80 @@ def test_an_unreplayed_request_to_the_default_endpoint_never_leaves_the_machine(
     with pytest.raises(ModelError, match=r"^connection error: "):
         _complete(ModelClient(config))
     assert BLOCKED == ["api.openai.com"]
+
+
+# --- size caps while reading -------------------------------------------------------------------
+
+def _feed(encoding, data: bytes, *, limit: int = 1_000_000, step: int = 65536):
+    from judge.model._transport import CappedBody
+
+    body = CappedBody(encoding, limit)
+    for start in range(0, len(data), step):
+        if not body.feed(data[start:start + step]):
+            break
+    return body
+
+
+@pytest.mark.parametrize("step", [1, 7, 65536])
+def test_capped_body_decodes_gzip_and_deflate_in_any_chunking(step):
+    import gzip
+    import zlib
+
+    payload = json.dumps({"x": "y" * 500}).encode()
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    raw_deflate = packer.compress(payload) + packer.flush()
+    for encoding, packed in (("gzip", gzip.compress(payload)), ("x-gzip", gzip.compress(payload)),
+                             ("deflate", zlib.compress(payload)), ("deflate", raw_deflate),
+                             ("gzip", gzip.compress(payload[:100]) + gzip.compress(payload[100:])),
+                             (None, payload), ("identity", payload)):
+        body = _feed(encoding, packed, step=step)
+        assert body.defect is None and body.content == payload, encoding
+
+
+def test_a_gzip_bomb_stops_at_the_cap_without_inflating():
+    from ..fault_server import gzip_bomb
+
+    bomb = gzip_bomb(100)  # 100 MB of zeros in about 100 KB
+    body = _feed("gzip", bomb)
+    assert "max_reply_bytes" in body.defect
+    assert len(body.content) == 1_000_001  # one byte past the cap shows it was cut
+    assert body.received < len(bomb)  # reading stopped early
+
+
+def test_caps_count_received_and_decompressed_bytes():
+    import gzip
+    import os
+
+    noise = os.urandom(300_000)  # does not compress: the received count trips first
+    assert "compressed" in _feed("gzip", gzip.compress(noise), limit=200_000).defect
+    assert "max_reply_bytes" in _feed(None, b"x" * 200_001, limit=200_000).defect
+    assert _feed(None, b"x" * 200_000, limit=200_000).defect is None
+
+
+@pytest.mark.parametrize(("encoding", "data", "reason"), [
+    ("br", b"xx", "unsupported content-encoding"),
+    ("gzip, br", b"xx", "unsupported content-encoding"),
+    ("gzip", b"not gzip at all", "corrupt"),
+    ("deflate", b"\x78\x9c garbage", "corrupt"),
+])
+def test_unknown_or_broken_encodings_are_defects(encoding, data, reason):
+    assert reason in _feed(encoding, data).defect
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
+def test_a_reply_over_the_cap_is_a_model_error_and_not_retried(backend):
+    with FaultServer() as srv:
+        base = f"{srv.url.removesuffix('/v1')}/hostile/size-2mb/v1"
+        client = ModelClient(_config(base, http_backend=backend, max_retries=3))
+        with pytest.raises(ModelError, match="max_reply_bytes"):
+            _complete(client)
+        assert srv.snapshot()["total"] == 1  # paid once, never asked again
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-5", "soon", "1e400", ""])
+def test_server_delays_that_are_not_finite_numbers_are_ignored(value):
+    from judge.model._client import _seconds, parse_reset
+
+    assert _seconds(value) in (None, 0.0)
+    assert parse_reset(value) is None or parse_reset(value) >= 0
+    assert _seconds("3") == 3.0 and _seconds("1000") == 120.0

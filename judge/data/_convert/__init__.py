@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import FormatError, InputError, OptionError
+from ..._io import open_output, write_text
 from . import _convlab, _dumps, _multiwoz, _sgd
 from ._common import (
     KINDS,
@@ -255,7 +256,7 @@ def read_foreign(path: str | Path, kind: Kind, context: Context | None = None,
 def write_native_jsonl(records: Iterable[Record], path: str | Path) -> int:
     """Write native records as JSON Lines; returns the number written."""
     count = 0
-    with Path(path).open("w", encoding="utf-8") as handle:
+    with open_output(path) as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
@@ -267,8 +268,7 @@ def write_format(value: Any, fmt: Format, path: str | Path) -> None:
     if fmt.layout == "jsonl":
         write_native_jsonl(value, path)
     else:
-        Path(path).write_text(json.dumps(value, indent=1, ensure_ascii=False) + "\n",
-                              encoding="utf-8")
+        write_text(path, json.dumps(value, indent=1, ensure_ascii=False) + "\n")
 
 
 def validate_format_name(name: str | None) -> str | None:

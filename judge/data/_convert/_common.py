@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..._errors import InputError
-from ..._io import iter_jsonl_lines, open_text, read_text
+from ..._io import iter_jsonl_lines, loads, open_text, read_text
 from .._schema import Schema
 from .._states import NONE, State
 
@@ -63,7 +63,7 @@ class Source:
         """``(line, value)`` of every JSON Lines record (layout ``jsonl``)."""
         for line, text in iter_jsonl_lines(self.path):
             try:
-                yield line, json.loads(text)
+                yield line, loads(text)
             except json.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
                                  path=self.path, line=line) from None
@@ -96,7 +96,7 @@ def open_source(path: str | Path) -> Source:
     if first_line is None:
         raise InputError("file is empty", path=path)
     try:
-        first = json.loads(first_line)
+        first = loads(first_line)
     except (json.JSONDecodeError, RecursionError):
         first = None
     if isinstance(first, dict) and (more or not _looks_like_document(first)):
@@ -131,7 +131,7 @@ def _looks_like_document(value: dict[str, Any]) -> bool:
 
 def _parse_whole(path: Path, text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
                          line=exc.lineno) from None

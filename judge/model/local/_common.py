@@ -30,7 +30,7 @@ def console_for(console: Console | None, progress: bool) -> Console | None:
 def say(console: Console | None, message: str) -> None:
     """One line of progress, when there is a console to print it on."""
     if console is not None:
-        console.print(message, highlight=False)
+        console.print(message, highlight=False, markup=False)  # paths may hold "["
 
 
 def progress_bar(console: Console | None, enabled: bool, *columns: Any) -> Progress:
