@@ -187,9 +187,7 @@ EXAMPLES = ROOT / "examples"
 _OLD_PROMPTS = ("recorded with the prompts before issue 13's prompt budget and not yet "
                 "re-recorded on the local model (README: Cassettes)")
 STALE_CASSETTES: dict[str, str] = {
-    "example-two-dim-cot.json": _OLD_PROMPTS,
     "example-cot.json": _OLD_PROMPTS,
-    "example-two-dim-few-shot.json": _OLD_PROMPTS,
 }
 """Cassettes recorded with older prompts and not yet re-recorded (README: *Cassettes*): the
 tests that replay them skip, saying so, instead of failing on the first unmatched request."""
