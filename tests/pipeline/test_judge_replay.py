@@ -126,3 +126,18 @@ def test_cli_replay_is_the_readme_main_job(tmp_path, capsys):
     assert "api_key" not in summary["options"]
     rows = (tmp_path / "run" / "judgments.jsonl").read_text().splitlines()
     assert len(rows) == 11
+
+
+def test_on_result_hears_each_finished_call_once(tmp_path, example_data):
+    """The service journals every call it hears of: a call reported twice would be stored
+    twice."""
+    config = _config(tmp_path)
+    schema, dialogues, predictions = example_data
+    heard: list[str] = []
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        mount_cassette(router, "example-two-dim.json")
+        evaluate(config, schema, dialogues, predictions, http_client=httpx.AsyncClient(),
+                 out_dir=tmp_path / "run", on_result=lambda r: heard.append(r.custom_id))
+    plan = plan_evaluation(config, schema, dialogues, predictions)
+    sent = [c.custom_id for c in plan.calls if not c.skipped]
+    assert sorted(heard) == sorted(sent) and len(heard) == len(set(heard))
