@@ -51,6 +51,7 @@ class RequestFiles:
     separate: int = 0
     """Requests that separate request files, one set per system, would hold."""
     systems: int = 1
+    """Systems sharing the files (their custom ids name the system when more than one)."""
 
     @property
     def requests(self) -> int:
