@@ -26,8 +26,8 @@ EXPECTED = {
     # exit statuses and the errors behind them (the service reports the same meanings)
     "ExitStatus", "exit_status_for", "RunInterrupted", "RunDirectoryError", "RunLocked",
     "RunConflict", "StoreError",
-    # several systems judged together, each distinct request sent once
-    "evaluate_systems", "evaluate_systems_async",
+    # several systems judged together, each distinct request sent (or written) once
+    "evaluate_systems", "evaluate_systems_async", "collect_systems",
     # the service's Python client and its error
     "Client", "ServiceError",
     # bring your own data (issue 14)

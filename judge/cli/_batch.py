@@ -14,17 +14,20 @@ from .._errors import OptionError
 from .._io import check_output_dir
 from ..model import ReplyLimits, download, read_output, status
 from ..pipeline import (
+    EvaluationPlan,
     collect,
+    collect_systems,
     default_record,
     plan_evaluation,
     record_ids,
     request_files,
     rules_for,
     submit_files,
+    system_dirs,
     write_requests,
 )
 from ._convert import load_predictions_noted
-from ._evaluate import add_force_option, finish, sources_of
+from ._evaluate import add_force_option, finish, finish_systems, sources_of
 from ._options import (
     COST,
     ENDPOINT,
@@ -36,6 +39,7 @@ from ._options import (
     add_rules_option,
     config_from_args,
     load_data,
+    prediction_paths,
 )
 from ._report import say
 
@@ -55,7 +59,8 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                           description="Write one request per distinct request body (calls with "
                           "identical bodies are asked once), split into numbered files at "
                           "the Batch API's limits (50,000 requests, 200 MB).")
-    add_data_options(prep)
+    add_data_options(prep, many=True, many_help="or directories of them: several systems "
+                     "share the request files, each distinct body written once")
     add_config_options(prep, _PREPARE)
     prep.add_argument("--out", required=True, metavar="FILE",
                       help="request file (JSON Lines); when split: FILE-001.jsonl, ...")
@@ -86,7 +91,8 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     col.add_argument("--record", metavar="FILE", help="the record file of 'batch submit'")
     col.add_argument("--output-file", nargs="+", metavar="FILE",
                      help="finished batches' output (and error) files on disk")
-    add_data_options(col)
+    add_data_options(col, many=True, many_help="or directories of them, as given to "
+                     "'batch prepare' (--out then holds one run directory per system)")
     add_config_options(col, (*ENDPOINT, *GENERATION, *METHOD, "prompt_cache_key", *COST,
                              "timeout", "max_retries", *REPLIES))
     add_rules_option(col)
@@ -95,16 +101,31 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     col.set_defaults(handler=run_collect)
 
 
+def _systems(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
+    """Schema, dialogues and every system's predictions (files, or directories of them)."""
+    schema, dialogues = load_data(args)
+    return schema, dialogues, [load_predictions_noted(str(path), dialogues, schema)
+                               for path in prediction_paths(args.predictions)]
+
+
 def run_prepare(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
-    schema, dialogues = load_data(args)
-    predictions = load_predictions_noted(args.predictions, dialogues, schema)
-    plan = plan_evaluation(config, schema, dialogues, predictions)
-    written = write_requests(plan, args.out)
-    shared = (f"; {written.duplicates} call(s) share a body with another and are asked once"
-              if written.duplicates else "")
-    say(console, f"wrote {written.requests} requests for {written.calls} calls "
-                 f"({len(plan.turns)} turns){shared}")
+    schema, dialogues, systems = _systems(args)
+    plans: list[EvaluationPlan] = [plan_evaluation(config, schema, dialogues, p)
+                                   for p in systems]
+    if len(plans) == 1:
+        written = write_requests(plans[0], args.out)
+        shared = (f"; {written.duplicates} call(s) share a body with another and are asked "
+                  "once" if written.duplicates else "")
+        say(console, f"wrote {written.requests} requests for {written.calls} calls "
+                     f"({len(plans[0].turns)} turns){shared}")
+    else:
+        names = system_dirs(systems)
+        written = write_requests(plans, args.out, names=names)
+        saving = 1 - written.requests / written.separate if written.separate else 0.0
+        say(console, f"{len(plans)} systems ({', '.join(names)}): {written.calls} calls, "
+                     f"{written.requests} distinct requests written; separate request files "
+                     f"would hold {written.separate} (saving {saving:.1%})")
     for path, count, size in zip(written.files, written.counts, written.sizes, strict=True):
         say(console, f"  {path}: {count} requests, {size:,} bytes")
     return 0
@@ -148,14 +169,15 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
 
 def run_collect(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
-    schema, dialogues = load_data(args)
-    predictions = load_predictions_noted(args.predictions, dialogues, schema)
+    schema, dialogues, systems = _systems(args)
     check_output_dir(args.out)
     files = [Path(f) for f in args.output_file or []]
     ids = _ids(args)
     if not files and not ids:
         raise OptionError("batch collect needs BATCH_ID(s), --record FILE or --output-file FILE")
     limits = ReplyLimits.from_config(config)
+    options: dict[str, Any] = {"rules": rules_for(args.rules, schema), "out_dir": args.out,
+                               "force": args.force, "sources": sources_of(args)}
     with tempfile.TemporaryDirectory(prefix="dst-judge-batch-") as downloads:
         fetched: list[Path] = []
         for batch_id in ids:
@@ -163,7 +185,19 @@ def run_collect(args: argparse.Namespace, console: Console) -> int:
         records = {}
         for path in [*files, *fetched]:
             records.update(read_output(path, limits=limits, secret=config.secret))
-        result = collect(config, schema, dialogues, predictions, records,
-                         rules=rules_for(args.rules, schema), out_dir=args.out,
-                         force=args.force, sources=sources_of(args), keep_files=fetched)
-    return finish(result, args.out, console)
+        if len(systems) == 1:
+            result = collect(config, schema, dialogues, systems[0], records,
+                             keep_files=fetched, **options)
+        else:
+            results = collect_systems(config, schema, dialogues, systems, records,
+                                      keep_files=fetched, **options)
+    if len(systems) == 1:
+        return finish(result, args.out, console)
+    planned = sum(r.summary["calls"]["planned"] for r in results)
+    shared = sum(r.summary["calls"]["batch_lines_shared"] for r in results)
+    missing = sum(r.summary["calls"]["batch_lines_missing"] for r in results)
+    tally = (f"{len(results)} systems, {planned} calls: {planned - shared - missing} answered "
+             f"by their own line, {shared} by the line of a call with the same body, "
+             f"{missing} without a line")
+    return finish_systems(results, system_dirs(systems), args.out, console, tally=tally,
+                          again="each system's summary.json names the first of them")

@@ -143,21 +143,25 @@ def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
 
 
 def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
-                   console: Console) -> int:
-    """Print each system's summary and what judging them together saved."""
+                   console: Console, *, tally: str | None = None,
+                   again: str = "'dst-judge retry-errors DIR/<system>' sends their calls "
+                                "again") -> int:
+    """Print each system's summary and what judging them together saved (``tally``, else
+    the live run's request counts); ``again`` says how to redo error rows."""
     for name, result in zip(names, results, strict=True):
         say(console, f"\nsystem {name} ({Path(out) / name})")
         print_evaluation(result.summary, console)
-    group = results[0].summary["calls"].get("group", {})
-    planned = sum(r.summary["calls"]["planned"] for r in results)
-    say(console, f"\n{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
-                  f"requests sent, {group.get('cache_hits', 0)} from the cache, "
-                  f"{group.get('shared', 0)} shared between systems; results in "
-                  f"{out}/<system>/")
+    if tally is None:
+        group = results[0].summary["calls"].get("group", {})
+        planned = sum(r.summary["calls"]["planned"] for r in results)
+        tally = (f"{len(results)} systems, {planned} calls planned: {group.get('sent', 0)} "
+                 f"requests sent, {group.get('cache_hits', 0)} from the cache, "
+                 f"{group.get('shared', 0)} shared between systems")
+    say(console, f"\n{tally}; results in {out}/<system>/")
     status = EvaluationResult.combined_status(results)
     if status is not ExitStatus.OK:
-        print(f"dst-judge: some turns are error rows ({status.name.lower()}); "
-              "'dst-judge retry-errors DIR/<system>' sends their calls again", file=sys.stderr)
+        print(f"dst-judge: some turns are error rows ({status.name.lower()}); {again}",
+              file=sys.stderr)
     return int(status)
 
 

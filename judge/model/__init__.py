@@ -9,6 +9,7 @@ from ._batch import (
     read_output,
     status,
     submit,
+    system_custom_id,
 )
 from ._cassette import (
     Cassette,
@@ -92,6 +93,7 @@ __all__ = [
     "scrub",
     "status",
     "submit",
+    "system_custom_id",
     "usage_check",
     "usage_cost",
 ]

@@ -41,6 +41,12 @@ def custom_id(dialogue_id: str, turn_index: int, dimension: str) -> str:
     return f"{dialogue_id}{ID_SEPARATOR}{turn_index}{ID_SEPARATOR}{dimension}"
 
 
+def system_custom_id(system: str, dialogue_id: str, turn_index: int, dimension: str) -> str:
+    """Batch API id of one call of one of several systems sharing request files:
+    ``<system>::<dialogue_id>::<turn_index>::<dimension>`` (their calls share the rest)."""
+    return custom_id(f"{system}{ID_SEPARATOR}{dialogue_id}", turn_index, dimension)
+
+
 def call_key(dialogue_id: str, turn_index: int, dimension: str) -> tuple[str, int, str]:
     """Join key of a call, tolerant of dialogue-id spellings (``SNG0073`` = ``SNG0073.json``)."""
     return dialogue_key(dialogue_id), turn_index, dimension
@@ -51,8 +57,6 @@ def parse_custom_id(value: str) -> tuple[str, int, str] | None:
     if len(parts) != 3 or not parts[1].isdigit():
         return None
     return call_key(parts[0], int(parts[1]), parts[2])
-
-
 
 
 def read_output(path: str | Path, *, limits: ReplyLimits | None = None,

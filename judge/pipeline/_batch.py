@@ -5,6 +5,11 @@ The Batch API takes at most 50,000 requests and 200 MB per input file, so reques
 into numbered files (``requests-001.jsonl``, ...; one batch each) at whichever limit comes
 first. Calls whose request bodies are identical (the same history and state in two turns)
 are written and paid for once: collecting fans the answer out to every call with that body.
+
+Several systems judged on the same dialogues share one set of request files: each distinct
+body is written once across them all, under the custom id of the first call that carries it,
+qualified by that call's system (:func:`~judge.model.system_custom_id`; the systems' calls
+share dialogue, turn and dimension).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from .._config import JudgeConfig
 from .._digest import file_digest, text_digest
 from .._errors import InputError, ModelError, OptionError
 from .._io import iter_jsonl_lines, open_output, read_json, write_text
-from ..model import CHAT_URL, Completion, call_key, submit
+from ..model import CHAT_URL, Completion, call_key, parse_custom_id, submit, system_custom_id
 from ._plan import EvaluationPlan, PlannedCall
 
 BATCH_MAX_REQUESTS = 50_000
 BATCH_MAX_BYTES = 200_000_000
 
 Records = dict[tuple[str, int, str], Completion | ModelError]
+System = tuple[str | None, EvaluationPlan]
+"""A plan and the name that qualifies its custom ids (None: one system alone, plain ids)."""
 
 
 @dataclass
@@ -41,6 +48,10 @@ class RequestFiles:
     """Planned calls (skipped ones excluded)."""
     duplicates: int = 0
     """Calls whose body another call already carries (answered by that call's line)."""
+    separate: int = 0
+    """Requests that separate request files, one set per system, would hold."""
+    systems: int = 1
+    """Systems sharing the files (their custom ids name the system when more than one)."""
 
     @property
     def requests(self) -> int:
@@ -49,11 +60,31 @@ class RequestFiles:
 
 def distinct_calls(plan: EvaluationPlan) -> Iterator[tuple[PlannedCall, bool]]:
     """Every planned call with whether its body is the first of its kind in plan order."""
+    for _, call, first in _distinct_lines([(None, plan)]):
+        yield call, first
+
+
+def line_id(system: str | None, call: PlannedCall) -> str:
+    """The custom id of the request line that carries ``call`` (qualified by its system)."""
+    if system is None:
+        return call.custom_id
+    return system_custom_id(system, call.dialogue_id, call.turn_index, call.dimension)
+
+
+def _line_key(system: str | None, call: PlannedCall) -> tuple[str, int, str] | None:
+    """How :func:`~judge.model.read_output` keys the line that ``call`` would carry."""
+    return parse_custom_id(line_id(system, call))
+
+
+def _distinct_lines(systems: Sequence[System]) -> Iterator[tuple[str | None, PlannedCall, bool]]:
+    """Every call of every system, in order, with whether its body is the first of its kind
+    across all of them."""
     seen: set[str] = set()
-    for call in plan.calls:
-        digest = text_digest(call.body)
-        yield call, digest not in seen
-        seen.add(digest)
+    for name, plan in systems:
+        for call in plan.calls:
+            digest = text_digest(call.body)
+            yield name, call, digest not in seen
+            seen.add(digest)
 
 
 def part_path(path: Path, number: int) -> Path:
@@ -69,8 +100,8 @@ def _stale_parts(path: Path, keep: int) -> list[Path]:
                   if (m := pattern.match(p.name)) and int(m.group(1)) > keep)
 
 
-def _request_line(call: PlannedCall) -> bytes:
-    return (json.dumps({"custom_id": call.custom_id, "method": "POST", "url": CHAT_URL,
+def _request_line(system: str | None, call: PlannedCall) -> bytes:
+    return (json.dumps({"custom_id": line_id(system, call), "method": "POST", "url": CHAT_URL,
                         "body": call.body}, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -87,36 +118,52 @@ def _split(sizes: Sequence[int], max_requests: int, max_bytes: int) -> list[int]
     return counts or [0]
 
 
-def write_requests(plan: EvaluationPlan, path: str | Path, *, max_requests: int | None = None,
+def write_requests(plans: EvaluationPlan | Sequence[EvaluationPlan], path: str | Path, *,
+                   names: Sequence[str] | None = None, max_requests: int | None = None,
                    max_bytes: int | None = None) -> RequestFiles:
     """Write one Batch API request line per distinct request body (skipped calls need none),
     split into files of at most ``max_requests`` lines and ``max_bytes`` bytes (defaults:
     the config's ``batch_max_requests`` and ``batch_max_bytes``).
+
+    Several plans (systems on the same dialogues, ``names`` from
+    :func:`~judge.pipeline.system_dirs`) share the files: a body is written once across all
+    of them, its custom id qualified by the system of the first call carrying it.
 
     One file is written to ``path`` itself; more are numbered beside it
     (``requests-001.jsonl``, ...), and numbered files of an earlier, larger split are removed
     so that ``batch submit DIR`` never sends stale requests. The split is decided first (a
     pass that only measures lines), so no file is ever renamed or written twice.
     """
+    systems = _systems(plans, names)
     target = Path(path)
-    max_requests = max_requests or plan.config.batch_max_requests
-    max_bytes = max_bytes or plan.config.batch_max_bytes
-    out = RequestFiles()
+    config = systems[0][1].config
+    max_requests = max_requests or config.batch_max_requests
+    max_bytes = max_bytes or config.batch_max_bytes
+    out = RequestFiles(systems=len(systems))
+    out.separate = sum(len({text_digest(c.body) for c in plan.calls}) for _, plan in systems)
     sizes: list[int] = []
-    for call, first in distinct_calls(plan):
+    keys: set[tuple[str, int, str] | None] = set()
+    for name, call, first in _distinct_lines(systems):
         out.calls += 1
         if not first:
             out.duplicates += 1
             continue
-        size = len(_request_line(call))
+        key = _line_key(name, call)
+        if key in keys:  # read_output could not tell the two lines apart
+            raise OptionError(f"two request lines would share the custom id "
+                              f"{line_id(name, call)!r} (system names that differ only in "
+                              "case?); rename a system")
+        keys.add(key)
+        size = len(_request_line(name, call))
         if size > max_bytes:
-            raise OptionError(f"the request of {call.custom_id} alone has {size:,} bytes, "
-                              f"more than batch_max_bytes ({max_bytes:,})")
+            raise OptionError(f"the request of {line_id(name, call)} alone has {size:,} "
+                              f"bytes, more than batch_max_bytes ({max_bytes:,})")
         sizes.append(size)
     out.counts = _split(sizes, max_requests, max_bytes)
     out.files = [target] if len(out.counts) == 1 else [
         part_path(target, n + 1) for n in range(len(out.counts))]
-    lines = (_request_line(call) for call, first in distinct_calls(plan) if first)
+    lines = (_request_line(name, call) for name, call, first in _distinct_lines(systems)
+             if first)
     for file, count in zip(out.files, out.counts, strict=True):
         written = 0
         with open_output(file, "wb") as handle:
@@ -130,25 +177,61 @@ def write_requests(plan: EvaluationPlan, path: str | Path, *, max_requests: int 
     return out
 
 
+def _systems(plans: EvaluationPlan | Sequence[EvaluationPlan],
+             names: Sequence[str] | None) -> list[System]:
+    """One plan alone keeps plain custom ids; several need a name each."""
+    if isinstance(plans, EvaluationPlan):
+        plans = [plans]
+    if names is None:
+        if len(plans) != 1:
+            raise OptionError("several systems share request files only with a name each")
+        return [(None, plans[0])]
+    if len(names) != len(plans) or len(set(names)) != len(names):
+        raise OptionError("each system needs its own name")
+    return list(zip(names, plans, strict=True))
+
+
 def fan_out(plan: EvaluationPlan, records: Records) -> Records:
     """Records for every planned call: a call whose body was sent once under another call's
     custom id gets that call's answer (the same body, the same answer), marked as not billed
     again."""
+    return fan_out_systems([(None, plan)], records)[0]
+
+
+def fan_out_systems(systems: Sequence[System], records: Records) -> list[Records]:
+    """Records for every call of every system, keyed by the call (as one system alone keys
+    them): a call answers from its own line, else from the line of any call, of any system,
+    that carried the same body, marked as not billed again."""
     by_body: dict[str, Completion | ModelError] = {}
-    for call in plan.calls:
-        found = records.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
-        if found is not None:
-            by_body.setdefault(text_digest(call.body), found)
-    out = dict(records)
-    for call in plan.calls:
-        key = call_key(call.dialogue_id, call.turn_index, call.dimension)
-        if key not in out:
+    own: list[Records] = []
+    for name, plan in systems:
+        mine: Records = {}
+        for call in plan.calls:
+            line = _line_key(name, call)
+            found = records.get(line) if line is not None else None
+            if found is not None:
+                mine[call_key(call.dialogue_id, call.turn_index, call.dimension)] = found
+                by_body.setdefault(text_digest(call.body), found)
+        own.append(mine)
+    out: list[Records] = []
+    for (_, plan), mine in zip(systems, own, strict=True):
+        answered = dict(mine)
+        for call in plan.calls:
+            key = call_key(call.dialogue_id, call.turn_index, call.dimension)
+            if key in answered:
+                continue
             shared = by_body.get(text_digest(call.body))
             if isinstance(shared, Completion):  # paid for once, by the call that carried it
-                out[key] = dataclasses.replace(shared, cached=True)
+                answered[key] = dataclasses.replace(shared, cached=True)
             elif shared is not None:
-                out[key] = shared
+                answered[key] = shared
+        out.append(answered)
     return out
+
+
+def line_keys(systems: Sequence[System]) -> set[tuple[str, int, str] | None]:
+    """The keys of every line these systems' calls could be answered by (their own)."""
+    return {_line_key(name, call) for name, plan in systems for call in plan.calls}
 
 
 # --- submitted batches -------------------------------------------------------------------------

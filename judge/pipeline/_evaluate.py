@@ -33,7 +33,7 @@ from ._answer import (
     answer_plan,
     answer_plans,
 )
-from ._batch import fan_out
+from ._batch import System, fan_out_systems, line_keys
 from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
@@ -305,26 +305,74 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     run_dir = RunDirectory(out_dir) if out_dir is not None else None
-    if run_dir is not None:
-        run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False, force=force)
+    return _collect([(None, plan)], [run_dir], records, force=force, sources=sources,
+                    keep_files=keep_files, keep_dir=out_dir)[0]
+
+
+def collect_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
+                    predictions: Sequence[PredictionSet],
+                    records: dict[tuple[str, int, str], Completion | ModelError], *,
+                    rules: RuleSet | None = None, out_dir: str | Path | None = None,
+                    force: bool = False, sources: dict[str, Any] | None = None,
+                    keep_files: Sequence[str | Path] = ()) -> list[EvaluationResult]:
+    """:func:`collect` for several systems whose requests were written together
+    (``write_requests`` with their :func:`system_dirs` names): every call is answered from
+    the shared lines, so each system gets the results a batch of its own would give, without
+    paying twice for a body two systems share.
+
+    With ``out_dir`` each system's run directory is ``out_dir/<system>``, and ``keep_files``
+    are moved into ``out_dir`` itself (they belong to every system).
+    """
+    names = system_dirs(predictions)
+    if out_dir is not None and RunDirectory(out_dir).read_manifest() is not None:
+        raise RunConflict(f"{out_dir} holds a single run; several systems need a directory "
+                          "of their own (one run directory per system inside it)")
+    systems: list[System] = [(name, plan_evaluation(config, schema, dialogues, p, rules=rules))
+                             for name, p in zip(names, predictions, strict=True)]
+    run_dirs = [RunDirectory(Path(out_dir) / name) if out_dir is not None else None
+                for name in names]
+    return _collect(systems, run_dirs, records, force=force, sources=sources,
+                    keep_files=keep_files, keep_dir=out_dir)
+
+
+def _collect(systems: list[System], run_dirs: Sequence[RunDirectory | None],
+             records: dict[tuple[str, int, str], Completion | ModelError], *, force: bool,
+             sources: dict[str, Any] | None, keep_files: Sequence[str | Path],
+             keep_dir: str | Path | None) -> list[EvaluationResult]:
+    """Lock every run directory, answer every system from the records, write the results;
+    each summary counts its calls' lines (missing, shared) and the lines no call used."""
     try:
-        answered = fan_out(plan, records)
-        result = build_result(plan, asyncio.run(answer_plan(plan, RecordedSource(answered))),
-                              batch=True)
-        expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
-        calls = result.summary["calls"]
-        calls["batch_lines_unused"] = len(set(records) - expected)
-        calls["batch_lines_missing"] = len(expected - set(answered))
-        calls["batch_lines_shared"] = len(set(answered) - set(records))
-        if run_dir is not None:
+        for (_, plan), run_dir in zip(systems, run_dirs, strict=True):
+            if run_dir is not None:
+                run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False,
+                              force=force)
+        unused = len(set(records) - line_keys(systems))
+        results = []
+        for (name, plan), answered in zip(systems, fan_out_systems(systems, records),
+                                          strict=True):
+            result = build_result(plan,
+                                  asyncio.run(answer_plan(plan, RecordedSource(answered))),
+                                  batch=True)
+            own = line_keys([(name, plan)]) & set(records)
+            calls = result.summary["calls"]
+            calls["batch_lines_unused"] = unused
+            expected = {call_key(c.dialogue_id, c.turn_index, c.dimension) for c in plan.calls}
+            calls["batch_lines_missing"] = len(expected - set(answered))
+            calls["batch_lines_shared"] = len(answered) - len(own)
+            results.append(result)
+        if keep_dir is not None:
+            folder = Path(keep_dir)
             for path in map(Path, keep_files):
-                if path.resolve().parent != run_dir.path.resolve():
-                    shutil.move(str(path), run_dir.path / path.name)
-            run_dir.write_results(result.rows, result.summary)
-        return result
+                if path.resolve().parent != folder.resolve():
+                    shutil.move(str(path), folder / path.name)
+        for run_dir, result in zip(run_dirs, results, strict=True):
+            if run_dir is not None:
+                run_dir.write_results(result.rows, result.summary)
+        return results
     finally:
-        if run_dir is not None:
-            run_dir.close()
+        for run_dir in run_dirs:
+            if run_dir is not None:
+                run_dir.close()
 
 
 def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:

@@ -208,3 +208,59 @@ def test_odd_output_lines_are_error_rows(name, data, tmp_path, run_cli, canary):
                       "--out", str(out))
     check_clean(outcome, out)
     assert outcome.code == 4, outcome.err  # nothing could be judged
+
+
+def test_several_systems_share_the_batches_and_match_a_live_run(hostile_server, twins,
+                                                                tmp_path, run_cli):
+    """Two systems on the twins: one set of batches carries each distinct body once; each
+    system's collected rows are those a live run of both on the same server gives."""
+    other = jsonl(tmp_path / "in" / "other.jsonl", [
+        {**PREDICTION, "dialogue_id": f"T{n}", "system_name": "other-dst", "turns": [
+            {"turn_index": 0, "pred_state": {"hotel-area": "north"}}]} if n < 2 else
+        {**PREDICTION, "dialogue_id": f"T{n}", "system_name": "other-dst"} for n in range(6)])
+    data = [*twins.args(), str(other), "--model", "fault-model"]
+    api = ["--base-url", hostile_server.url, "--max-retries", "0"]
+    requests = tmp_path / "batch" / "requests.jsonl"
+    hostile_server.stats.reset()
+    prepared = run_cli("batch", "prepare", *data, "--out", str(requests),
+                       "--batch-max-requests", "2")
+    check_clean(prepared, tmp_path)
+    assert prepared.code == 0, prepared.err
+    lines = [json.loads(x) for p in sorted(requests.parent.glob("requests-*.jsonl"))
+             for x in p.read_text().splitlines()]
+    # 24 calls; each system alone has 6 distinct bodies (3 pairs of twins, 2 dimensions);
+    # the other's T0/T1 pair differs from the first's: 2 more
+    assert len(lines) == len({body_hash(x["body"]) for x in lines}) == 8
+    assert "24 calls, 8 distinct requests" in " ".join(prepared.out.split())
+    assert "would hold 12 (saving 33.3%)" in " ".join(prepared.out.split())
+    assert run_cli("batch", "submit", str(requests.parent), *api).code == 0
+    runs = tmp_path / "runs"
+    collected = run_cli("batch", "collect", "--record", str(requests.parent / "batches.json"),
+                        *data, "--out", str(runs), *api)
+    check_clean(collected, tmp_path)
+    assert collected.code == 0, collected.err
+    stats = hostile_server.snapshot()
+    assert stats["completed"] == 8 and stats["max_completed_per_body"] == 1
+    assert sorted(p.name for p in runs.glob("*.output.jsonl")) == [
+        f"{b['id']}.output.jsonl" for b in
+        sorted(json.loads((requests.parent / "batches.json").read_text())["batches"],
+               key=lambda b: b["id"])]  # downloads kept beside the systems' directories
+
+    live = tmp_path / "live"
+    evaluated = run_cli("evaluate", *data, "--out", str(live), "--no-cache", "--no-progress",
+                        *api)
+    assert evaluated.code == 0, evaluated.err
+    for name in ("hostile-dst", "other-dst"):
+        summary = json.loads((runs / name / "summary.json").read_text())
+        assert summary["scored_turns"] == 6 and summary["error_turns"] == 0
+        batch_rows = (runs / name / "judgments.jsonl").read_text().splitlines()
+        live_rows = (live / name / "judgments.jsonl").read_text().splitlines()
+        assert [_verdicts(json.loads(r)) for r in batch_rows] == \
+            [_verdicts(json.loads(r)) for r in live_rows]
+
+
+def _verdicts(row: dict) -> dict:
+    """A judgments row without how its calls travelled (attempt metadata)."""
+    return {**row, "calls": [{k: v for k, v in c.items() if k != "attempts"}
+                             | {"replies": [a["text"] for a in c["attempts"]]}
+                             for c in row["calls"]]}
