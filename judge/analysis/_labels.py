@@ -94,6 +94,8 @@ class HumanLabel(BaseModel):
     time: Annotated[str, AfterValidator(_iso_time)] | None = None
     note: str | None = None
     slots: dict[Annotated[str, Field(min_length=1)], SlotLabel] | None = None
+    predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """The predictions file whose turn state was labelled (the service's exports say so)."""
 
     @property
     def key(self) -> TurnKey:

@@ -8,6 +8,7 @@ from ._bundles import export_bundle
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
+from ._labels import job_subject, predictions_sha256
 from ._migrate import copy_database
 from ._server import run_server
 from ._settings import (
@@ -38,7 +39,9 @@ __all__ = [
     "default_data_dir",
     "ensure_project",
     "export_bundle",
+    "job_subject",
     "list_tokens",
+    "predictions_sha256",
     "read_endpoints_file",
     "revoke_token",
     "run_server",

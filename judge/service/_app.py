@@ -175,7 +175,10 @@ class LabelRequest(BaseModel):
     slot: str = Field("", max_length=200, description="'' labels the whole turn.")
     label: Literal["correct", "incorrect", "unsure"]
     note: str | None = Field(None, max_length=5000)
-    job_id: str | None = Field(None, max_length=40)
+    job_id: str | None = Field(None, max_length=40, description=(
+        "The judge run whose turn is labelled; the label belongs to its predictions."))
+    predictions: str | None = Field(None, max_length=40, description=(
+        "Or the id of the predictions file whose turn state is labelled."))
 
 
 # --- who is calling -----------------------------------------------------------------------------
@@ -394,17 +397,38 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
             raise ServiceError(f"no active token {token_id!r} in this project", status=404)
         return Response(status_code=204)
 
+    def subject_of(project_id: str, job_id: str | None, predictions: str | None) -> str | None:
+        """What labels are about: the predictions of a judge run or of a predictions file."""
+        subject = None
+        if job_id is not None:
+            subject = service.labels.subject_of_job(project_id, job_id)
+        if predictions is not None:
+            sha = service.labels.subject_of_file(project_id, predictions)
+            if subject is not None and sha != subject:
+                raise ServiceError(f"job {job_id!r} judged other predictions than file "
+                                   f"{predictions!r}", status=422, field="predictions")
+            subject = sha
+        return subject
+
     @app.put("/v1/labels", tags=["labels"])
     def put_label(principal: Reviewer, request: LabelRequest) -> dict[str, Any]:
-        if request.job_id is not None:
-            service.jobs.row(principal.project_id, request.job_id)
-        return service.labels.put(principal, request.model_dump())
+        subject = subject_of(principal.project_id, request.job_id, request.predictions)
+        if subject is None:
+            raise ServiceError("say what the label judges: job_id (a judge run) or "
+                               "predictions (a predictions file id)", status=422,
+                               field="job_id")
+        values = request.model_dump(exclude={"predictions"})
+        return service.labels.put(principal, {**values, "subject": subject})
 
     @app.get("/v1/labels", tags=["labels"])
     def get_labels(principal: Reader, job_id: str | None = None,
-                   reviewer: str | None = None,
+                   predictions: str | None = None, reviewer: str | None = None,
                    format: Literal["json", "labels"] = "json") -> Response:
-        items = service.labels.list(principal.project_id, job_id=job_id, reviewer=reviewer)
+        subject = subject_of(principal.project_id, job_id, predictions)
+        if subject is None and format == "labels":
+            raise ServiceError("a labels file holds the labels of one predictions file: give "
+                               "job_id or predictions", status=422, field="job_id")
+        items = service.labels.list(principal.project_id, subject=subject, reviewer=reviewer)
         if format == "labels":
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n"
                            for r in service.labels.as_label_file(items))

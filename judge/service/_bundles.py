@@ -1,5 +1,6 @@
 """Export a finished job as a bundle another server can import: a ``.tar.gz`` holding
-``bundle.json`` (format, kind, options, the inputs' names and sha256), ``manifest.json``,
+``bundle.json`` (format, kind, options, the inputs' names and sha256, the ``subject``: the
+predictions sha256 the run judged, which keys human labels), ``manifest.json``,
 ``summary.json``, ``judgments.jsonl`` and the run log ``calls.jsonl`` (so the paid replies
 travel with the results). Inputs themselves are not included, only their digests.
 
@@ -21,6 +22,7 @@ from .._errors import ServiceError
 from ._auth import Principal, new_id
 from ._db import files, job_calls, jobs, judgments
 from ._jobs import judgment_row
+from ._labels import predictions_sha256
 
 if TYPE_CHECKING:
     from ._app import Service
@@ -48,6 +50,7 @@ def export_bundle(service: Service, project_id: str, job_id: str) -> tuple[str, 
         inputs[name] = described[0] if isinstance(value, str) else described
     meta = {"format": BUNDLE_FORMAT, "job_id": row.id, "kind": row.kind,
             "endpoint": row.endpoint, "options": row.options, "inputs": inputs,
+            "subject": predictions_sha256(row.subject or ""),
             "status": row.status, "exit_code": row.exit_code,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     members = {
@@ -65,6 +68,19 @@ def export_bundle(service: Service, project_id: str, job_id: str) -> tuple[str, 
             info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return f"{row.id}.tar.gz", buffer.getvalue()
+
+
+def bundle_subject(meta: dict[str, Any]) -> str | None:
+    """The predictions sha256 a bundle's run judged (its ``subject``, or the sha256 of its
+    predictions input), so labels of the imported run meet those of the same predictions;
+    None when the bundle does not say."""
+    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    predictions = inputs.get("predictions")
+    for value in (meta.get("subject"),
+                  predictions.get("sha256") if isinstance(predictions, dict) else None):
+        if isinstance(value, str) and predictions_sha256(value):
+            return value
+    return None
 
 
 def _public_manifest(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -116,6 +132,7 @@ def import_bundle(service: Service, principal: Principal, stream: IO[bytes]) -> 
     job_id = new_id("job")
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     inputs = {"bundle": {"job_id": str(meta.get("job_id")), "inputs": meta.get("inputs")}}
+    subject = bundle_subject(meta)
     usage = summary.get("tokens") if isinstance(summary.get("tokens"), dict) else {}
     tokens_used = sum(int(usage.get(k, 0) or 0) for k in ("prompt_tokens", "completion_tokens")
                       if isinstance(usage.get(k, 0), int))
@@ -127,7 +144,7 @@ def import_bundle(service: Service, principal: Principal, stream: IO[bytes]) -> 
               "exit_code": 1 if summary.get("error_turns") else 0,
               "summary": summary, "manifest": manifest, "cost_usd": 0.0,
               "tokens_used": tokens_used, "imported": True,
-              "progress": {"total": len(calls), "done": len(calls)}}
+              "progress": {"total": len(calls), "done": len(calls)}, "subject": subject}
     with service.db.write() as conn:
         conn.execute(jobs.insert().values(**record))
         if rows:

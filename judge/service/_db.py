@@ -95,6 +95,8 @@ jobs = sa.Table(
     sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
     sa.Column("tokens_used", sa.BigInteger, nullable=False, default=0),
     sa.Column("imported", sa.Boolean, nullable=False, default=False),
+    # what a judge run judged: its predictions file's sha256 (human labels are keyed by it)
+    sa.Column("subject", sa.String(80)),
     sa.Index("ix_jobs_queue", "status", "created_at"),
     sa.Index("ix_jobs_project", "project_id", "created_at"),
 )
@@ -133,7 +135,10 @@ labels = sa.Table(
     "labels", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
-    sa.Column("job_id", sa.String(40)),
+    sa.Column("job_id", sa.String(40)),  # the run the label was given on (informative)
+    # what was labelled: the sha256 of the predictions file whose turn states are judged,
+    # "job:<id>" when a run's predictions are unknown, "" for old labels of no run
+    sa.Column("subject", sa.String(80), nullable=False),
     sa.Column("dialogue_id", sa.String(300), nullable=False),
     sa.Column("turn_index", sa.Integer, nullable=False),
     sa.Column("slot", sa.String(200), nullable=False, default=""),  # "" = the whole turn
@@ -143,8 +148,8 @@ labels = sa.Table(
     sa.Column("note", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
-    sa.UniqueConstraint("project_id", "dialogue_id", "turn_index", "slot", "reviewer",
-                        name="uq_labels_reviewer"),
+    sa.UniqueConstraint("project_id", "subject", "dialogue_id", "turn_index", "slot",
+                        "reviewer", name="uq_labels_subject"),
 )
 
 rate_pools = sa.Table(

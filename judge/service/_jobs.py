@@ -21,6 +21,7 @@ from .._errors import ServiceError
 from ._auth import Principal, new_id
 from ._db import Database, artifacts, files, job_calls, jobs, judgments, now, tokens
 from ._jobspec import JobSpec
+from ._labels import job_subject
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "stopped")
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
@@ -83,6 +84,7 @@ class JobStore:
         """Queue a checked job after resolving its references inside the caller's project."""
         self._check_references(principal.project_id, spec)
         self._check_spend_cap(principal)
+        subject = self._subject(principal.project_id, spec)
         moment = now()
         record = {"id": new_id("job"), "project_id": principal.project_id,
                   "token_id": principal.token_id, "kind": spec.kind, "mode": spec.mode,
@@ -90,10 +92,24 @@ class JobStore:
                   "options": spec.options, "budget_usd": spec.budget, "created_at": moment,
                   "updated_at": moment, "attempts": 0, "cancel_requested": False,
                   "cost_usd": 0.0, "tokens_used": 0, "imported": False,
-                  "progress": {"done": 0}}
+                  "progress": {"done": 0}, "subject": subject}
         with self.db.write() as conn:
             conn.execute(jobs.insert().values(**record))
         return self.get(principal.project_id, record["id"])
+
+    def _subject(self, project_id: str, spec: JobSpec) -> str | None:
+        """What a judge run judges, recorded once so labels find it even after its
+        predictions file is deleted: the file's sha256 (a retry: its source run's)."""
+        with self.db.read() as conn:
+            if spec.kind == "evaluate":
+                return conn.execute(sa.select(files.c.sha256).where(
+                    files.c.id == spec.inputs["predictions"],
+                    files.c.project_id == project_id)).scalar()
+            if spec.kind == "retry-errors":
+                source = conn.execute(sa.select(jobs.c.id, jobs.c.subject).where(
+                    jobs.c.id == spec.inputs["run"], jobs.c.project_id == project_id)).first()
+                return job_subject(source) if source is not None else None
+        return None
 
     def _check_references(self, project_id: str, spec: JobSpec) -> None:
         with self.db.read() as conn:

@@ -3,9 +3,10 @@ every request), and the agreement of judge and RULE with the collected labels re
 the background with the library's statistics (``judge.analysis.agreement_report``, as
 ``dst-judge agreement`` prints them), so a save never waits for a bootstrap.
 
-The background result is keyed by a fingerprint of the job's labels; a request that finds it
-stale schedules one recomputation (a single worker thread, one job at a time) and shows the
-previous figures marked as updating.
+The labels are those of the job's predictions (any judge run on the same predictions file
+adds to them). The background result is keyed by a fingerprint of those labels; a request
+that finds it stale schedules one recomputation (a single worker thread, one job at a time)
+and shows the previous figures marked as updating.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
+from ..service import job_subject
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -101,8 +103,10 @@ class AgreementBoard:
                 self.samples[job_id] = sample
                 self.results.pop(job_id, None)
 
-    def panel(self, project_id: str, job_id: str, index: RunIndex, me: str) -> dict[str, Any]:
-        labels = self.service.labels.list(project_id, job_id=job_id)
+    def panel(self, project_id: str, row: Any, index: RunIndex, me: str) -> dict[str, Any]:
+        """The panel of a judge run (its job row): the labels of its predictions only."""
+        job_id = row.id
+        labels = self.service.labels.list(project_id, subject=job_subject(row))
         mark = fingerprint(labels)
         with self.lock:
             computed = self.results.get(job_id)

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..data import dialogue_key
+from ..service import job_subject
 from ._charts import grouped_bars
 from ._common import WebRoute, _url, render
 from ._index import RunIndex
@@ -48,7 +49,7 @@ def headline(job: dict[str, Any], summary: dict[str, Any], label: str) -> dict[s
 
 def human_agreement(index: RunIndex, labels: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The judge's agreement with the majority human label of each labelled turn (the
-    reviewers' labels recorded on this run); None without labels."""
+    reviewers' labels of this run's predictions); None without labels."""
     human = human_labels(label_records(labels))
     if human is None:
         return None
@@ -142,7 +143,7 @@ def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = N
         index = web.index.get(row)
         figures = headline(job, row.summary or {}, labels[job_id])
         figures["human"] = human_agreement(
-            index, service.labels.list(viewer.project_id, job_id=job_id))
+            index, service.labels.list(viewer.project_id, subject=job_subject(row)))
         runs.append(figures)
         indexes.append(index)
     figures = build(runs, indexes) if runs else None

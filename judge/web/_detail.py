@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._errors import ServiceError
+from ..service import job_subject
 from ._common import WebRoute, render
 from ._index import (
     DISAGREE_CHOICES,
@@ -188,7 +189,8 @@ def turn_page(request: Request, job_id: str, dialogue_id: str, turn_index: int,
     index = web.index.peek(row)
     if index is None:
         web.index.warm(row)
-    labels = [item for item in service.labels.list(viewer.project_id, job_id=job_id)
+    labels = [item for item in service.labels.list(viewer.project_id,
+                                                   subject=job_subject(row))
               if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index]
     job = service.jobs.get(viewer.project_id, job_id)
     return render(request, "turn.html", job=job, label=job_label(request, viewer, job),

@@ -1,7 +1,8 @@
 """Labels of the service database as the human labels file format.
 
 One record per (reviewer, turn): the turn label (1 correct, 0 incorrect, null with
-``unsure: true``), ``reviewer``, ``time`` (ISO 8601, the last change), ``note``, and ``slots``
+``unsure: true``), ``reviewer``, ``time`` (ISO 8601, the last change), ``note``,
+``predictions_sha256`` (what was labelled, when the run's predictions are known) and ``slots``
 with per-slot labels (label, unsure, the predicted ``value`` the reviewer saw, note). A
 reviewer who labelled only slots gets the turn label those imply: 0 when a slot is wrong,
 otherwise null and unsure (they judged parts, not the whole turn).
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..analysis import HumanLabel, HumanLabels
+from ..service import predictions_sha256
 
 _VALUE = {"correct": 1, "incorrect": 0, "unsure": None}
 
@@ -59,6 +61,9 @@ def label_records(items: Iterable[Mapping[str, Any]],
             record["unsure"] = True
         record["reviewer"] = reviewer
         record["time"] = _iso(max(float(i["updated_at"]) for i in group))
+        sha = predictions_sha256(str(group[0].get("subject") or ""))
+        if sha is not None:
+            record["predictions_sha256"] = sha
         if turn is not None and turn.get("note"):
             record["note"] = turn["note"]
         if slots:

@@ -14,6 +14,8 @@ Queues:
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
+Labels belong to the run's predictions (the store's *subject*), not to the run: every judge
+run on the same predictions file shows and counts the same labels.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
+from ..service import job_subject
 from ._common import WebRoute, render
 from ._detail import turn_view
 from ._index import RunIndex
@@ -184,7 +187,7 @@ def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
     rows = dialogue_rows(service, viewer.project_id, row.id, dialogue_id)
     view = turn_view(rows, turn_index)
     mine = {item["slot"]: item for item in service.labels.list(viewer.project_id,
-                                                                 job_id=row.id,
+                                                                 subject=job_subject(row),
                                                                  reviewer=viewer.name)
             if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index}
     return {"item": {"dialogue_id": dialogue_id, "turn_index": turn_index, "why": why},
@@ -195,7 +198,7 @@ def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
 def _first_open(request: Request, viewer: Any, row: Any, queue: list[QueueItem]) -> int:
     """The first queue position this reviewer has not labelled (at the turn level)."""
     done = {(i["dialogue_id"], i["turn_index"]) for i in request.app.state.service.labels.list(
-        viewer.project_id, job_id=row.id, reviewer=viewer.name) if not i["slot"]}
+        viewer.project_id, subject=job_subject(row), reviewer=viewer.name) if not i["slot"]}
     for position, (dialogue_id, turn_index, _) in enumerate(queue):
         if (dialogue_id, turn_index) not in done:
             return position
@@ -210,11 +213,12 @@ def review_index(request: Request) -> Response:
             if j["kind"] in ("evaluate", "retry-errors")]
     counts: dict[str, dict[str, int]] = {}
     for item in service.labels.list(viewer.project_id):
-        entry = counts.setdefault(str(item["job_id"]), {"labels": 0, "mine": 0})
+        entry = counts.setdefault(str(item["subject"]), {"labels": 0, "mine": 0})
         entry["labels"] += 1
         entry["mine"] += item["reviewer"] == viewer.name
     items = [{"job": j, "label": job_label(request, viewer, j),
-              "counts": counts.get(j["id"], {"labels": 0, "mine": 0})} for j in runs]
+              "counts": counts.get(service.labels.subject_of_job(viewer.project_id, j["id"]),
+                                   {"labels": 0, "mine": 0})} for j in runs]
     return render(request, "review_index.html", items=items, queues=QUEUES,
                   default_sample=DEFAULT_SAMPLE)
 
@@ -229,8 +233,7 @@ def review_page(request: Request, job_id: str, queue: str = "disagreements",
     start = pos if pos is not None else _first_open(request, viewer, row, items)
     context = _item_context(request, viewer, row, index, items, start, params)
     job = request.app.state.service.jobs.get(viewer.project_id, job_id)
-    panel = request.app.state.web.agreement.panel(viewer.project_id, job_id, index,
-                                                  viewer.name)
+    panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "review.html", **context, job=job,
                   label=job_label(request, viewer, job), queues=QUEUES,
                   panel=panel, labels=LABELS)
@@ -249,9 +252,8 @@ def review_item(request: Request, job_id: str, queue: str = "disagreements",
 
 @router.get("/review/{job_id}/agreement")
 def review_agreement(request: Request, job_id: str) -> Response:
-    viewer, _, index = _judge_run(request, job_id)
-    panel = request.app.state.web.agreement.panel(viewer.project_id, job_id, index,
-                                                  viewer.name)
+    viewer, row, index = _judge_run(request, job_id)
+    panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "_agreement.html", panel=panel, job_id=job_id)
 
 
@@ -281,12 +283,12 @@ def _check_label(body: Any, index: RunIndex) -> dict[str, Any]:
             "label": label, "note": (note or "").strip() or None}
 
 
-def _consistent(service: Any, viewer: Any, job_id: str, values: dict[str, Any]) -> None:
+def _consistent(service: Any, viewer: Any, values: dict[str, Any]) -> None:
     """A turn labelled correct cannot have a slot labelled incorrect by the same reviewer
     (the labels file would contradict itself); say which label to change."""
     if values["label"] not in ("correct", "incorrect"):
         return
-    mine = [i for i in service.labels.list(viewer.project_id, job_id=job_id,
+    mine = [i for i in service.labels.list(viewer.project_id, subject=values["subject"],
                                            reviewer=viewer.name)
             if i["dialogue_id"] == values["dialogue_id"]
             and i["turn_index"] == values["turn_index"]]
@@ -314,10 +316,10 @@ async def save_label(request: Request, job_id: str) -> Response:
         raise ServiceError("expected a JSON body", status=422) from None
 
     def save() -> dict[str, Any]:
-        _, _, index = _judge_run(request, job_id)
-        values = _check_label(body, index)
+        _, row, index = _judge_run(request, job_id)
+        values = {**_check_label(body, index), "subject": job_subject(row)}
         service = request.app.state.service
-        _consistent(service, viewer, job_id, values)
+        _consistent(service, viewer, values)
         return service.labels.put(viewer.principal, {**values, "job_id": job_id})
 
     saved = await run_in_threadpool(save)
@@ -330,8 +332,8 @@ async def save_label(request: Request, job_id: str) -> Response:
 def export_labels(request: Request, job_id: str, reviewer: str | None = None) -> Response:
     viewer = viewer_of(request)
     service = request.app.state.service
-    service.jobs.row(viewer.project_id, job_id)
-    items = service.labels.list(viewer.project_id, job_id=job_id, reviewer=reviewer or None)
+    subject = job_subject(service.jobs.row(viewer.project_id, job_id))
+    items = service.labels.list(viewer.project_id, subject=subject, reviewer=reviewer or None)
     predicted: dict[tuple[str, int], Mapping[str, Any]] = {}
     for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
         for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):

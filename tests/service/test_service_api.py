@@ -194,8 +194,16 @@ def test_cancel_resume_delete_and_usage(service_env):
 def test_labels_round_trip_to_the_labels_file_format(service_env, tmp_path):
     api, tokens = service_env["api"], service_env["tokens"]
     body = {"dialogue_id": "PMUL0001", "turn_index": 0, "label": "incorrect", "note": "x"}
+    unsaid = api.put("/v1/labels", token=tokens["review"], json=body)
+    assert unsaid.status_code == 422 and unsaid.json()["error"]["field"] == "job_id"
+    schema = api.put("/v1/labels", token=tokens["review"],
+                     json={**body, "predictions": service_env["files"]["schema"]})
+    assert schema.status_code == 422 and schema.json()["error"]["field"] == "predictions"
+    body["predictions"] = service_env["files"]["predictions"]
     first = api.put("/v1/labels", token=tokens["review"], json=body)
     assert first.status_code == 200, first.text
+    sha = api.get(f"/v1/files/{body['predictions']}").json()["sha256"]
+    assert first.json()["subject"] == sha
     replaced = api.put("/v1/labels", token=tokens["review"], json={**body, "label": "correct"})
     assert replaced.json()["id"] == first.json()["id"]
     api.put("/v1/labels", token=tokens["review"],
@@ -203,12 +211,15 @@ def test_labels_round_trip_to_the_labels_file_format(service_env, tmp_path):
     assert api.put("/v1/labels", token=tokens["read"], json=body).status_code == 403
     listed = api.get("/v1/labels", token=tokens["read"]).json()["labels"]
     assert len(listed) == 2 and {x["reviewer"] for x in listed} == {"bob"}
-    exported = api.get("/v1/labels", token=tokens["read"], params={"format": "labels"})
+    mixed = api.get("/v1/labels", token=tokens["read"], params={"format": "labels"})
+    assert mixed.status_code == 422 and mixed.json()["error"]["field"] == "job_id"
+    exported = api.get("/v1/labels", token=tokens["read"],
+                       params={"format": "labels", "predictions": body["predictions"]})
     path = tmp_path / "labels.jsonl"
     path.write_bytes(exported.content)
     labels = judge.load_labels(path)  # today's reader takes the export
-    assert [(r.dialogue_id, r.label, r.annotator) for r in labels.records] == [
-        ("PMUL0001", 1, "bob")]
+    assert [(r.dialogue_id, r.label, r.annotator, r.predictions_sha256)
+            for r in labels.records] == [("PMUL0001", 1, "bob", sha)]
 
 
 def test_health_metrics_openapi_and_me(service_env):

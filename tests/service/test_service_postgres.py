@@ -160,8 +160,9 @@ def test_copy_db_moves_a_sqlite_server_to_postgres(postgres_db, tmp_path, fake_m
             job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                              "options": {"model": "m"}}).json()
             api.wait(job["id"])
-            api.put("/v1/labels", json={"dialogue_id": "EX001.json", "turn_index": 0,
-                                        "label": "correct"})
+            first = api.put("/v1/labels", json={"dialogue_id": "EX001.json", "turn_index": 0,
+                                                "label": "correct", "job_id": job["id"]})
+            assert first.status_code == 200, first.text
         finally:
             api.close()
     sqlite_url = settings.db_url
@@ -173,8 +174,9 @@ def test_copy_db_moves_a_sqlite_server_to_postgres(postgres_db, tmp_path, fake_m
             assert api.get(f"/v1/jobs/{job['id']}").json()["status"] == "succeeded"
             assert len(api.get(f"/v1/jobs/{job['id']}/judgments").text.splitlines()) == 11
             label = api.put("/v1/labels", json={"dialogue_id": "EX002.json", "turn_index": 0,
-                                                "label": "incorrect"})
+                                                "label": "incorrect", "job_id": job["id"]})
             assert label.status_code == 200  # the id sequence continues after the copy
+            assert label.json()["subject"] == first.json()["subject"]  # the subject moved
             again = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                                "options": {"model": "m"}}).json()
             assert api.wait(again["id"])["status"] == "succeeded"  # files came along

@@ -134,14 +134,15 @@ def summary_of(rows: list[dict[str, Any]], system: str = "synthetic-dst",
 
 
 def bundle(rows: list[dict[str, Any]], *, system: str = "synthetic-dst",
-           method: str = "two-dim") -> bytes:
-    """A ``.tar.gz`` bundle of a finished evaluate job holding ``rows``."""
+           method: str = "two-dim", predictions_sha256: str = "0" * 64) -> bytes:
+    """A ``.tar.gz`` bundle of a finished evaluate job holding ``rows``, judged on the
+    predictions file of that digest (what its human labels belong to)."""
     summary = summary_of(rows, system)
     summary["method"] = method
     meta = {"format": 1, "job_id": "job_synthetic", "kind": "evaluate", "endpoint": None,
             "options": {"model": "synthetic-judge", "method": method},
             "inputs": {"predictions": {"id": "file_x", "name": system, "kind": "predictions",
-                                       "sha256": "0" * 64}},
+                                       "sha256": predictions_sha256}},
             "status": "succeeded", "exit_code": 0, "exported_at": "2025-01-01T00:00:00Z"}
     members = {"bundle.json": json.dumps(meta), "summary.json": json.dumps(summary),
                "judgments.jsonl": "".join(json.dumps(r) + "\n" for r in rows)}

@@ -176,8 +176,11 @@ def test_scenario_run_label_agree_export(watched, live, tmp_path):
                                                                  timeout=30_000)
     sync_api.expect(panel.locator(".agreement")).to_have_attribute("data-updating", "false",
                                                                    timeout=30_000)
-    stored = live.service.labels.list(live.service.tokens.resolve_token(alice).project_id,
-                                      job_id=job_id, reviewer="alice")
+    service = live.service
+    stored = service.labels.list(service.tokens.resolve_token(alice).project_id,
+                                 subject=service.labels.subject_of_job(
+                                     service.tokens.resolve_token(alice).project_id, job_id),
+                                 reviewer="alice")
     assert sorted(i["label"] for i in stored) == ["correct", "incorrect", "unsure"]
 
     # export the labels and read them back with dst-judge agreement

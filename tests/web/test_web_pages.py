@@ -403,6 +403,53 @@ def test_agreement_panel_grows_with_labels(web, synthetic_run):
     assert f"100.0 % <span class=\"muted small\">({len(majority)} turns)</span>" in compare
 
 
+def test_labels_belong_to_the_predictions_not_to_the_run(web):
+    rows = synthetic_rows(60, seed=4)
+    job_a = import_run(web, bundle(rows, system="system-a", predictions_sha256="a" * 64))
+    job_b = import_run(web, bundle(rows, system="system-b", predictions_sha256="b" * 64))
+    job_a_direct = import_run(web, bundle(rows, system="system-a", method="direct",
+                                          predictions_sha256="a" * 64))
+    alice = web["client"]()
+    csrf = alice.login(web["tokens"]["alice"])
+    for row in rows[:3]:
+        assert _label(alice, csrf, job_a, dialogue_id=row["dialogue_id"],
+                      turn_index=row["turn_index"], label="correct").status_code == 200
+    first = rows[0]
+    assert _label(alice, csrf, job_b, dialogue_id=first["dialogue_id"],
+                  turn_index=first["turn_index"], label="incorrect").status_code == 200
+    service = web["service"]
+    project = service.tokens.resolve_token(web["tokens"]["alice"]).project_id
+    stored = [(i["subject"], i["label"]) for i in service.labels.list(project)
+              if i["dialogue_id"] == first["dialogue_id"]
+              and i["turn_index"] == first["turn_index"]]
+    assert sorted(stored) == [("a" * 64, "correct"), ("b" * 64, "incorrect")]
+    board = web["app"].state.web.agreement
+    counts = {}
+    for job_id in (job_a, job_b, job_a_direct):
+        deadline = time.monotonic() + 20
+        while 'data-updating="false"' not in (html := alice.get(
+                f"/ui/review/{job_id}/agreement").text):
+            assert time.monotonic() < deadline, html
+            time.sleep(0.1)
+        counts[job_id] = (re.search(r'data-field="label-count">(\d+)<', html).group(1),
+                          board.results[job_id].human_turns)
+    assert counts == {job_a: ("3", 3), job_b: ("1", 1), job_a_direct: ("3", 3)}
+    exported = {job_id: [json.loads(line) for line in alice.get(
+        f"/ui/review/{job_id}/labels.jsonl").text.splitlines()]
+        for job_id in (job_a_direct, job_b)}
+    assert [(r["label"], r["predictions_sha256"]) for r in exported[job_b]] == [(0, "b" * 64)]
+    assert [r["label"] for r in exported[job_a_direct]] == [1, 1, 1]
+    path = web["settings"].data_dir / "a.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in exported[job_a_direct]))
+    assert load_labels(path).records[0].predictions_sha256 == "a" * 64
+    from urllib.parse import quote
+
+    turn = f"{quote(first['dialogue_id'], safe='')}/{first['turn_index']}"
+    shown = {job_id: re.findall(r'<td class="lab-(\w+)">', alice.get(
+        f"/ui/runs/{job_id}/turns/{turn}").text) for job_id in (job_a_direct, job_b)}
+    assert shown == {job_a_direct: ["correct"], job_b: ["incorrect"]}
+
+
 def test_hostile_values_are_escaped_in_every_page(web):
     from .synthetic import XSS, XSS_IMG, XSS_LINK
 
