@@ -58,7 +58,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     jobs = commands.add_parser("jobs", help="list jobs on a dst-judge server, or show one")
     jobs.add_argument("job_id", nargs="?")
     _server(jobs)
-    jobs.add_argument("--status", choices=("queued", "running", *_FINAL))
+    jobs.add_argument("--status", choices=("queued", "running", "waiting", *_FINAL))
     jobs.add_argument("--cancel", action="store_true", help="cancel JOB_ID")
     jobs.add_argument("--json", action="store_true")
     jobs.set_defaults(handler=_run_jobs)
