@@ -184,3 +184,34 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
     assert stats["max_completed_per_body"] == 1
     assert len(rows) == job["headline"]["turns"] and all(r["verdict"] is not None
                                                           for r in rows)
+
+
+def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):
+    with FaultServer(FaultConfig(batch_seconds=0.5)) as model:
+        settings = service_settings(
+            tmp_path / "data", model.url, db=postgres_db, batch_poll_seconds=0.2,
+            endpoints={"fake": {"base_url": model.url, "batch_api": True}})
+        with running_service(settings) as (service, app):
+            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
+            try:
+                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
+                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                             ("predictions", "predictions.jsonl"))}
+                job = _submit(api, files, "batch", batch_max_requests=12)
+                waiting = []
+                deadline = time.monotonic() + 60
+                while (shown := api.get(f"/v1/jobs/{job['id']}").json())["status"] not in (
+                        "succeeded", "failed", "cancelled", "stopped"):
+                    if shown["status"] == "waiting":
+                        waiting.append(api.get("/v1/jobs", params={"status": "waiting"})
+                                       .json()["jobs"])
+                    assert time.monotonic() < deadline, shown
+                    time.sleep(0.05)
+            finally:
+                api.close()
+        created = _batches(model)
+    assert shown["status"] == "succeeded" and shown["exit_code"] == 0, shown
+    assert shown["attempts"] == 1  # polls are visits, not new attempts
+    assert waiting and all([j["id"] for j in listed] == [job["id"]] for listed in waiting
+                           if listed)
+    assert shown["progress"]["batches"]["submitted"] == len(created) >= 2
