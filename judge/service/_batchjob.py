@@ -207,6 +207,9 @@ class BatchRunner:
                     batch_rows, self.db, job.id), live)
             if not await asyncio.to_thread(self._holds_lease, job.id, worker_id):
                 return Park(now())  # another worker owns the job now: parking it is a no-op
+            if digest in {r["sha256"] for r in await asyncio.to_thread(batch_rows, self.db,
+                                                                       job.id)}:
+                continue
             await _uninterrupted(self._submit_one(job.id, config, path, part, digest, count))
             recorded.add(digest)
             live.batches.update(_figures(await asyncio.to_thread(batch_rows, self.db, job.id),

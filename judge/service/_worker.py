@@ -221,6 +221,12 @@ class Worker:
             self._wake.set()
 
     def _launch(self, row: Any) -> None:
+        mine = self.running.get(row.id)
+        if mine is not None and mine.task is not None and not mine.task.done():
+            # our own job, whose lease lapsed while we were busy (a stalled heartbeat): the
+            # claim renewed it; a second task would send (or submit) everything twice
+            log.warning("job %s: lease lapsed while this worker ran it; kept running", row.id)
+            return
         running = Running(row)
         self.running[row.id] = running
         running.task = asyncio.create_task(self._execute(running))

@@ -19,7 +19,7 @@ from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess, get_json
 
 from .conftest import CANARY_KEY, Api, running_service, service_settings
-from .serve_process import ServeProcess, create_token
+from .serve_process import ServeProcess, cli, create_token
 
 
 def _verdicts(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -151,7 +151,7 @@ def test_cancelling_a_waiting_batch_job_cancels_its_batches(tmp_path):
 def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits(tmp_path):
     data = tmp_path / "serve"
     token = create_token(data, "lab")
-    args = ["--lease", "2", "--batch-poll", "0.3", "--grace", "1"]
+    args = ["--lease", "3", "--batch-poll", "0.3", "--grace", "1"]
     with ServerProcess(FaultConfig(batch_seconds=3.0), max_seconds=300) as model:
         endpoints = {"fake": {"base_url": model.url, "batch_api": True}}
         doomed = ServeProcess(data, endpoints=endpoints, args=args)
@@ -160,8 +160,12 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
             files = {kind: client.upload(EXAMPLES / name, kind)["id"] for kind, name in
                      (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
                       ("predictions", "predictions.jsonl"))}
-            job_id = client.submit("evaluate", files, {"model": "m", "batch_max_requests": 8},
-                                   mode="batch")["id"]
+            queued = cli("submit", "evaluate", "--server", doomed.url, "--mode", "batch",
+                         "--schema", files["schema"], "--dialogues", files["dialogues"],
+                         "--predictions", files["predictions"], "--model", "m",
+                         "-o", "batch_max_requests=8", env={"DST_JUDGE_TOKEN": token})
+            job_id = queued.stdout.split()[-1]
+            assert client.job(job_id)["mode"] == "batch"
             deadline = time.monotonic() + 60
             while True:  # every batch submitted and recorded, none finished yet
                 batches = client.job(job_id)["progress"].get("batches") or {}
