@@ -113,6 +113,8 @@ class FaultConfig:
     transient_attempts: int = 1
     retry_after: float | None = 0.0
     hang: float = 5.0
+    batch_seconds: float = 0.0
+    """How long a batch stays ``in_progress`` before its (already billed) output shows."""
 
     def __post_init__(self) -> None:
         unknown = set(self.rates) - set(TRANSIENT) - set(PERMANENT)
@@ -123,13 +125,15 @@ class FaultConfig:
                 raise ValueError("fault rates must be >= 0")
             if sum(self.rates.get(k, 0.0) for k in group) > 1.0 + 1e-9:
                 raise ValueError(f"the rates of {group} sum to more than 1")
-        if self.latency < 0 or self.hang < 0 or self.transient_attempts < 0:
-            raise ValueError("latency, hang and transient_attempts must be >= 0")
+        if (self.latency < 0 or self.hang < 0 or self.transient_attempts < 0
+                or self.batch_seconds < 0):
+            raise ValueError("latency, hang, transient_attempts and batch_seconds must be >= 0")
 
     def to_args(self) -> list[str]:
         """The command-line flags that rebuild this configuration in a subprocess."""
         args = ["--latency", repr(self.latency), "--seed", str(self.seed),
-                "--transient-attempts", str(self.transient_attempts), "--hang", repr(self.hang)]
+                "--transient-attempts", str(self.transient_attempts), "--hang", repr(self.hang),
+                "--batch-seconds", repr(self.batch_seconds)]
         if self.retry_after is not None:
             args += ["--retry-after", repr(self.retry_after)]
         for kind, rate in self.rates.items():
@@ -473,8 +477,10 @@ class _Handler(BaseHTTPRequestHandler):
         """The Batch API's files and batches endpoints (``/v1/files``, ``/v1/batches``, under
         ``/hostile/<kind>`` too); False when ``path`` is not one of them.
 
-        A batch completes at once: each request line is answered (and billed) as a live call
-        would be, or with the hostile entry's reply; ``http-401-echo`` refuses every call.
+        Each request line is answered (and billed) at creation as a live call would be, or with
+        the hostile entry's reply; ``http-401-echo`` refuses every call. The batch shows as
+        ``in_progress`` for ``batch_seconds``, then ``completed`` unless it was cancelled
+        (``POST /batches/<id>/cancel``); ``GET /batches`` lists every batch created.
         """
         kind = None
         if path.startswith(HOSTILE_PREFIX):
@@ -509,16 +515,38 @@ class _Handler(BaseHTTPRequestHandler):
                 "output_file_id": out_id, "error_file_id": None,
                 "request_counts": {"total": len(output), "completed": len(output), "failed": 0},
                 "metadata": request.get("metadata")}
-            self._send_json(200, server.batches[batch_id])
+            server.batches[batch_id]["ready_at"] = time.time() + server.config.batch_seconds
+            self._send_json(200, self._batch_view(server.batches[batch_id]))
+        elif method == "GET" and parts == ["batches"]:
+            self._send_json(200, {"object": "list", "has_more": False,
+                                  "data": [self._batch_view(b) for b in server.batches.values()]})
         elif method == "GET" and len(parts) == 2 and parts[0] == "batches" \
                 and parts[1] in server.batches:
-            self._send_json(200, server.batches[parts[1]])
+            self._send_json(200, self._batch_view(server.batches[parts[1]]))
+        elif method == "POST" and len(parts) == 3 and parts[0] == "batches" \
+                and parts[2] == "cancel" and parts[1] in server.batches:
+            batch = server.batches[parts[1]]
+            if self._batch_view(batch)["status"] == "in_progress":
+                batch["cancelled_at"] = int(time.time())
+            self._send_json(200, self._batch_view(batch))
         elif method == "GET" and len(parts) == 3 and parts[0] == "files" \
                 and parts[2] == "content" and parts[1] in server.files:
             self._send(200, server.files[parts[1]], {"Content-Type": "application/jsonl"})
         else:
             self._send_json(404, {"error": {"message": f"no route {method} {path}"}})
         return True
+
+    @staticmethod
+    def _batch_view(batch: dict[str, Any]) -> dict[str, Any]:
+        """A batch as the API shows it now: in progress (no output yet), cancelled or done."""
+        view = {k: v for k, v in batch.items() if k not in ("ready_at", "cancelled_at")}
+        if batch.get("cancelled_at") is not None:
+            view.update(status="cancelled", output_file_id=None)
+        elif time.time() < batch.get("ready_at", 0.0):
+            total = view["request_counts"]["total"]
+            view.update(status="in_progress", output_file_id=None,
+                        request_counts={"total": total, "completed": 0, "failed": 0})
+        return view
 
     def _batch_line(self, line: dict[str, Any], kind: str | None, token: str) -> dict[str, Any]:
         """The output line of one request line, billed like a live call."""
@@ -815,13 +843,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-after", type=float, default=0.0,
                         help="retry-after of 429 replies in seconds (negative: no header)")
     parser.add_argument("--hang", type=float, default=5.0, help="seconds a timeout fault hangs")
+    parser.add_argument("--batch-seconds", type=float, default=0.0,
+                        help="seconds a batch stays in progress")
     parser.add_argument("--max-seconds", type=float, default=3600.0, help="lifetime bound")
     parser.add_argument("--stop-on-eof", action="store_true", help="stop when stdin closes")
     args = parser.parse_args(argv)
     config = FaultConfig(latency=args.latency, rates=dict(args.rate), seed=args.seed,
                          transient_attempts=args.transient_attempts,
                          retry_after=args.retry_after if args.retry_after >= 0 else None,
-                         hang=args.hang)
+                         hang=args.hang, batch_seconds=args.batch_seconds)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

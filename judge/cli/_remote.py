@@ -51,6 +51,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     o.add_argument("--budget", type=float, metavar="USD")
     o.add_argument("--limit", type=int, metavar="N")
     o.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE")
+    sub.add_argument("--mode", choices=("live", "batch"), default="live",
+                     help="evaluate through live calls (default) or the server's Batch API "
+                     "(half price, hours of latency; the endpoint must offer it)")
     sub.add_argument("--wait", action="store_true",
                      help="follow the job to its end; exit with its exit code")
     sub.set_defaults(handler=_run_submit)
@@ -58,7 +61,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     jobs = commands.add_parser("jobs", help="list jobs on a dst-judge server, or show one")
     jobs.add_argument("job_id", nargs="?")
     _server(jobs)
-    jobs.add_argument("--status", choices=("queued", "running", *_FINAL))
+    jobs.add_argument("--status", choices=("queued", "running", "waiting", *_FINAL))
     jobs.add_argument("--cancel", action="store_true", help="cancel JOB_ID")
     jobs.add_argument("--json", action="store_true")
     jobs.set_defaults(handler=_run_jobs)
@@ -134,7 +137,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_submit(args: argparse.Namespace, console: Console) -> int:
     with _client(args) as client:
-        job = client.submit(args.kind, _inputs(client, args), _options(args))
+        job = client.submit(args.kind, _inputs(client, args), _options(args), mode=args.mode)
         console.print(f"queued {job['id']} ({job['kind']})", highlight=False)
         if not args.wait:
             print(job["id"])
@@ -145,7 +148,12 @@ def _run_submit(args: argparse.Namespace, console: Console) -> int:
 
 def _progress(job: dict[str, Any], console: Console) -> None:
     p = job["progress"]
-    if job["status"] == "running" and p.get("total"):
+    batches = p.get("batches")
+    if batches and job["status"] in ("running", "waiting"):
+        console.print(f"  {job['id']}: {batches.get('ended', 0)}/{batches.get('files', 0)} "
+                      f"batches ended, {batches.get('requests_done', 0)}/"
+                      f"{batches.get('requests', 0)} requests done", highlight=False)
+    elif job["status"] == "running" and p.get("total"):
         console.print(f"  {job['id']}: {p['done']}/{p['total']} calls, {p['errors']} errors, "
                       f"${p['cost_usd']:.4f}", highlight=False)
 

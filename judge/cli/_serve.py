@@ -86,6 +86,8 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="seconds before a silent worker's job is taken over (default 30)")
     p.add_argument("--grace", type=float, dest="grace_seconds",
                    help="seconds calls in flight may finish on SIGTERM (default 20)")
+    p.add_argument("--batch-poll", type=float, dest="batch_poll_seconds",
+                   help="seconds between two status polls of a batch job (default 30)")
     p.add_argument("--retention-days", type=float,
                    help="delete finished jobs older than this (default: keep)")
     p.add_argument("--max-upload-mb", type=float, help="largest upload (default 200)")
@@ -112,7 +114,7 @@ def _settings(args: argparse.Namespace) -> Any:
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
-                 "worker_mode"):
+                 "worker_mode", "batch_poll_seconds"):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):

@@ -3,6 +3,7 @@
 from ._batch import (
     CHAT_URL,
     call_key,
+    cancel,
     custom_id,
     download,
     parse_custom_id,
@@ -76,6 +77,7 @@ __all__ = [
     "Transport",
     "cached_completion",
     "call_key",
+    "cancel",
     "cassette_client",
     "completion_from_body",
     "cost_figures",

@@ -189,6 +189,14 @@ async def status(config: JudgeConfig, batch_id: str, *,
     return _public(batch, config.secret)
 
 
+async def cancel(config: JudgeConfig, batch_id: str, *,
+                 http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
+    """Ask the API to stop a batch (requests not yet run are not billed)."""
+    async with _sdk(config, http_client, "cancel") as client:
+        batch = await client.batches.cancel(batch_id)
+    return _public(batch, config.secret)
+
+
 def safe_file_stem(batch_id: str) -> str:
     """A batch id as part of a file name (nothing that could leave the folder)."""
     return _SAFE_ID.sub("_", batch_id)[:120] or "batch"

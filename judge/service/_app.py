@@ -295,8 +295,8 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
 
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(principal: Reader,
-                  status: Literal["queued", "running", "succeeded", "failed", "cancelled",
-                                  "stopped"] | None = None,
+                  status: Literal["queued", "running", "waiting", "succeeded", "failed",
+                                  "cancelled", "stopped"] | None = None,
                   kind: str | None = None,
                   limit: Annotated[int, Query(ge=1, le=1000)] = 50,
                   offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:

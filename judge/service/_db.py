@@ -1,7 +1,7 @@
 """The service's one database: SQLite (WAL, one writer at a time) for a single machine, or
 Postgres so that several replicas share one queue. Every piece of service state lives here:
-projects, tokens, uploaded files, jobs with their leases and run logs, per-turn results,
-human labels and the shared rate-limit pool.
+projects, tokens, uploaded files, jobs with their leases and run logs (and the Batch API
+batches of batch jobs), per-turn results, human labels and the shared rate-limit pool.
 
 Tables are SQLAlchemy Core; the schema is created and upgraded by the alembic migrations in
 ``judge/service/migrations`` (run on every start, under a lock on Postgres). Times are Unix
@@ -97,6 +97,7 @@ jobs = sa.Table(
     sa.Column("imported", sa.Boolean, nullable=False, default=False),
     # what a judge run judged: its predictions file's sha256 (human labels are keyed by it)
     sa.Column("subject", sa.String(80)),
+    sa.Column("wake_at", sa.Float),  # a waiting (batch) job is claimed again from this time
     sa.Index("ix_jobs_queue", "status", "created_at"),
     sa.Index("ix_jobs_project", "project_id", "created_at"),
 )
@@ -107,6 +108,21 @@ job_calls = sa.Table(
               primary_key=True),
     sa.Column("custom_id", sa.String(300), primary_key=True),
     sa.Column("record", JSONType, nullable=False),
+)
+
+job_batches = sa.Table(
+    "job_batches", metadata,
+    sa.Column("job_id", sa.String(40), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("batch_id", sa.String(200), primary_key=True),
+    sa.Column("part", sa.Integer, nullable=False),  # 1-based number of the request file
+    sa.Column("sha256", sa.String(64), nullable=False),  # of the request file
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("completed", sa.Integer, nullable=False, default=0),
+    sa.Column("failed", sa.Integer, nullable=False, default=0),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )
 
 judgments = sa.Table(

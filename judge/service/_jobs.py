@@ -1,8 +1,9 @@
 """The job queue in the database: submit, look up, cancel, delete, and the workers' side of it
 (claim with a lease, renew, record calls and progress, finish).
 
-A worker claims the oldest queued job, or a running one whose lease expired (its worker died),
-in one statement: ``UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
+A worker claims the oldest queued job, a running one whose lease expired (its worker died), or a
+waiting one (a batch job parked between two polls of its batches) whose time has come, in one
+statement: ``UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
 Postgres lets concurrent claimers skip each other's rows; SQLite has one writer at a time, so
 the statement is atomic there too. Every later write of the worker is conditional on still
 holding the lease, so a worker that lost its job (it was too slow to renew) cannot overwrite
@@ -19,11 +20,23 @@ import sqlalchemy as sa
 
 from .._errors import ServiceError
 from ._auth import Principal, new_id
-from ._db import Database, artifacts, files, job_calls, jobs, judgments, now, tokens
+from ._db import (
+    Database,
+    artifacts,
+    files,
+    job_batches,
+    job_calls,
+    jobs,
+    judgments,
+    now,
+    tokens,
+)
 from ._jobspec import JobSpec
 from ._labels import job_subject
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "stopped")
+STATUSES = ("queued", "running", "waiting", "succeeded", "failed", "cancelled", "stopped")
+ACTIVE = ("queued", "running", "waiting")
+"""Not finished: a waiting job is a batch job between two polls of its batches."""
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
 EXIT_MEANINGS = {
     0: "every turn judged",
@@ -69,7 +82,8 @@ def public_job(row: Any) -> dict[str, Any]:
                      "errors": progress.get("errors", 0),
                      "tokens": data["tokens_used"], "cost_usd": round(data["cost_usd"], 6),
                      "eta_seconds": progress.get("eta_seconds"),
-                     "worker": progress.get("worker")},
+                     "worker": progress.get("worker"),
+                     **({"batches": progress["batches"]} if "batches" in progress else {})},
         "headline": headline,
     }
 
@@ -115,14 +129,19 @@ class JobStore:
         with self.db.read() as conn:
             for where, refers, ref_id in spec.references:
                 if refers == "job":
-                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status).where(
-                        jobs.c.id == ref_id, jobs.c.project_id == project_id)).first()
+                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status, jobs.c.mode)
+                                       .where(jobs.c.id == ref_id,
+                                              jobs.c.project_id == project_id)).first()
                     if row is None:
                         raise ServiceError(f"no job {ref_id!r} in this project", status=422,
                                            field=where)
                     if row.kind not in ("evaluate", "retry-errors"):
                         raise ServiceError(f"job {ref_id!r} is a {row.kind} job, not a judge "
                                            "run", status=422, field=where)
+                    if spec.kind == "retry-errors" and row.mode == "batch":
+                        raise ServiceError(f"job {ref_id!r} ran through the Batch API; its "
+                                           "error rows cannot be retried live yet (submit a "
+                                           "new job)", status=422, field=where)
                     wanted = ("succeeded", "stopped", "failed") if spec.kind == "retry-errors" \
                         else ("succeeded",)
                     if row.status not in wanted:
@@ -184,6 +203,11 @@ class JobStore:
             elif row.status == "running":
                 conn.execute(jobs.update().where(jobs.c.id == job_id)
                              .values(cancel_requested=True, updated_at=now()))
+            elif row.status == "waiting":
+                # due at once: the worker that claims it cancels the batches, then the job
+                conn.execute(jobs.update().where(jobs.c.id == job_id,
+                                                 jobs.c.status == "waiting")
+                             .values(cancel_requested=True, wake_at=now(), updated_at=now()))
         return self.get(project_id, job_id)
 
     def resume(self, project_id: str, job_id: str, budget: float | None) -> dict[str, Any]:
@@ -202,7 +226,7 @@ class JobStore:
 
     def delete(self, project_id: str, job_id: str) -> None:
         row = self.row(project_id, job_id)
-        if row.status in ("queued", "running"):
+        if row.status in ACTIVE:
             raise ServiceError(f"job is {row.status}; cancel it first", status=409)
         self._delete_rows([job_id])
 
@@ -211,7 +235,7 @@ class JobStore:
         with self.db.read() as conn:
             active = conn.execute(sa.select(jobs.c.id, jobs.c.inputs).where(
                 jobs.c.project_id == project_id,
-                jobs.c.status.in_(("queued", "running")))).all()
+                jobs.c.status.in_(ACTIVE))).all()
         for row in active:
             values = [v for value in row.inputs.values()
                       for v in ([value] if isinstance(value, str) else value)]
@@ -221,7 +245,7 @@ class JobStore:
 
     def _delete_rows(self, job_ids: list[str]) -> None:
         with self.db.write() as conn:
-            for table in (job_calls, judgments, artifacts):
+            for table in (job_calls, job_batches, judgments, artifacts):
                 conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
             conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
 
@@ -295,18 +319,23 @@ class JobStore:
     # --- the workers' side ---------------------------------------------------------------
 
     def claim(self, worker_id: str, lease_seconds: float) -> Any | None:
-        """Take the oldest queued job, or a running one whose lease expired; None if none."""
+        """Take the oldest queued job, a running one whose lease expired, or a waiting one
+        due for its next poll; None if none. A poll is not a new attempt."""
         moment = now()
         queue = jobs.alias("queue")
         pick = (sa.select(queue.c.id)
                 .where(sa.or_(queue.c.status == "queued",
                               sa.and_(queue.c.status == "running",
-                                      queue.c.lease_expires < moment)))
+                                      queue.c.lease_expires < moment),
+                              sa.and_(queue.c.status == "waiting",
+                                      queue.c.wake_at <= moment)))
                 .order_by(queue.c.created_at, queue.c.id).limit(1)
                 .with_for_update(skip_locked=True).scalar_subquery())
         update = (jobs.update().where(jobs.c.id == pick)
                   .values(status="running", lease_owner=worker_id,
-                          lease_expires=moment + lease_seconds, attempts=jobs.c.attempts + 1,
+                          lease_expires=moment + lease_seconds, wake_at=None,
+                          attempts=sa.case((jobs.c.status == "waiting", jobs.c.attempts),
+                                           else_=jobs.c.attempts + 1),
                           started_at=sa.func.coalesce(jobs.c.started_at, moment),
                           updated_at=moment)
                   .returning(*jobs.c))
@@ -432,6 +461,24 @@ class JobStore:
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
                                              jobs.c.status == "running").values(**values))
+
+    def park(self, job_id: str, worker_id: str, wake_at: float, *,
+             progress: dict[str, Any] | None = None, cost: float | None = None,
+             tokens_used: int | None = None) -> bool:
+        """Put a batch job aside until ``wake_at`` without holding a worker; False when the
+        lease is no longer ours."""
+        values: dict[str, Any] = {"status": "waiting", "wake_at": wake_at, "lease_owner": None,
+                                  "lease_expires": None, "updated_at": now()}
+        if progress is not None:
+            values["progress"] = progress
+        if cost is not None:
+            values["cost_usd"] = cost
+        if tokens_used is not None:
+            values["tokens_used"] = tokens_used
+        with self.db.write() as conn:
+            return conn.execute(jobs.update().where(
+                jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                jobs.c.status == "running").values(**values)).rowcount > 0
 
     def expired(self, before: float) -> list[str]:
         with self.db.read() as conn:

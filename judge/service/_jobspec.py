@@ -30,6 +30,8 @@ JUDGE_OPTIONS = ("model", "method", "semantics", "rule_match", "prompt_variant",
                  "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
                  "max_retries", "concurrency", "reasks", "prompt_cache_key", "budget")
 SUBSET_OPTIONS = ("limit", "dialogue_ids")
+BATCH_OPTIONS = ("batch_max_requests", "batch_max_bytes")
+"""Options of batch jobs only: how request files are split (one batch each)."""
 METRIC_OPTIONS = (*MetricOptions.model_fields, "gold")
 AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence")
 RETRY_OPTIONS = ("concurrency", "timeout", "max_retries", "budget")
@@ -98,9 +100,9 @@ class JobSpec:
 
 def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
     """Validate a job request against the allow-lists; raises 422 naming the field."""
-    if request.mode == "batch":
-        raise ServiceError("batch mode is not offered by this server yet; submit with "
-                           "mode 'live'", status=422, field="mode")
+    if request.mode == "batch" and request.kind != "evaluate":
+        raise ServiceError(f"a {request.kind} job runs live only; mode 'batch' is for "
+                           "evaluate jobs", status=422, field="mode")
     spec = JobSpec(request.kind, request.mode, dict(request.inputs), {})
     _check_inputs(spec)
     options = dict(request.options)
@@ -109,7 +111,7 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
             raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
                                field=f"options.{name}")
     if request.kind == "evaluate":
-        spec.options, spec.endpoint = _judge_options(options, settings)
+        spec.options, spec.endpoint = _judge_options(options, settings, request.mode)
     elif request.kind == "retry-errors":
         _only(options, RETRY_OPTIONS)
         spec.options = _validated_config_subset(options)
@@ -170,10 +172,15 @@ def endpoint_for(name: str | None, settings: ServiceSettings) -> tuple[str, Endp
     return chosen, endpoints[chosen]
 
 
-def _judge_options(options: dict[str, Any], settings: ServiceSettings
+def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str = "live"
                    ) -> tuple[dict[str, Any], str]:
-    _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, "endpoint"))
+    _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, "endpoint",
+                    *(BATCH_OPTIONS if mode == "batch" else ())))
     name, endpoint = endpoint_for(options.pop("endpoint", None), settings)
+    if mode == "batch" and not endpoint.offers_batch():
+        raise ServiceError(f"endpoint {name!r} has no Batch API on this server (its "
+                           "configuration does not set batch_api); submit with mode 'live'",
+                           status=422, field="mode")
     model = options.get("model", endpoint.default_model)
     if model is not None:
         if not isinstance(model, str) or not _MODEL_NAME.match(model):

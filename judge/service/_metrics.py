@@ -17,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ._db import now, workers
+from ._jobs import STATUSES
 
 if TYPE_CHECKING:
     from ._app import Service
@@ -36,7 +37,7 @@ class _QueueCollector(Collector):
                     workers.c.heartbeat_at > now() - 30)).scalar() or 0
         except sa.exc.SQLAlchemyError:
             return
-        for status in ("queued", "running", "succeeded", "failed", "cancelled", "stopped"):
+        for status in STATUSES:
             jobs.add_metric([status], counts.get(status, 0))
         yield jobs
         yield GaugeMetricFamily("dst_judge_workers", "Workers with a heartbeat in the last 30 s",

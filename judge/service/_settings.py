@@ -45,6 +45,9 @@ class EndpointConfig(BaseModel):
     max_concurrency: int = Field(16, ge=1, description="Largest per-job concurrency allowed.")
     prices: Path | None = Field(None, description="Price table (JSON); default: packaged.")
     http_backend: str | None = None
+    batch_api: bool | None = Field(
+        None, description="Whether jobs may use mode 'batch' (the OpenAI Batch API) here; "
+        "unset: only when base_url is OpenAI's own API (local servers have no Batch API).")
 
     @field_validator("base_url")
     @classmethod
@@ -52,6 +55,12 @@ class EndpointConfig(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("base_url must start with http:// or https://")
         return value.rstrip("/")
+
+    def offers_batch(self) -> bool:
+        """Whether batch jobs may run on this endpoint."""
+        if self.batch_api is not None:
+            return self.batch_api
+        return self.base_url.rstrip("/") == DEFAULT_BASE_URL.rstrip("/")
 
     def secret(self) -> str | None:
         """The key in clear (for the request header only)."""
@@ -79,6 +88,8 @@ class ServiceSettings(BaseModel):
     grace_seconds: float = Field(20.0, ge=0, description="On SIGTERM: how long calls in flight "
                                  "may finish before their jobs are handed back to the queue.")
     poll_seconds: float = Field(0.5, gt=0, description="How often an idle worker looks for jobs.")
+    batch_poll_seconds: float = Field(30.0, gt=0, description="How long a batch job waits, "
+                                      "without a worker, between two looks at its batches.")
     worker_mode: Literal["thread", "process"] = Field(
         "thread", description="Run jobs in a thread of the API process, or in a process of "
         "their own (dst-judge serve's default: judging never slows the API).")

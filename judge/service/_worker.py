@@ -28,6 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ._batchjob import BatchLive, BatchRunner, Park
 from ._db import Database, now, workers
 from ._files import FileStore
 from ._jobs import JobStore
@@ -101,6 +102,7 @@ class Running:
     live: Live = field(default_factory=Live)
     limiters: list[JobLimiter] = field(default_factory=list)
     reason: str | None = None  # why the task was cancelled: cancel | lost | drain
+    cancel_seen: bool = False  # a cancel request a batch job acts on itself, between steps
 
     @property
     def in_flight(self) -> int:
@@ -123,6 +125,7 @@ class Worker:
                       for name, ep in settings.all_endpoints().items()}
         self.evaluator = EvaluateRunner(db, settings, store, jobs)
         self.analyst = AnalysisRunner(db, store, jobs)
+        self.batcher = BatchRunner(db, settings, store, jobs, self.evaluator)
         self.finished = 0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -218,6 +221,12 @@ class Worker:
             self._wake.set()
 
     def _launch(self, row: Any) -> None:
+        mine = self.running.get(row.id)
+        if mine is not None and mine.task is not None and not mine.task.done():
+            # our own job, whose lease lapsed while we were busy (a stalled heartbeat): the
+            # claim renewed it; a second task would send (or submit) everything twice
+            log.warning("job %s: lease lapsed while this worker ran it; kept running", row.id)
+            return
         running = Running(row)
         self.running[row.id] = running
         running.task = asyncio.create_task(self._execute(running))
@@ -246,9 +255,14 @@ class Worker:
     async def _execute(self, running: Running) -> None:
         job = running.job
         log.info("job %s (%s) claimed, attempt %d", job.id, job.kind, job.attempts)
-        outcome: Outcome | None = None
+        outcome: Outcome | Park | None = None
         try:
-            if job.kind in ("evaluate", "retry-errors"):
+            if job.mode == "batch":
+                running.live = BatchLive()
+                outcome = await self.batcher.run(
+                    job, self.id, running.live,
+                    lambda: bool(job.cancel_requested) or running.cancel_seen)
+            elif job.kind in ("evaluate", "retry-errors"):
                 job = await asyncio.to_thread(self._with_token_budget, job)
                 running.job = job
                 outcome = await self.evaluator.run(
@@ -265,6 +279,9 @@ class Worker:
         finally:
             self.running.pop(job.id, None)
         live = running.live
+        if isinstance(outcome, Park):
+            await self._park(job.id, live, outcome.wake_at)
+            return
         done = await asyncio.to_thread(
             self.jobs.finish, job.id, self.id, status=outcome.status,
             exit_code=outcome.exit_code, error=outcome.error, summary=outcome.summary,
@@ -273,6 +290,14 @@ class Worker:
         self.finished += 1
         log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
                  "" if done else " but another worker owns it now")
+
+    async def _park(self, job_id: str, live: Live, wake_at: float) -> None:
+        """A batch job's visit is over: it waits for its batches without a worker."""
+        parked = await asyncio.to_thread(
+            self.jobs.park, job_id, self.id, wake_at, progress=self._progress(live),
+            cost=live.cost, tokens_used=live.tokens)
+        log.info("job %s waits for its batches%s", job_id,
+                 "" if parked else " (another worker owns it now)")
 
     def _progress(self, live: Live) -> dict[str, Any]:
         return {**live.as_progress(), "worker": self.id}
@@ -305,6 +330,8 @@ class Worker:
                                     progress=live.as_progress(), cost=live.cost,
                                     tokens_used=live.tokens)
             log.info("job %s cancelled", job.id)
+        elif running.reason == "drain" and job.mode == "batch":
+            await self._park(job.id, live, now())  # its batches stay ours: never "queued"
         elif running.reason == "drain":
             await asyncio.to_thread(self.jobs.release, job.id, self.id, live.as_progress())
             log.info("job %s handed back to the queue (shutdown)", job.id)
@@ -332,6 +359,8 @@ class Worker:
                     if job_id not in ours:
                         item.reason = "lost"
                         task.cancel()
+                    elif job_id in cancels and item.job.mode == "batch":
+                        item.cancel_seen = True  # it cancels its batches, then itself
                     elif job_id in cancels:
                         item.reason = "cancel"
                         task.cancel()

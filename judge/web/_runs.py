@@ -32,7 +32,7 @@ from ._session import Viewer, check_csrf
 
 router = APIRouter(route_class=WebRoute)
 
-FINAL = tuple(s for s in STATUSES if s not in ("queued", "running"))
+FINAL = tuple(s for s in STATUSES if s not in ("queued", "running", "waiting"))
 FILE_INPUTS = (("schema", "Schema", True), ("dialogues", "Dialogues", True),
                ("predictions", "Predictions", True), ("rules", "Rules", False))
 JUDGE_FIELDS = ("method", "prompt_variant", "semantics", "rule_match", "response_format",

@@ -8,7 +8,7 @@ are filled from their job where it is known: ``job:<id>`` when the job or its pr
 gone, ``""`` for labels given through no job.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002_batch
 Create Date: 2025-06-01
 """
 
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0003'
-down_revision = '0001'
+down_revision = '0002_batch'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,345 @@
+"""Evaluate jobs in mode ``batch``: the calls go through the OpenAI Batch API (half price, up to
+a day of latency) and the answers are collected into the same results as a live job's.
+
+No worker waits on a batch. A batch job is a series of short visits, each one claim:
+
+1. Prepare and submit: the plan is written as request files in the job's run directory (split at
+   ``batch_max_requests`` / ``batch_max_bytes``, one batch each; a body shared by several calls
+   is sent once). A file is submitted only when no recorded batch of the job carries its
+   SHA-256, and the batch id goes into ``job_batches`` the moment the API returns it (the pair
+   is never interrupted by a cancel or a drain). A replica that dies after submitting leaves
+   the ids behind: whoever takes the job over polls them and submits nothing again.
+2. Park: the job becomes ``waiting`` with ``wake_at`` = now + ``batch_poll_seconds``; it holds
+   no lease and no slot. Any replica's worker claims it when it is due.
+3. Poll: the unfinished batches' status and request counts are stored (the job's progress shows
+   them), and the job is parked again until every batch has ended.
+4. Collect: the output files are downloaded, read with the same reply checks as live replies,
+   and integrated by :func:`judge.pipeline.collect`; rows and summary are stored as a live
+   job's are.
+
+Cancelling asks the API to cancel every batch still running, then ends the job as cancelled.
+The request files are rebuilt from the inputs on every visit that needs them (the plan is
+deterministic), so a visit on another machine needs nothing but the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from .._config import JudgeConfig, load_config
+from .._digest import file_digest
+from .._errors import DSTJudgeError, ModelError
+from ..model import ReplyLimits, cancel, download, read_output, status, submit
+from ..pipeline import collect, plan_evaluation, write_requests
+from ._db import Database, job_batches, jobs, now
+from ._files import FileStore
+from ._jobs import JobStore
+from ._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
+from ._runners import EvaluateRunner, Inputs, Live, Outcome, scrub_summary
+from ._settings import ServiceSettings
+
+log = logging.getLogger("dst_judge.service")
+ENDED = ("completed", "failed", "expired", "cancelled")
+"""Batch statuses after which nothing changes (``cancelling`` and ``finalizing`` still do)."""
+T = TypeVar("T")
+MAX_RETRIES = 20
+"""Visits in a row that may fail on a transient API error (a 5xx, 429, no connection)."""
+MANIFEST_KIND = "batch-requests"
+
+
+def _transient(exc: ModelError) -> bool:
+    return exc.status is None or exc.status in (408, 409, 429) or exc.status >= 500
+
+
+@dataclass
+class Park:
+    """The visit is over: put the job aside until ``wake_at``."""
+
+    wake_at: float
+
+
+@dataclass
+class BatchLive(Live):
+    """A batch job's counters: the live ones plus its batches."""
+
+    batches: dict[str, int] = field(default_factory=dict)
+
+    def as_progress(self) -> dict[str, Any]:
+        return {**super().as_progress(), "batches": dict(self.batches)}
+
+
+def batch_rows(db: Database, job_id: str) -> list[dict[str, Any]]:
+    """The batches a job submitted, in request-file order."""
+    with db.read() as conn:
+        return [dict(r._mapping) for r in conn.execute(
+            sa.select(job_batches).where(job_batches.c.job_id == job_id)
+            .order_by(job_batches.c.part, job_batches.c.created_at))]
+
+
+def _figures(rows: list[dict[str, Any]], files: int | None) -> dict[str, int]:
+    """What the job's progress shows of its batches."""
+    return {"files": files if files is not None else len({r["part"] for r in rows}),
+            "submitted": len(rows),
+            "ended": sum(r["status"] in ENDED for r in rows),
+            "requests": sum(r["requests"] for r in rows),
+            "requests_done": sum(r["completed"] + r["failed"] for r in rows)}
+
+
+class BatchRunner:
+    """One visit of a batch job (see the module's description)."""
+
+    def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
+                 jobs_: JobStore, evaluator: EvaluateRunner) -> None:
+        self.db = db
+        self.settings = settings
+        self.store = store
+        self.jobs = jobs_
+        self.evaluator = evaluator
+
+    async def run(self, job: Any, worker_id: str, live: BatchLive,
+                  cancel_requested: Callable[[], bool]) -> Outcome | Park:
+        inputs = Inputs(self.db, self.store, job.project_id)
+        live.batches = dict((job.progress or {}).get("batches") or {})
+        try:
+            outcome = await self._visit(job, worker_id, live, inputs, cancel_requested)
+        except ModelError as exc:
+            retries = int(live.batches.get("retries", 0)) + 1
+            if _transient(exc) and retries <= MAX_RETRIES:
+                log.warning("job %s: the Batch API failed (%s); trying again later", job.id,
+                            exc)
+                live.batches["retries"] = retries
+                return Park(now() + self.settings.batch_poll_seconds)
+            return Outcome("failed", 5 if exc.status in (401, 403, 404) else 4,
+                           inputs.clean(str(exc)))
+        except DSTJudgeError as exc:
+            return Outcome("failed", 2, inputs.clean(str(exc)))
+        live.batches.pop("retries", None)
+        return outcome
+
+    def config(self, job: Any) -> tuple[str, JudgeConfig]:
+        """The job's judge configuration, as a live job of the same options would have it."""
+        name, endpoint = endpoint_for(job.endpoint, self.settings)
+        values = {k: v for k, v in dict(job.options).items()
+                  if k in (*JUDGE_OPTIONS, *BATCH_OPTIONS)}
+        values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
+                      organization=endpoint.organization, project=endpoint.project,
+                      prices=endpoint.prices, http_backend=endpoint.http_backend,
+                      use_cache=False)
+        return name, load_config(values)
+
+    async def _visit(self, job: Any, worker_id: str, live: BatchLive, inputs: Inputs,
+                     cancel_requested: Callable[[], bool]) -> Outcome | Park:
+        endpoint_name, config = self.config(job)
+        rows = await asyncio.to_thread(batch_rows, self.db, job.id)
+        planned = job.manifest if (job.manifest or {}).get("kind") == MANIFEST_KIND else None
+        if planned is not None:
+            live.total = planned["calls"]
+        live.batches.update(_figures(rows, len(planned["files"]) if planned else None))
+        if cancel_requested():
+            return await self._cancel(config, job, rows, live)
+        if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
+            loaded = await self._load(job, inputs, config)
+            stopped = await self._submit(job, worker_id, config, loaded, rows, live,
+                                         cancel_requested)
+            if stopped is not None:
+                return stopped
+            rows = await asyncio.to_thread(batch_rows, self.db, job.id)
+        rows = await self._poll(config, rows, live)
+        if cancel_requested():
+            return await self._cancel(config, job, rows, live)
+        if not all(r["status"] in ENDED for r in rows):
+            return Park(now() + self.settings.batch_poll_seconds)
+        loaded = await self._load(job, inputs, config)
+        return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
+
+    async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
+        schema_path, schema_row = inputs.path(job.inputs["schema"])
+        dialogues_path, _ = inputs.path(job.inputs["dialogues"])
+        predictions_path, pred_row = inputs.path(job.inputs["predictions"])
+        rules_id = job.inputs.get("rules")
+        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
+        schema, dialogues, predictions, rules = await asyncio.to_thread(
+            self.evaluator._load, schema_path, dialogues_path, predictions_path, pred_row,
+            rules_path, dict(job.options))
+        plan = await asyncio.to_thread(plan_evaluation, config, schema, dialogues, predictions,
+                                       rules=rules)
+        return {"schema": schema, "dialogues": dialogues, "predictions": predictions,
+                "rules": rules, "plan": plan,
+                "sources": {"schema": schema_row["name"],
+                            "rules": rules_row["name"] if rules_row else None}}
+
+    # --- submission ---------------------------------------------------------------------------
+
+    async def _submit(self, job: Any, worker_id: str, config: JudgeConfig,
+                      loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
+                      cancel_requested: Callable[[], bool]) -> Outcome | Park | None:
+        """Write the request files and submit each one no recorded batch carries (their
+        digests are kept in the job's manifest first); None when all are out."""
+        folder = self.evaluator.run_dir(job.id) / "batch"
+        folder.mkdir(parents=True, exist_ok=True)
+        written = await asyncio.to_thread(write_requests, loaded["plan"],
+                                          folder / "requests.jsonl")
+        digests = [await asyncio.to_thread(file_digest, path) for path in written.files] \
+            if written.requests else []
+        planned = {"kind": MANIFEST_KIND, "files": digests, "counts": written.counts,
+                   "calls": written.calls, "duplicates": written.duplicates}
+        if job.manifest != planned:
+            await asyncio.to_thread(self.jobs.store_manifest, job.id, planned)
+        live.total = written.calls
+        live.batches.update(_figures(rows, len(digests)))
+        recorded = {r["sha256"] for r in rows}
+        for part, (path, count, digest) in enumerate(
+                zip(written.files, written.counts, digests, strict=False), start=1):
+            if digest in recorded:
+                continue
+            if cancel_requested():
+                return await self._cancel(config, job, await asyncio.to_thread(
+                    batch_rows, self.db, job.id), live)
+            if not await asyncio.to_thread(self._holds_lease, job.id, worker_id):
+                return Park(now())  # another worker owns the job now: parking it is a no-op
+            if digest in {r["sha256"] for r in await asyncio.to_thread(batch_rows, self.db,
+                                                                       job.id)}:
+                continue
+            await _uninterrupted(self._submit_one(job.id, config, path, part, digest, count))
+            recorded.add(digest)
+            live.batches.update(_figures(await asyncio.to_thread(batch_rows, self.db, job.id),
+                                         len(digests)))
+        return None
+
+    async def _submit_one(self, job_id: str, config: JudgeConfig, path: Path, part: int,
+                          digest: str, count: int) -> None:
+        batch = await submit(config, path)
+        moment = now()
+        counts = batch.get("request_counts") or {}
+        row = {"job_id": job_id, "batch_id": str(batch.get("id")), "part": part,
+               "sha256": digest, "requests": count, "status": str(batch.get("status")),
+               "completed": int(counts.get("completed") or 0),
+               "failed": int(counts.get("failed") or 0), "created_at": moment,
+               "updated_at": moment}
+        for attempt in range(10):  # the batch is paid for: its id must reach the database
+            try:
+                await asyncio.to_thread(self._insert, row)
+                break
+            except Exception:
+                if attempt == 9:
+                    log.error("job %s: batch %s could not be recorded", job_id, row["batch_id"])
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))
+        log.info("job %s: batch %s submitted (%d requests)", job_id, row["batch_id"], count)
+
+    def _insert(self, row: dict[str, Any]) -> None:
+        with self.db.write() as conn:
+            conn.execute(job_batches.insert().values(**row))
+
+    def _holds_lease(self, job_id: str, worker_id: str) -> bool:
+        with self.db.read() as conn:
+            owner = conn.execute(sa.select(jobs.c.lease_owner, jobs.c.status)
+                                 .where(jobs.c.id == job_id)).first()
+        return owner is not None and owner.lease_owner == worker_id \
+            and owner.status == "running"
+
+    # --- polling, cancelling, collecting ------------------------------------------------------
+
+    async def _poll(self, config: JudgeConfig, rows: list[dict[str, Any]], live: BatchLive
+                    ) -> list[dict[str, Any]]:
+        """Ask the API about every batch not yet ended; store what it says."""
+        for row in rows:
+            if row["status"] in ENDED:
+                continue
+            batch = await status(config, row["batch_id"])
+            self._update(row, batch)
+        await asyncio.to_thread(self._store_status, rows)
+        live.batches.update(_figures(rows, live.batches.get("files")))
+        return rows
+
+    @staticmethod
+    def _update(row: dict[str, Any], batch: dict[str, Any]) -> None:
+        counts = batch.get("request_counts") or {}
+        row.update(status=str(batch.get("status")), updated_at=now(),
+                   completed=int(counts.get("completed") or 0),
+                   failed=int(counts.get("failed") or 0))
+
+    def _store_status(self, rows: list[dict[str, Any]]) -> None:
+        with self.db.write() as conn:
+            for row in rows:
+                conn.execute(job_batches.update().where(
+                    job_batches.c.job_id == row["job_id"],
+                    job_batches.c.batch_id == row["batch_id"]).values(
+                        status=row["status"], completed=row["completed"],
+                        failed=row["failed"], updated_at=row["updated_at"]))
+
+    async def _cancel(self, config: JudgeConfig, job: Any, rows: list[dict[str, Any]],
+                      live: BatchLive) -> Outcome:
+        """Cancel every batch still running at the API, then the job."""
+        problems = []
+        for row in rows:
+            if row["status"] in ENDED:
+                continue
+            try:
+                self._update(row, await cancel(config, row["batch_id"]))
+            except ModelError as exc:
+                problems.append(str(exc))
+        await asyncio.to_thread(self._store_status, rows)
+        live.batches.update(_figures(rows, live.batches.get("files")))
+        note = f" (the API refused: {problems[0]})" if problems else ""
+        log.info("job %s: cancelled with its %d batch(es)%s", job.id, len(rows), note)
+        return Outcome("cancelled", None, "cancelled on request" + note)
+
+    async def _collect(self, job: Any, config: JudgeConfig, endpoint_name: str,
+                       loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
+                       inputs: Inputs) -> Outcome:
+        folder = self.evaluator.run_dir(job.id) / "batch" / "output"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        records: dict[Any, Any] = {}
+        limits = ReplyLimits.from_config(config)
+        for row in rows:
+            try:
+                paths = await download(config, row["batch_id"], folder)
+            except ModelError:
+                if row["status"] == "completed":
+                    raise
+                continue  # failed, expired or cancelled with no output: its calls are errors
+            for path in paths:
+                records.update(await asyncio.to_thread(read_output, path, limits=limits,
+                                                       secret=config.secret))
+        result = await asyncio.to_thread(
+            collect, config, loaded["schema"], loaded["dialogues"], loaded["predictions"],
+            records, rules=loaded["rules"], sources=loaded["sources"])
+        summary = scrub_summary(result.summary, endpoint_name, inputs)
+        summary["batches"] = [{"id": r["batch_id"], "status": r["status"],
+                               "requests": r["requests"]} for r in rows]
+        usage = summary.get("tokens") or {}
+        live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        live.cost = float(summary.get("cost_usd") or 0.0)
+        live.total = summary["calls"]["planned"]
+        live.done = live.total
+        out_rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
+        shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
+        if summary.get("turns") and summary.get("scored_turns") == 0:
+            return Outcome("failed", 4, "nothing could be judged: " + "; ".join(
+                summary.get("errors", {}).get("examples", [])[:2]), summary, out_rows)
+        return Outcome("succeeded", 1 if summary.get("error_turns") else 0, None, summary,
+                       out_rows)
+
+
+async def _uninterrupted(step: Awaitable[T]) -> T:
+    """Run ``step`` to its end even when the task is cancelled meanwhile (then re-raise): a
+    batch that exists must be recorded before a cancel or a drain lets anyone else in."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise

@@ -1,0 +1,222 @@
+"""Evaluate jobs in mode ``batch`` against the fake server's Batch API (tests/fault_server.py),
+which bills every request line like a live call: a batch job's judgments equal a live job's,
+each distinct body is paid once, a cancel cancels the batches, an endpoint without a Batch API
+refuses the mode, and a replica killed after submitting never makes anyone submit again."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import judge
+from judge.service import create_token as project_token
+from tests.conftest import EXAMPLES
+from tests.fault_server import FaultConfig, FaultServer, ServerProcess, get_json
+
+from .conftest import CANARY_KEY, Api, running_service, service_settings
+from .serve_process import ServeProcess, cli, create_token
+
+
+def _verdicts(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(r["dialogue_id"], r["turn_index"], r["verdict"], r.get("rule"), r.get("error"))
+            for r in rows]
+
+
+def _batches(server: FaultServer | ServerProcess) -> list[dict[str, Any]]:
+    """Every batch the fake server was asked to create."""
+    return list(get_json(server.port, "/v1/batches")["data"])
+
+
+@pytest.fixture
+def batch_env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A service whose endpoint 'fake' has a Batch API (batches run for 1.5 s) and whose
+    endpoint 'local' has none; batch jobs are polled every 0.5 s."""
+    with FaultServer(FaultConfig(batch_seconds=1.5)) as model:
+        settings = service_settings(
+            tmp_path / "data", model.url, batch_poll_seconds=0.5,
+            endpoints={"fake": {"base_url": model.url, "api_key": CANARY_KEY,
+                                "batch_api": True},
+                       "local": {"base_url": model.url}})
+        with running_service(settings) as (service, app):
+            token = project_token(service.db, "lab", "read,submit")[0]
+            api = Api(app, token)
+            try:
+                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
+                         (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                          ("predictions", "predictions.jsonl"))}
+                yield {"api": api, "model": model, "files": files, "service": service}
+            finally:
+                api.close()
+
+
+def _submit(api: Api, files: dict[str, str], mode: str, **options: Any) -> dict[str, Any]:
+    response = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files, "mode": mode,
+                                          "options": {"model": "fault-model", **options}})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_batch_job_judges_like_a_live_job_and_pays_each_body_once(batch_env):
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    live = api.wait(_submit(api, files, "live")["id"])
+    assert live["status"] == "succeeded", live
+    live_rows = list(api.get(f"/v1/jobs/{live['id']}/judgments").iter_lines())
+
+    model.stats.reset()
+    queued = _submit(api, files, "batch", batch_max_requests=5)
+    assert queued["mode"] == "batch"
+    seen: set[str] = set()
+    deadline = time.monotonic() + 60
+    while (job := api.get(f"/v1/jobs/{queued['id']}").json())["status"] not in (
+            "succeeded", "failed", "cancelled", "stopped"):
+        seen.add(job["status"])
+        assert time.monotonic() < deadline, job
+        time.sleep(0.02)
+    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
+    assert "waiting" in seen  # no worker held the job while its batches ran
+
+    batches = _batches(model)
+    stats = model.snapshot()
+    progress = job["progress"]["batches"]
+    assert progress["files"] == progress["submitted"] == progress["ended"] == len(batches) > 1
+    assert progress["requests_done"] == progress["requests"] == stats["completed"]
+    assert stats["max_completed_per_body"] == 1
+    assert stats["completed"] == stats["distinct_bodies"]
+
+    batch_rows = [json.loads(x) for x in
+                  api.get(f"/v1/jobs/{job['id']}/judgments").iter_lines()]
+    assert _verdicts(batch_rows) == _verdicts([json.loads(x) for x in live_rows])
+    assert len(batch_rows) == live["headline"]["turns"]
+    summary = api.get(f"/v1/jobs/{job['id']}/results").json()
+    assert summary["scored_turns"] == summary["turns"] == live["headline"]["turns"]
+    assert [b["status"] for b in summary["batches"]] == ["completed"] * len(batches)
+    assert CANARY_KEY not in json.dumps(summary) and "127.0.0.1" not in json.dumps(summary)
+
+
+def test_mode_batch_is_refused_where_there_is_no_batch_api(batch_env):
+    api, files = batch_env["api"], batch_env["files"]
+    response = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files, "mode": "batch",
+                                          "options": {"endpoint": "local"}})
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "mode" and "Batch API" in response.text
+    live_only = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
+                                           "options": {"batch_max_requests": 5}})
+    assert live_only.status_code == 422
+    assert live_only.json()["error"]["field"] == "options.batch_max_requests"
+    metrics = api.post("/v1/jobs", json={"kind": "metrics", "mode": "batch",
+                                         "inputs": {"schema": files["schema"],
+                                                    "dialogues": files["dialogues"],
+                                                    "predictions": [files["predictions"]]}})
+    assert metrics.status_code == 422 and metrics.json()["error"]["field"] == "mode"
+
+
+def test_cancelling_a_waiting_batch_job_cancels_its_batches(tmp_path):
+    with FaultServer(FaultConfig(batch_seconds=60)) as model:
+        settings = service_settings(
+            tmp_path / "data", model.url, batch_poll_seconds=0.1,
+            endpoints={"fake": {"base_url": model.url, "batch_api": True}})
+        with running_service(settings) as (service, app):
+            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
+            try:
+                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
+                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                             ("predictions", "predictions.jsonl"))}
+                job = _submit(api, files, "batch", batch_max_requests=10)
+                deadline = time.monotonic() + 30
+                while True:
+                    shown = api.get(f"/v1/jobs/{job['id']}").json()
+                    batches = shown["progress"].get("batches") or {}
+                    if shown["status"] == "waiting" and batches.get("submitted") == \
+                            batches.get("files"):
+                        break
+                    assert time.monotonic() < deadline, shown
+                    time.sleep(0.02)
+                assert api.post(f"/v1/jobs/{job['id']}/cancel").status_code == 200
+                done = api.wait(job["id"], timeout=30)
+                deleted = api.delete(f"/v1/jobs/{job['id']}")
+            finally:
+                api.close()
+        created = _batches(model)
+    assert done["status"] == "cancelled", done
+    assert len(created) == batches["files"] >= 2
+    assert {b["status"] for b in created} == {"cancelled"}
+    assert deleted.status_code == 204
+
+
+def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits(tmp_path):
+    data = tmp_path / "serve"
+    token = create_token(data, "lab")
+    args = ["--lease", "3", "--batch-poll", "0.3", "--grace", "1"]
+    with ServerProcess(FaultConfig(batch_seconds=3.0), max_seconds=300) as model:
+        endpoints = {"fake": {"base_url": model.url, "batch_api": True}}
+        doomed = ServeProcess(data, endpoints=endpoints, args=args)
+        with doomed:
+            client = judge.Client(doomed.url, token)
+            files = {kind: client.upload(EXAMPLES / name, kind)["id"] for kind, name in
+                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                      ("predictions", "predictions.jsonl"))}
+            queued = cli("submit", "evaluate", "--server", doomed.url, "--mode", "batch",
+                         "--schema", files["schema"], "--dialogues", files["dialogues"],
+                         "--predictions", files["predictions"], "--model", "m",
+                         "-o", "batch_max_requests=8", env={"DST_JUDGE_TOKEN": token})
+            job_id = queued.stdout.split()[-1]
+            assert client.job(job_id)["mode"] == "batch"
+            deadline = time.monotonic() + 60
+            while True:  # every batch submitted and recorded, none finished yet
+                batches = client.job(job_id)["progress"].get("batches") or {}
+                if batches.get("files") and batches.get("submitted") == batches["files"]:
+                    break
+                assert time.monotonic() < deadline, client.job(job_id)
+                time.sleep(0.05)
+            doomed.kill()
+        submitted_before = len(_batches(model))
+        with ServeProcess(data, endpoints=endpoints, args=args) as survivor:
+            client = judge.Client(survivor.url, token)
+            job = client.wait(job_id, timeout=120)
+            rows = list(client.judgments(job_id))
+            survivor_id = survivor.health()["worker"]["id"]
+        stats = model.snapshot()
+        created = _batches(model)
+    assert submitted_before == batches["files"] >= 2
+    assert len(created) == submitted_before  # the restarted replica submitted nothing
+    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
+    assert job["progress"]["worker"] == survivor_id
+    assert stats["max_completed_per_body"] == 1
+    assert len(rows) == job["headline"]["turns"] and all(r["verdict"] is not None
+                                                          for r in rows)
+
+
+def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):
+    with FaultServer(FaultConfig(batch_seconds=1.5)) as model:
+        settings = service_settings(
+            tmp_path / "data", model.url, db=postgres_db, batch_poll_seconds=0.2,
+            endpoints={"fake": {"base_url": model.url, "batch_api": True}})
+        with running_service(settings) as (service, app):
+            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
+            try:
+                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
+                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                             ("predictions", "predictions.jsonl"))}
+                job = _submit(api, files, "batch", batch_max_requests=12)
+                waiting = []
+                deadline = time.monotonic() + 60
+                while (shown := api.get(f"/v1/jobs/{job['id']}").json())["status"] not in (
+                        "succeeded", "failed", "cancelled", "stopped"):
+                    if shown["status"] == "waiting":
+                        waiting.append(api.get("/v1/jobs", params={"status": "waiting"})
+                                       .json()["jobs"])
+                    assert time.monotonic() < deadline, shown
+                    time.sleep(0.05)
+            finally:
+                api.close()
+        created = _batches(model)
+    assert shown["status"] == "succeeded" and shown["exit_code"] == 0, shown
+    assert shown["attempts"] == 1  # polls are visits, not new attempts
+    assert waiting and all([j["id"] for j in listed] == [job["id"]] for listed in waiting
+                           if listed)
+    assert shown["progress"]["batches"]["submitted"] == len(created) >= 2
