@@ -121,7 +121,7 @@ class Worker:
         self.running: dict[str, Running] = {}
         self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
                       for name, ep in settings.all_endpoints().items()}
-        self.evaluator = EvaluateRunner(db, settings, store, jobs)
+        self.evaluator = EvaluateRunner(db, settings, store, jobs, self.id)
         self.analyst = AnalysisRunner(db, store, jobs)
         self.finished = 0
         self._thread: threading.Thread | None = None
