@@ -269,8 +269,6 @@ def _logger(run_dir: RunDirectory | None, progress: RunProgress,
             run_dir.append(result)
         if on_result is not None:
             on_result(result)
-        if on_result is not None:
-            on_result(result)
         progress.update(result)
         if on_progress is not None:
             on_progress(progress)
