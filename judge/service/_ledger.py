@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -38,10 +39,12 @@ _r = ledger_replaced
 
 
 def worker_owner(worker_id: str, job_id: str) -> str:
-    """A claim owner for one job of a worker: ``host/pid/...`` so that a claim of a dead
-    process on this host is taken over at once; one per job, so that two jobs of one worker
-    wait for each other's requests instead of both sending them."""
-    return f"{socket.gethostname()}/{os.getpid()}/{worker_id}/{job_id}"[:300]
+    """A claim owner for one run of a job on a worker: ``host/pid/...`` so that a claim of a
+    dead process on this host is taken over at once; one per run (a random suffix), so that
+    two jobs of one worker, or a job claimed again by its own worker, wait for each other's
+    requests instead of both sending them."""
+    return (f"{socket.gethostname()}/{os.getpid()}/{worker_id}/{job_id}/"
+            f"{secrets.token_hex(3)}")[:300]
 
 
 class DatabaseLedger:

@@ -72,9 +72,11 @@ def test_a_worker_owner_names_this_process_and_is_not_gone(open_ledger):
     owner = worker_owner("host:1:abc", "job-1")
     assert not owner_gone(owner)
     scope = uuid.uuid4().hex[:12]
-    one, two = (open_ledger(scope, owner=worker_owner("w", job)) for job in ("job-1", "job-2"))
+    one, two, again = (open_ledger(scope, owner=worker_owner("w", job))
+                       for job in ("job-1", "job-2", "job-1"))
     assert one.claim("k").outcome == "mine"
     assert two.claim("k").outcome == "busy"  # two jobs of one worker: the second one waits
+    assert again.claim("k").outcome == "busy"  # so does a second run of the same job
 
 
 def test_a_reply_stored_on_sqlite_survives_a_new_engine(tmp_path: Path):
