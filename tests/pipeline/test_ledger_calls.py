@@ -175,25 +175,38 @@ def test_the_key_echoed_in_a_reply_never_reaches_the_ledger(tmp_path, secret, mo
 
 class _ThreadedLedger(SQLiteLedger):
     """The embedded ledger, but asking to be called off the event loop (as the service's
-    database ledger does); it notes the threads that call it."""
+    database ledger does); it notes the threads that call it. Its one connection takes one
+    call at a time (an off-loop ledger is called from several threads at once)."""
 
     off_loop = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.threads: set[int] = set()
+        self._one = threading.Lock()
+
+    def _noted(self, method, *args, **kwargs):
+        self.threads.add(threading.get_ident())
+        with self._one:
+            return method(*args, **kwargs)
 
     def get(self, key):
-        self.threads.add(threading.get_ident())
-        return super().get(key)
+        return self._noted(super().get, key)
 
     def claim(self, key, *, refresh=False):
-        self.threads.add(threading.get_ident())
-        return super().claim(key, refresh=refresh)
+        return self._noted(super().claim, key, refresh=refresh)
 
     def record_reply(self, key, content, **kwargs):
-        self.threads.add(threading.get_ident())
-        super().record_reply(key, content, **kwargs)
+        self._noted(super().record_reply, key, content, **kwargs)
+
+    def record_failure(self, key, error):
+        self._noted(super().record_failure, key, error)
+
+    def release(self, key):
+        self._noted(super().release, key)
+
+    def renew(self):
+        return self._noted(super().renew)
 
 
 def test_an_off_loop_ledger_is_called_in_threads_and_each_call_is_logged_once(
