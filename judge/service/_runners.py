@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,12 +25,20 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from .._config import load_config
-from .._errors import BudgetReached, DSTJudgeError, InputError, ModelError, ServiceError
+from .._errors import (
+    BudgetReached,
+    DSTJudgeError,
+    InputError,
+    ModelError,
+    ServiceError,
+    StoreError,
+)
 from ..analysis import agreement_report, audit_items, load_labels, method_table, render_audit
 from ..data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ..method import default_rules, load_rules
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run, RunDirectory, evaluate_async
+from ..store import LEDGER_FILE, SQLiteLedger
 from ._db import Database, files, jobs
 from ._files import FileStore
 from ._jobs import JobStore
@@ -37,6 +47,7 @@ from ._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from ._limits import JobLimiter
 from ._settings import ServiceSettings
 
+log = logging.getLogger("dst_judge.service")
 _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organization",
                      "project", "http_backend")
 
@@ -153,6 +164,7 @@ class EvaluateRunner:
         self.store = store
         self.jobs = jobs_
         self.worker_id = worker_id
+        self._importing = threading.Lock()
 
     def ledger_scope(self, project_id: str) -> str:
         """Whose paid replies a project's jobs share: its own, or every project's when the
@@ -164,9 +176,34 @@ class EvaluateRunner:
         every job and replica of the scope shares. Its claims are the job's own (a second job
         of this worker waits for them like any other owner) and expire a lease after this
         worker stops renewing them, as the job's own lease does."""
-        return DatabaseLedger(self.db, self.ledger_scope(job.project_id),
-                              owner=worker_owner(self.worker_id, job.id),
-                              lease=self.settings.lease_seconds)
+        ledger = DatabaseLedger(self.db, self.ledger_scope(job.project_id),
+                                owner=worker_owner(self.worker_id, job.id),
+                                lease=self.settings.lease_seconds)
+        self._import_cache_dir(ledger)
+        return ledger
+
+    def _import_cache_dir(self, ledger: DatabaseLedger) -> None:
+        """Move the replies of the reply cache directory that earlier versions kept per replica
+        (``<data_dir>/cache/<project id | shared>``) into the database once: they were paid
+        for. The directory is renamed ``*.imported-<time>`` afterwards (kept, not deleted)."""
+        name = "shared" if ledger.scope == SHARED_SCOPE else ledger.scope
+        folder = self.settings.data_dir / "cache" / name
+        with self._importing:
+            if not (folder / LEDGER_FILE).is_file():
+                return
+            try:
+                old = SQLiteLedger(folder / LEDGER_FILE)
+                try:
+                    added = ledger.import_replies(
+                        ((key, reply.content) for key in sorted(old.keys())
+                         if (reply := old.get(key)) is not None), origin="cache-dir")
+                finally:
+                    old.close()
+                folder.rename(folder.with_name(f"{name}.imported-{int(time.time())}"))
+            except (OSError, StoreError) as exc:  # the job runs on; the next one tries again
+                log.warning("could not import the replies of %s: %s", folder, exc)
+                return
+        log.info("imported %d paid replies of %s into the service's ledger", added, folder)
 
     def run_dir(self, job_id: str) -> Path:
         return self.settings.data_dir / "runs" / job_id
@@ -272,7 +309,8 @@ class EvaluateRunner:
                 config, schema, dialogues, predictions, rules=rules, out_dir=folder,
                 resume=resume, sources=sources, on_progress=on_progress,
                 limiter=limiter_for(endpoint_name), on_result=on_result,
-                refresh=job.kind == "retry-errors", ledger=self.ledger(job))
+                refresh=job.kind == "retry-errors",
+                ledger=await asyncio.to_thread(self.ledger, job))
         finally:
             await journal.flush()
         summary = scrub_summary(result.summary, endpoint_name, inputs)

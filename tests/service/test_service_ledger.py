@@ -88,3 +88,33 @@ def test_a_reply_stored_on_sqlite_survives_a_new_engine(tmp_path: Path):
     again = Database(url)
     assert DatabaseLedger(again, "p").get("k").content == b"paid"
     again.dispose()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["project", "shared"])
+def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path: Path,
+                                                                       shared: bool):
+    from types import SimpleNamespace
+
+    from judge.service._ledger import SHARED_SCOPE
+    from judge.service._runners import EvaluateRunner
+    from judge.store import SQLiteLedger
+
+    from .conftest import service_settings
+
+    settings = service_settings(tmp_path / "data", "http://127.0.0.1:9",
+                                share_cache_across_projects=shared)
+    folder = settings.data_dir / "cache" / ("shared" if shared else "lab")
+    old = SQLiteLedger(folder / "ledger.sqlite3")
+    old.claim("k")
+    old.record_reply("k", b"paid by 0.x")
+    old.close()
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    runner = EvaluateRunner(db, settings, None, None, "w")
+    ledger = runner.ledger(SimpleNamespace(project_id="lab", id="j1"))
+    assert ledger.scope == (SHARED_SCOPE if shared else "lab")
+    assert ledger.get("k").content == b"paid by 0.x" and ledger.get("k").origin == "cache-dir"
+    assert not folder.exists() and len(list(folder.parent.glob("*.imported-*"))) == 1
+    again = runner.ledger(SimpleNamespace(project_id="lab", id="j2"))  # nothing left to import
+    assert again.stats()["replies"] == 1
+    db.dispose()
