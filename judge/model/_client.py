@@ -15,7 +15,7 @@ import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 from aiolimiter import AsyncLimiter
@@ -37,6 +37,7 @@ from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
 from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
 
 _MAX_RETRY_AFTER = 120.0
+_T = TypeVar("_T")
 BACKOFF_INITIAL = 1.0
 """First backoff in seconds (doubling, with jitter, up to a minute) when no retry-after."""
 
@@ -270,7 +271,7 @@ class ModelClient:
         key = cache_key(self.config.endpoint, body, template_hash)
         fresh = self.refresh and key not in self._refreshed
         if self.ledger is not None and not fresh:
-            reply = self.ledger.get(key)
+            reply = await self._on_ledger(self.ledger.get, key)
             if reply is not None:
                 return self._answer(reply.content, key, self._source(key, reply.origin))
         waiting = self._inflight.get(key)
@@ -331,7 +332,7 @@ class ModelClient:
         if ledger is not None:
             delay = 0.02
             while True:
-                claim = ledger.claim(key, refresh=fresh)
+                claim = await self._on_ledger(ledger.claim, key, refresh=fresh)
                 if claim.outcome == "mine":
                     break
                 if claim.outcome == "replied" and claim.reply is not None:
@@ -344,16 +345,17 @@ class ModelClient:
             raw = await self._send(body)
             content = redact_bytes(raw.content, self._secret)
             if ledger is not None:
-                ledger.record_reply(key, content, status=raw.status, origin=self.run_id)
+                await self._on_ledger(ledger.record_reply, key, content, status=raw.status,
+                                      origin=self.run_id)
             settled = True
         except ModelError as exc:
             if ledger is not None:
-                ledger.record_failure(key, str(exc))
+                await self._on_ledger(ledger.record_failure, key, str(exc))
             settled = True
             raise
         finally:
             if ledger is not None and not settled:
-                ledger.release(key)
+                await self._on_ledger(ledger.release, key)
         self._paid.add(key)
         return content, "paid"
 
@@ -385,6 +387,22 @@ class ModelClient:
             raise error from None
         return raw
 
+    async def _on_ledger(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Call a ledger method: in place (the embedded SQLite ledger answers in microseconds),
+        or in a thread when the ledger says it waits on a server (``off_loop``), so that one
+        job's database round-trip never stalls the other jobs of the event loop. A started call
+        is finished even when the caller is cancelled: a reply is committed before its slot is
+        given back."""
+        if not getattr(self.ledger, "off_loop", False):
+            return method(*args, **kwargs)
+        task = asyncio.ensure_future(asyncio.to_thread(method, *args, **kwargs))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await task
+            raise
+
     def _keep_claims_alive(self) -> None:
         """Renew this client's claims every third of the lease while it runs."""
         if self._heartbeat is None or self._heartbeat.done():
@@ -395,7 +413,7 @@ class ModelClient:
         while True:
             await asyncio.sleep(self.ledger.lease / 3)
             with contextlib.suppress(StoreError):
-                self.ledger.renew()
+                await self._on_ledger(self.ledger.renew)
 
     async def _post(self, content: bytes, body: dict[str, Any]) -> RawResponse:
         """One POST, through the shared limiter when there is one."""

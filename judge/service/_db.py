@@ -1,7 +1,8 @@
 """The service's one database: SQLite (WAL, one writer at a time) for a single machine, or
 Postgres so that several replicas share one queue. Every piece of service state lives here:
 projects, tokens, uploaded files, jobs with their leases and run logs (and the Batch API
-batches of batch jobs), per-turn results, human labels and the shared rate-limit pool.
+batches of batch jobs), per-turn results, human labels, the shared rate-limit pool and the
+ledger of paid model requests.
 
 Tables are SQLAlchemy Core; the schema is created and upgraded by the alembic migrations in
 ``judge/service/migrations`` (run on every start, under a lock on Postgres). Times are Unix
@@ -200,6 +201,38 @@ workers = sa.Table(
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("heartbeat_at", sa.Float, nullable=False),
     sa.Column("draining", sa.Boolean, nullable=False, default=False),
+)
+
+ledger_requests = sa.Table(
+    "ledger_requests", metadata,
+    sa.Column("scope", sa.String(40), primary_key=True),  # a project id, or "*" when shared
+    sa.Column("key", sa.String(128), primary_key=True),
+    sa.Column("state", sa.String(10), nullable=False),  # pending | replied | failed
+    sa.Column("owner", sa.String(300)),
+    sa.Column("lease_until", sa.Float),
+    sa.Column("sends", sa.Integer, nullable=False, default=0),
+    sa.Column("status", sa.Integer),
+    sa.Column("content", sa.LargeBinary),  # the raw reply, as the model sent it (redacted)
+    sa.Column("origin", sa.String(100)),
+    sa.Column("error", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.CheckConstraint("state IN ('pending', 'replied', 'failed')",
+                       name="ck_ledger_requests_state"),
+    sa.Index("ix_ledger_requests_owner", "owner"),
+)
+
+ledger_replaced = sa.Table(
+    "ledger_replaced", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("scope", sa.String(40), nullable=False),
+    sa.Column("key", sa.String(128), nullable=False),
+    sa.Column("content", sa.LargeBinary, nullable=False),
+    sa.Column("status", sa.Integer),
+    sa.Column("origin", sa.String(100)),
+    sa.Column("recorded_at", sa.Float, nullable=False),
+    sa.Column("replaced_at", sa.Float, nullable=False),
+    sa.Index("ix_ledger_replaced_key", "scope", "key"),
 )
 
 service_settings = sa.Table(

@@ -222,7 +222,8 @@ class JobStore:
             values["budget_usd"] = budget
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
-        return self.get(project_id, job_id)
+            # read in the same transaction: the job as resumed, not as a worker took it since
+            return public_job(conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one())
 
     def delete(self, project_id: str, job_id: str) -> None:
         row = self.row(project_id, job_id)

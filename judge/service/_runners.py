@@ -2,7 +2,9 @@
 the CLI commands of the same name, with server paths kept out of the results.
 
 An evaluate job runs in its own run directory (``<data_dir>/runs/<job id>``) with the
-library's resume support. The directory is rebuilt from the database when a job moves to
+library's resume support; its model requests go through the ledger in the service database
+(:mod:`._ledger`), shared by every job and replica of the project, where each reply is
+committed the moment it arrives. The directory is rebuilt from the database when a job moves to
 another worker: the manifest and every logged call are kept in the ``jobs`` and ``job_calls``
 tables as they happen, so a takeover re-sends only the calls that were in flight.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,19 +25,29 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from .._config import load_config
-from .._errors import BudgetReached, DSTJudgeError, InputError, ModelError, ServiceError
+from .._errors import (
+    BudgetReached,
+    DSTJudgeError,
+    InputError,
+    ModelError,
+    ServiceError,
+    StoreError,
+)
 from ..analysis import agreement_report, audit_items, load_labels, method_table, render_audit
 from ..data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ..method import default_rules, load_rules
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run, RunDirectory, evaluate_async
+from ..store import LEDGER_FILE, SQLiteLedger
 from ._db import Database, files, jobs
 from ._files import FileStore
 from ._jobs import JobStore
 from ._jobspec import JUDGE_OPTIONS, endpoint_for
+from ._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from ._limits import JobLimiter
 from ._settings import ServiceSettings
 
+log = logging.getLogger("dst_judge.service")
 _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organization",
                      "project", "http_backend")
 
@@ -144,19 +158,52 @@ class EvaluateRunner:
     """evaluate and retry-errors jobs."""
 
     def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
-                 jobs_: JobStore) -> None:
+                 jobs_: JobStore, worker_id: str = "worker") -> None:
         self.db = db
         self.settings = settings
         self.store = store
         self.jobs = jobs_
+        self.worker_id = worker_id
+        self._importing = threading.Lock()
 
-    def reply_store(self, project_id: str) -> dict[str, Any]:
-        """Where a project's paid replies are kept: the one place the durable ledger will plug
-        in. Today, the library's reply cache in a directory of the project's own (or one for
-        all projects when the operator shares them)."""
-        root = self.settings.data_dir / "cache"
-        folder = root / "shared" if self.settings.share_cache_across_projects else root / project_id
-        return {"cache_dir": str(folder)}
+    def ledger_scope(self, project_id: str) -> str:
+        """Whose paid replies a project's jobs share: its own, or every project's when the
+        operator shares them (a hit then reveals that another project sent the request)."""
+        return SHARED_SCOPE if self.settings.share_cache_across_projects else project_id
+
+    def ledger(self, job: Any) -> DatabaseLedger:
+        """The job's view of the ledger in the service database, the one record of paid replies
+        every job and replica of the scope shares. Its claims are the job's own (a second job
+        of this worker waits for them like any other owner) and expire a lease after this
+        worker stops renewing them, as the job's own lease does."""
+        ledger = DatabaseLedger(self.db, self.ledger_scope(job.project_id),
+                                owner=worker_owner(self.worker_id, job.id),
+                                lease=self.settings.lease_seconds)
+        self._import_cache_dir(ledger)
+        return ledger
+
+    def _import_cache_dir(self, ledger: DatabaseLedger) -> None:
+        """Move the replies of the reply cache directory that earlier versions kept per replica
+        (``<data_dir>/cache/<project id | shared>``) into the database once: they were paid
+        for. The directory is renamed ``*.imported-<time>`` afterwards (kept, not deleted)."""
+        name = "shared" if ledger.scope == SHARED_SCOPE else ledger.scope
+        folder = self.settings.data_dir / "cache" / name
+        with self._importing:
+            if not (folder / LEDGER_FILE).is_file():
+                return
+            try:
+                old = SQLiteLedger(folder / LEDGER_FILE)
+                try:
+                    added = ledger.import_replies(
+                        ((key, reply.content) for key in sorted(old.keys())
+                         if (reply := old.get(key)) is not None), origin="cache-dir")
+                finally:
+                    old.close()
+                folder.rename(folder.with_name(f"{name}.imported-{int(time.time())}"))
+            except (OSError, StoreError) as exc:  # the job runs on; the next one tries again
+                log.warning("could not import the replies of %s: %s", folder, exc)
+                return
+        log.info("imported %d paid replies of %s into the service's ledger", added, folder)
 
     def run_dir(self, job_id: str) -> Path:
         return self.settings.data_dir / "runs" / job_id
@@ -219,7 +266,6 @@ class EvaluateRunner:
             options)
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
-        values.update(self.reply_store(job.project_id))
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
                       organization=endpoint.organization, project=endpoint.project,
                       prices=endpoint.prices, http_backend=endpoint.http_backend,
@@ -263,7 +309,8 @@ class EvaluateRunner:
                 config, schema, dialogues, predictions, rules=rules, out_dir=folder,
                 resume=resume, sources=sources, on_progress=on_progress,
                 limiter=limiter_for(endpoint_name), on_result=on_result,
-                refresh=job.kind == "retry-errors")
+                refresh=job.kind == "retry-errors",
+                ledger=await asyncio.to_thread(self.ledger, job))
         finally:
             await journal.flush()
         summary = scrub_summary(result.summary, endpoint_name, inputs)

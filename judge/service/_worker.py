@@ -123,7 +123,7 @@ class Worker:
         self.running: dict[str, Running] = {}
         self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
                       for name, ep in settings.all_endpoints().items()}
-        self.evaluator = EvaluateRunner(db, settings, store, jobs)
+        self.evaluator = EvaluateRunner(db, settings, store, jobs, self.id)
         self.analyst = AnalysisRunner(db, store, jobs)
         self.batcher = BatchRunner(db, settings, store, jobs, self.evaluator)
         self.finished = 0

@@ -25,8 +25,9 @@ request body and so its own key) goes through three committed steps::
 A refresh (``retry-errors``) may claim a replied request again; the reply it replaces moves to
 ``replaced``, so no paid reply is ever dropped except by :meth:`Ledger.clear`.
 
-:class:`Ledger` is the interface (the service implements it on Postgres; the conformance tests
-in ``tests/store/`` run against any implementation); :class:`SQLiteLedger` is the embedded one
+:class:`Ledger` is the interface (the service implements it in its database, SQLite or
+Postgres: ``judge.service._ledger``; the conformance tests in ``tests/store/`` run against any
+implementation); :class:`SQLiteLedger` is the embedded one
 on the standard library's ``sqlite3`` in WAL mode with ``synchronous=NORMAL``: a commit reaches
 the operating system before the call returns, so ``kill -9`` loses nothing committed (only a
 power cut can lose the last commits).
@@ -81,7 +82,10 @@ class Ledger(Protocol):
     """The store of paid requests, shared by every run that uses the same location.
 
     All methods are synchronous and each commits before it returns. ``owner`` identifies this
-    instance in claims (one per process and ledger).
+    instance in claims (one per process and ledger). An implementation whose calls wait on a
+    server (the service's, on Postgres) sets a class attribute ``off_loop = True``: the model
+    client then runs its methods in threads instead of on the event loop, several at once, so
+    such a ledger must be safe to call from several threads.
     """
 
     owner: str

@@ -10,6 +10,7 @@ import asyncio
 import json
 import shutil
 import sqlite3
+import threading
 
 import pytest
 
@@ -170,3 +171,54 @@ def test_the_key_echoed_in_a_reply_never_reaches_the_ledger(tmp_path, secret, mo
     raw = json.dumps({"id": secret, "x": f"Bearer {secret}"}).encode()
     assert secret.encode() not in redact_bytes(raw, secret)
     assert b"<redacted>" in redact_bytes(raw, secret)
+
+
+class _ThreadedLedger(SQLiteLedger):
+    """The embedded ledger, but asking to be called off the event loop (as the service's
+    database ledger does); it notes the threads that call it. Its one connection takes one
+    call at a time (an off-loop ledger is called from several threads at once)."""
+
+    off_loop = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.threads: set[int] = set()
+        self._one = threading.Lock()
+
+    def _noted(self, method, *args, **kwargs):
+        self.threads.add(threading.get_ident())
+        with self._one:
+            return method(*args, **kwargs)
+
+    def get(self, key):
+        return self._noted(super().get, key)
+
+    def claim(self, key, *, refresh=False):
+        return self._noted(super().claim, key, refresh=refresh)
+
+    def record_reply(self, key, content, **kwargs):
+        self._noted(super().record_reply, key, content, **kwargs)
+
+    def record_failure(self, key, error):
+        self._noted(super().record_failure, key, error)
+
+    def release(self, key):
+        self._noted(super().release, key)
+
+    def renew(self):
+        return self._noted(super().renew)
+
+
+def test_an_off_loop_ledger_is_called_in_threads_and_each_call_is_logged_once(
+        tmp_path, example_data):
+    ledger = _ThreadedLedger(tmp_path / "ledger.sqlite3")
+    logged = []
+    with FaultServer(FaultConfig(latency=0.01)) as server:
+        result = evaluate(_config(server, tmp_path), *example_data, ledger=ledger,
+                          on_result=logged.append)
+        paid = server.snapshot()
+    assert ledger.threads and threading.get_ident() not in ledger.threads
+    assert paid["completed"] == paid["distinct_bodies"] == ledger.stats()["replies"]
+    ids = [r.custom_id for r in logged]
+    assert len(ids) == len(set(ids)) == result.summary["calls"]["planned"]
+    ledger.close()

@@ -157,9 +157,9 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture
-def postgres_db(postgres_url: str) -> Iterator[str]:
-    """A fresh database on the session's Postgres server for one test."""
+@contextlib.contextmanager
+def fresh_postgres_database(postgres_url: str) -> Iterator[str]:
+    """A new database on the session's Postgres server, dropped afterwards."""
     import psycopg
 
     name = f"t{os.getpid()}_{time.monotonic_ns() % 10**12}"
@@ -173,3 +173,17 @@ def postgres_db(postgres_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_db(postgres_url: str) -> Iterator[str]:
+    """A fresh database on the session's Postgres server for one test."""
+    with fresh_postgres_database(postgres_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_module_db(postgres_url: str) -> Iterator[str]:
+    """One database on the session's Postgres server for a whole test module."""
+    with fresh_postgres_database(postgres_url) as url:
+        yield url

@@ -1,0 +1,201 @@
+"""The service's ledger of paid model requests: :class:`judge.store.Ledger` on the service's own
+database (SQLite or Postgres), so that every job and every replica of a scope shares one record
+of what was claimed and paid.
+
+Why in the database and not in a directory of each replica: two jobs of a project that send the
+same request at the same moment must pay once, a replica must reuse what another one paid for,
+and a reply must be durable the moment it arrives, so that ``kill -9`` of a replica costs at
+most the requests that were on the wire. The scope is the project id, or :data:`SHARED_SCOPE`
+when the operator shares replies across projects.
+
+Claims are race-free without an application lock: a new key is claimed by an
+``INSERT ... ON CONFLICT DO NOTHING``; an existing row is read ``FOR UPDATE`` (Postgres row
+lock; SQLite serialises writers with ``BEGIN IMMEDIATE``) and taken over only when it failed,
+its lease ran out or its owner process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .._errors import StoreError
+from ..store import DEFAULT_LEASE, Claim, Reply, new_owner, owner_gone
+from ._db import Database, ledger_replaced, ledger_requests
+
+SHARED_SCOPE = "*"
+"""The scope of every project's replies when ``share_cache_across_projects`` is on."""
+
+_t = ledger_requests
+_r = ledger_replaced
+
+
+def worker_owner(worker_id: str, job_id: str) -> str:
+    """A claim owner for one run of a job on a worker: ``host/pid/...`` so that a claim of a
+    dead process on this host is taken over at once; one per run (a random suffix), so that
+    two jobs of one worker, or a job claimed again by its own worker, wait for each other's
+    requests instead of both sending them."""
+    return (f"{socket.gethostname()}/{os.getpid()}/{worker_id}/{job_id}/"
+            f"{secrets.token_hex(3)}")[:300]
+
+
+class DatabaseLedger:
+    """The ledger of one scope in the service database; one instance per owner (a job)."""
+
+    off_loop = True
+    """Its methods wait on the database: async callers run them in a thread (see ModelClient)."""
+
+    def __init__(self, db: Database, scope: str, *, owner: str | None = None,
+                 lease: float = DEFAULT_LEASE) -> None:
+        self.db = db
+        self.scope = scope
+        self.owner = owner or new_owner()
+        self.lease = lease
+        dialect = postgresql if db.is_postgres else sqlite
+        self._insert = dialect.insert
+
+    @contextlib.contextmanager
+    def _tx(self, write: bool) -> Iterator[sa.Connection]:
+        try:
+            with self.db.write() if write else self.db.read() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"the service's ledger ({self.scope}): {exc.__class__.__name__}: "
+                             f"{str(exc).splitlines()[0][:300]}") from None
+
+    def _row(self, key: str) -> Any:
+        return sa.and_(_t.c.scope == self.scope, _t.c.key == key)
+
+    def _locked(self, conn: sa.Connection, key: str) -> Any:
+        return conn.execute(sa.select(_t.c.state, _t.c.owner, _t.c.lease_until, _t.c.content,
+                                      _t.c.status, _t.c.origin, _t.c.updated_at)
+                            .where(self._row(key)).with_for_update()).first()
+
+    def _add(self, conn: sa.Connection, **values: Any) -> bool:
+        """Insert a row unless the key has one; True when inserted."""
+        now = values.setdefault("updated_at", time.time())
+        values.setdefault("created_at", now)
+        statement = self._insert(_t).values(scope=self.scope, **values)
+        statement = statement.on_conflict_do_nothing(index_elements=["scope", "key"])
+        return conn.execute(statement.returning(_t.c.key)).first() is not None
+
+    def get(self, key: str) -> Reply | None:
+        with self._tx(False) as conn:
+            row = conn.execute(sa.select(_t.c.content, _t.c.status, _t.c.origin,
+                                         _t.c.updated_at)
+                               .where(self._row(key), _t.c.state == "replied")).first()
+        return None if row is None else Reply(key, bytes(row[0]), row[1], row[2], row[3])
+
+    def claim(self, key: str, *, refresh: bool = False) -> Claim:
+        with self._tx(True) as conn:
+            while True:
+                now = time.time()
+                until = now + self.lease
+                if self._add(conn, key=key, state="pending", owner=self.owner,
+                             lease_until=until, sends=1, updated_at=now):
+                    return Claim("mine", owner=self.owner, lease_until=until)
+                row = self._locked(conn, key)
+                if row is not None:
+                    break  # else deleted between the two statements (a release): insert again
+            state, owner, lease_until = row[0], row[1], row[2]
+            if state == "replied" and not refresh:
+                return Claim("replied", Reply(key, bytes(row[3]), row[4], row[5], row[6]))
+            if (state == "pending" and owner != self.owner and (lease_until or 0) > now
+                    and not owner_gone(owner)):
+                return Claim("busy", owner=owner, lease_until=lease_until)
+            conn.execute(_t.update().where(self._row(key)).values(
+                state="pending", owner=self.owner, lease_until=until, sends=_t.c.sends + 1,
+                error=None, updated_at=now))
+            return Claim("mine", owner=self.owner, lease_until=until)
+
+    def record_reply(self, key: str, content: bytes, *, status: int = 200,
+                     origin: str | None = None) -> None:
+        values = {"state": "replied", "owner": None, "lease_until": None, "status": status,
+                  "content": content, "origin": origin, "error": None}
+        with self._tx(True) as conn:
+            while True:
+                now = time.time()
+                # the usual case, one statement: a claimed (or failed) request gets its reply
+                if conn.execute(_t.update().where(self._row(key), _t.c.content.is_(None))
+                                .values(**values, updated_at=now)).rowcount:
+                    return
+                row = self._locked(conn, key)
+                if row is None:
+                    if self._add(conn, key=key, sends=1, updated_at=now, **values):
+                        return
+                    continue  # inserted meanwhile by another owner: start again
+                if row[3] is not None:  # a refresh or a late reply: keep the one it replaces
+                    conn.execute(_r.insert().values(scope=self.scope, key=key, content=row[3],
+                                                    status=row[4], origin=row[5],
+                                                    recorded_at=row[6], replaced_at=now))
+                conn.execute(_t.update().where(self._row(key)).values(**values, updated_at=now))
+                return
+
+    def record_failure(self, key: str, error: str) -> None:
+        with self._tx(True) as conn:
+            conn.execute(_t.update().where(self._row(key), _t.c.state == "pending",
+                                           _t.c.owner == self.owner)
+                         .values(state="failed", owner=None, lease_until=None,
+                                 error=error[:2000], updated_at=time.time()))
+
+    def release(self, key: str) -> None:
+        with self._tx(True) as conn:
+            mine = sa.and_(self._row(key), _t.c.state == "pending", _t.c.owner == self.owner)
+            conn.execute(_t.delete().where(mine, _t.c.content.is_(None)))
+            # a refreshed request keeps its earlier reply: back to replied
+            conn.execute(_t.update().where(mine).values(state="replied", owner=None,
+                                                        lease_until=None))
+
+    def renew(self) -> int:
+        with self._tx(True) as conn:
+            return conn.execute(_t.update().where(_t.c.owner == self.owner,
+                                                  _t.c.scope == self.scope,
+                                                  _t.c.state == "pending")
+                                .values(lease_until=time.time() + self.lease)).rowcount
+
+    def keys(self) -> set[str]:
+        with self._tx(False) as conn:
+            return set(conn.execute(sa.select(_t.c.key).where(
+                _t.c.scope == self.scope, _t.c.state == "replied")).scalars())
+
+    def import_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str) -> int:
+        added = 0
+        with self._tx(True) as conn:
+            for key, content in replies:
+                added += self._add(conn, key=key, state="replied", status=200,
+                                   content=content, origin=origin, sends=0)
+        return added
+
+    def stats(self) -> dict[str, Any]:
+        with self._tx(False) as conn:
+            counts = dict(conn.execute(sa.select(_t.c.state, sa.func.count())
+                                       .where(_t.c.scope == self.scope)
+                                       .group_by(_t.c.state)).all())
+            size = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(
+                sa.func.length(_t.c.content)), 0)).where(
+                    _t.c.scope == self.scope, _t.c.state == "replied")).scalar()
+            replaced = conn.execute(sa.select(sa.func.count()).select_from(_r)
+                                    .where(_r.c.scope == self.scope)).scalar()
+        dialect = "postgres" if self.db.is_postgres else "sqlite"
+        return {"location": f"service database ({dialect}), scope {self.scope}",
+                "replies": counts.get("replied", 0), "pending": counts.get("pending", 0),
+                "failed": counts.get("failed", 0), "replaced": int(replaced or 0),
+                "reply_bytes": int(size or 0)}
+
+    def clear(self) -> int:
+        with self._tx(True) as conn:
+            removed = conn.execute(_t.delete().where(_t.c.scope == self.scope,
+                                                     _t.c.state != "pending")).rowcount
+            conn.execute(_r.delete().where(_r.c.scope == self.scope))
+        return removed
+
+    def close(self) -> None:
+        """Nothing to close: the engine is the service's."""

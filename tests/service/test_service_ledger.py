@@ -1,0 +1,120 @@
+"""The service's ledger (judge.service._ledger.DatabaseLedger): the contract every ledger keeps,
+on the service's SQLite database and on a real Postgres (pgserver), each ledger on an engine of
+its own as replicas have; plus what only the service has: scopes, worker owners."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge.service import Database
+from judge.service._ledger import DatabaseLedger, worker_owner
+from judge.store import owner_gone
+from tests.store.ledger_contract import LedgerContract
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def ledger_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[str]:
+    """A migrated service database for the module: SQLite in a file, or Postgres."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'service.db'}"
+    else:
+        url = request.getfixturevalue("postgres_module_db")
+    db = Database(url)
+    db.migrate()
+    db.dispose()
+    yield url
+
+
+@pytest.fixture
+def open_ledger(ledger_db_url: str) -> Iterator[Any]:
+    """``open_ledger(scope, owner=None, lease=60.0)``: a ledger on an engine of its own."""
+    engines: list[Database] = []
+
+    def make(scope: str, owner: str | None = None, lease: float = 60.0) -> DatabaseLedger:
+        db = Database(ledger_db_url)
+        engines.append(db)
+        return DatabaseLedger(db, scope, owner=owner, lease=lease)
+
+    yield make
+    for db in engines:
+        db.dispose()
+
+
+class TestDatabaseLedger(LedgerContract):
+    @pytest.fixture
+    def make_ledger(self, open_ledger: Any) -> Any:
+        scope = uuid.uuid4().hex[:12]  # every test a scope of its own on the module's database
+
+        def make(owner: str | None = None, lease: float = 60.0) -> DatabaseLedger:
+            return open_ledger(scope, owner=owner, lease=lease)
+
+        return make
+
+
+def test_scopes_do_not_see_each_other(open_ledger):
+    tag = uuid.uuid4().hex[:8]
+    lab, other = open_ledger(f"lab-{tag}"), open_ledger(f"other-{tag}")
+    lab.claim("k")
+    lab.record_reply("k", b"lab's reply")
+    assert other.get("k") is None and other.keys() == set()
+    assert other.claim("k").outcome == "mine"  # another project pays for its own
+    assert other.stats()["replies"] == 0 and lab.stats()["replies"] == 1
+    assert other.clear() == 0 and lab.get("k").content == b"lab's reply"
+
+
+def test_a_worker_owner_names_this_process_and_is_not_gone(open_ledger):
+    owner = worker_owner("host:1:abc", "job-1")
+    assert not owner_gone(owner)
+    scope = uuid.uuid4().hex[:12]
+    one, two, again = (open_ledger(scope, owner=worker_owner("w", job))
+                       for job in ("job-1", "job-2", "job-1"))
+    assert one.claim("k").outcome == "mine"
+    assert two.claim("k").outcome == "busy"  # two jobs of one worker: the second one waits
+    assert again.claim("k").outcome == "busy"  # so does a second run of the same job
+
+
+def test_a_reply_stored_on_sqlite_survives_a_new_engine(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'service.db'}"
+    db = Database(url)
+    db.migrate()
+    DatabaseLedger(db, "p").record_reply("k", b"paid")
+    db.dispose()
+    again = Database(url)
+    assert DatabaseLedger(again, "p").get("k").content == b"paid"
+    again.dispose()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["project", "shared"])
+def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path: Path,
+                                                                       shared: bool):
+    from types import SimpleNamespace
+
+    from judge.service._ledger import SHARED_SCOPE
+    from judge.service._runners import EvaluateRunner
+    from judge.store import SQLiteLedger
+
+    from .conftest import service_settings
+
+    settings = service_settings(tmp_path / "data", "http://127.0.0.1:9",
+                                share_cache_across_projects=shared)
+    folder = settings.data_dir / "cache" / ("shared" if shared else "lab")
+    old = SQLiteLedger(folder / "ledger.sqlite3")
+    old.claim("k")
+    old.record_reply("k", b"paid by 0.x")
+    old.close()
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    runner = EvaluateRunner(db, settings, None, None, "w")
+    ledger = runner.ledger(SimpleNamespace(project_id="lab", id="j1"))
+    assert ledger.scope == (SHARED_SCOPE if shared else "lab")
+    assert ledger.get("k").content == b"paid by 0.x" and ledger.get("k").origin == "cache-dir"
+    assert not folder.exists() and len(list(folder.parent.glob("*.imported-*"))) == 1
+    again = runner.ledger(SimpleNamespace(project_id="lab", id="j2"))  # nothing left to import
+    assert again.stats()["replies"] == 1
+    db.dispose()
