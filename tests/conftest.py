@@ -187,7 +187,6 @@ EXAMPLES = ROOT / "examples"
 _OLD_PROMPTS = ("recorded with the prompts before issue 13's prompt budget and not yet "
                 "re-recorded on the local model (README: Cassettes)")
 STALE_CASSETTES: dict[str, str] = {
-    "example-cot.json": _OLD_PROMPTS,
 }
 """Cassettes recorded with older prompts and not yet re-recorded (README: *Cassettes*): the
 tests that replay them skip, saying so, instead of failing on the first unmatched request."""
