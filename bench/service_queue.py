@@ -128,9 +128,10 @@ def config_for(url: str, concurrency: int) -> judge.JudgeConfig:
 
 
 def model_busy(timeline: list[list[Any]], digests: set[str], start: float,
-               end: float) -> tuple[float, int]:
+               end: float) -> tuple[float, int, tuple[float, float]]:
     """Seconds within [start, end] during which at least one request with one of ``digests``
-    was being answered (union of arrived → replied intervals), and how many requests."""
+    was being answered (union of arrived → replied intervals), how many requests, and the
+    idle time before the first request and after the last reply (start-up, finish)."""
     spans = sorted((max(arrived, start), min(replied, end))
                    for key, arrived, replied in timeline
                    if key in digests and arrived < end and replied > start)
@@ -139,7 +140,8 @@ def model_busy(timeline: list[list[Any]], digests: set[str], start: float,
         if stop > edge:
             busy += stop - max(begin, edge)
             edge = stop
-    return busy, len(spans)
+    ends = (spans[0][0] - start, end - edge) if spans else (end - start, 0.0)
+    return busy, len(spans), ends
 
 
 def overhead_line(label: str, values: list[float]) -> str:
@@ -218,18 +220,18 @@ def main() -> int:
           f"{percentile(every, 95):>9.1f}{p99:>9.1f}{max(every):>9.1f}")
     print(f"  p99 target < {P99_TARGET_MS:.0f} ms: {'met' if p99 < P99_TARGET_MS else 'MISSED'}")
     timeline = stats["timeline"]
-    busy, requests = model_busy(timeline, baseline["digests"], baseline["started"],
-                                baseline["ended"])
+    busy, requests, _ = model_busy(timeline, baseline["digests"], baseline["started"],
+                                   baseline["ended"])
     baseline.update(busy=busy, requests=requests, honest=baseline["wall"] / busy - 1,
                     old=baseline["wall"] / baseline["waves_time"] - 1)
-    honest, old, walls, busies = [], [], [], []
+    honest, old, walls, busies, heads, tails = [], [], [], [], [], []
     attributed = 0
     for job, path in zip(finished, predictions, strict=True):
         if job["status"] != "succeeded":
             continue
         start, end = parse_time(job["started_at"]), parse_time(job["finished_at"])
-        busy, requests = model_busy(timeline, planned_digests(model.url, path,
-                                                              args.concurrency), start, end)
+        busy, requests, (head, tail) = model_busy(
+            timeline, planned_digests(model.url, path, args.concurrency), start, end)
         attributed += requests
         calls = job["progress"]["total"] or 0
         waves = math.ceil(calls / args.concurrency)
@@ -237,6 +239,8 @@ def main() -> int:
             honest.append((end - start) / busy - 1)
             walls.append(end - start)
             busies.append(busy)
+            heads.append(head)
+            tails.append(tail)
         if waves:
             old.append((end - start) / (waves * args.latency) - 1)
     service_requests = sum(1 for _, arrived, _ in timeline if arrived < began_direct)
@@ -244,8 +248,12 @@ def main() -> int:
           f"(target median < {OVERHEAD_TARGET * 100:.0f} %)")
     print(f"  {service_requests} model requests during the service run, {attributed} "
           f"attributed to the job(s) that planned their bodies")
+    gaps = [w - b - h - t for w, b, h, t in zip(walls, busies, heads, tails, strict=True)]
     print(f"  job wall median {statistics.median(walls):.3f} s; model busy with the job's "
-          f"requests median {statistics.median(busies):.3f} s")
+          f"requests median {statistics.median(busies):.3f} s; idle: before the first request "
+          f"median {statistics.median(heads) * 1000:.0f} ms, after the last reply median "
+          f"{statistics.median(tails) * 1000:.0f} ms, between requests median "
+          f"{statistics.median(gaps) * 1000:.0f} ms")
     print(overhead_line("model time = union of the job's requests:", honest)
           + f"; target {'met' if statistics.median(honest) < OVERHEAD_TARGET else 'MISSED'}")
     print(overhead_line("(old: model time = ceil(calls/conc) × latency)", old))
