@@ -17,7 +17,9 @@ Fault decisions are deterministic functions of the seed and the request, not of 
   ``invalid`` stays invalid when re-asked while ``invalid_once`` is answered on the re-ask.
 
 Counts (total, per kind, per canonical body hash) are kept in :class:`Stats` and served as
-JSON by ``GET /stats``.
+JSON by ``GET /stats``; ``GET /stats?timeline=1`` adds every chat completion's body hash with
+the times (``time.time()``) it arrived and its reply was sent, so that a benchmark can tell how
+long the model was busy with a given set of bodies.
 
     with FaultServer(FaultConfig(latency=0.01, rates={"http_429": 0.1}, seed=1)) as server:
         judge.evaluate(judge.load_config({"base_url": server.url, ...}), ...)
@@ -164,6 +166,7 @@ class Stats:
         self.connections = 0  # TCP connections that carried completions (keep-alive reuse)
         self.first_at: float | None = None  # time.time() of the first and last request
         self.last_at: float | None = None
+        self.timeline: list[tuple[str, float, float]] = []  # (body hash, arrived, replied)
 
     def attempt(self, key: str, root: str | None) -> int:
         """Register a received body and return how many times it was received before."""
@@ -188,6 +191,12 @@ class Stats:
                 entry.completed += 1
                 self.tokens.update(usage or {})
 
+    def timed(self, key: str, arrived: float, replied: float) -> None:
+        """Record when a chat completion's body arrived and when its answer was sent (or the
+        connection dropped)."""
+        with self._lock:
+            self.timeline.append((key, arrived, replied))
+
     def connected(self) -> None:
         with self._lock:
             self.connections += 1
@@ -204,9 +213,11 @@ class Stats:
             self.by_kind.clear()
             self.bodies.clear()
             self.tokens.clear()
+            self.timeline.clear()
 
-    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
-        """A JSON-able copy: totals, per kind, derived counts and (optionally) per body."""
+    def snapshot(self, *, bodies: bool = True, timeline: bool = False) -> dict[str, Any]:
+        """A JSON-able copy: totals, per kind, derived counts and (optionally) per body and
+        the timeline of chat completions (``[body hash, arrived, replied]`` rows)."""
         with self._lock:
             by_kind = {k: self.by_kind.get(k, 0) for k in (*KINDS, HOSTILE, HOSTILE_ERROR)}
             data: dict[str, Any] = {
@@ -229,6 +240,8 @@ class Stats:
                 data["bodies"] = {k: {"received": b.received, "completed": b.completed,
                                       "kinds": list(b.kinds), "root": b.root}
                                   for k, b in self.bodies.items()}
+            if timeline:
+                data["timeline"] = [list(row) for row in self.timeline]
             return data
 
 
@@ -373,7 +386,8 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     """``POST /v1/chat/completions`` with injected faults; ``GET /stats`` (``?bodies=0``: no
-    per-body table) and ``POST /reset`` for the counts; ``GET /health``."""
+    per-body table; ``?timeline=1``: when each completion arrived and was answered) and
+    ``POST /reset`` for the counts; ``GET /health``."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers and the SDK expect
     disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
@@ -407,13 +421,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self._batch_api("GET", path, b""):
             return
         if path == "/stats":
-            self._send_json(200, self.server.stats.snapshot(bodies="bodies=0" not in self.path))
+            self._send_json(200, self.server.stats.snapshot(
+                bodies="bodies=0" not in self.path, timeline="timeline=1" in self.path))
         elif path == "/health":
             self._send_json(200, {"ok": True})
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
+        arrived = time.time()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -443,6 +459,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._carried_completions = True
             server.stats.connected()
         decision = server.decider.decide(body)
+        try:
+            self._complete(body, decision)
+        finally:
+            server.stats.timed(decision.key, arrived, time.time())
+
+    def _complete(self, body: dict[str, Any], decision: Decision) -> None:
+        """Answer a chat completion as the decision says (after the configured latency)."""
+        server = self.server
         kind = decision.kind
         if kind == "timeout":
             # Counted first (the client gives up long before we wake); then hang past the
@@ -673,8 +697,8 @@ class FaultServer:
     def stats(self) -> Stats:
         return self.running.stats
 
-    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
-        return self.stats.snapshot(bodies=bodies)
+    def snapshot(self, *, bodies: bool = True, timeline: bool = False) -> dict[str, Any]:
+        return self.stats.snapshot(bodies=bodies, timeline=timeline)
 
 
 def _local_opener() -> urllib.request.OpenerDirector:
@@ -765,9 +789,12 @@ class ServerProcess:
         """``POST /reset``: zero the child's counts (between benchmark runs)."""
         post_json(self.port, "/reset", {})
 
-    def snapshot(self, *, bodies: bool = True) -> dict[str, Any]:
+    def snapshot(self, *, bodies: bool = True, timeline: bool = False) -> dict[str, Any]:
         """``GET /stats`` of the child."""
-        return dict(get_json(self.port, "/stats" if bodies else "/stats?bodies=0"))
+        query = "&".join(q for q, on in (("bodies=0", not bodies), ("timeline=1", timeline))
+                         if on)
+        return dict(get_json(self.port, "/stats" + (f"?{query}" if query else ""),
+                             timeout=60.0))
 
 
 def _multipart_file(content_type: str, raw: bytes) -> bytes:

@@ -88,6 +88,10 @@ def public_job(row: Any) -> dict[str, Any]:
     }
 
 
+_SHOWN = [column for column in jobs.c if column.name != "manifest"]
+"""The columns :func:`public_job` reads: a list of jobs need not decode each run's manifest."""
+
+
 class JobStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -179,11 +183,16 @@ class JobStore:
         return row
 
     def get(self, project_id: str, job_id: str) -> dict[str, Any]:
-        return public_job(self.row(project_id, job_id))
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(*_SHOWN).where(jobs.c.id == job_id,
+                                                        jobs.c.project_id == project_id)).first()
+        if row is None:
+            raise ServiceError(f"no job {job_id!r} in this project", status=404)
+        return public_job(row)
 
     def list(self, project_id: str, *, status: str | None = None, kind: str | None = None,
              limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        query = (sa.select(jobs).where(jobs.c.project_id == project_id)
+        query = (sa.select(*_SHOWN).where(jobs.c.project_id == project_id)
                  .order_by(jobs.c.created_at.desc(), jobs.c.id).limit(limit).offset(offset))
         if status:
             query = query.where(jobs.c.status == status)

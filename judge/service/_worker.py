@@ -23,11 +23,13 @@ import signal
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
+from ..model import load_prices, price_and_counter
 from ._batchjob import BatchLive, BatchRunner, Park
 from ._db import Database, now, workers
 from ._files import FileStore
@@ -180,10 +182,17 @@ class Worker:
         """Claim and run jobs until drained; ``wake_fd`` is a pipe whose bytes mean "a job
         was queued" (the API process nudging a worker process)."""
         self._loop = asyncio.get_running_loop()
+        # Every call in flight of every job waits on the database in a thread (ledger claim,
+        # reply, lookup): asyncio's default pool (cores + 4 threads) would queue them behind
+        # each other. Threads start only when needed; asyncio.run shuts the pool down.
+        self._loop.set_default_executor(ThreadPoolExecutor(
+            max_workers=min(256, 8 * self.settings.job_slots + 8),
+            thread_name_prefix="dst-judge-worker"))
         self._wake = asyncio.Event()
         if wake_fd is not None:
             self._loop.add_reader(wake_fd, self._woken, wake_fd)
         await asyncio.to_thread(self._register)
+        await asyncio.to_thread(self._load_tokenizers)
         self.journal = CallJournal(self.jobs)
         beat = asyncio.create_task(self._heartbeat())
         writer = asyncio.create_task(self.journal.run())
@@ -213,6 +222,18 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await writer
             await asyncio.to_thread(self._unregister)
+
+    def _load_tokenizers(self) -> None:
+        """Load the vocabularies of the endpoints' default models (and the fallback one) now:
+        each run's summary counts its prompts' tokens, and the first load in a process holds
+        the interpreter for about a second, which would stall every job (and the API) then."""
+        for endpoint in self.settings.all_endpoints().values():
+            try:
+                prices = load_prices(endpoint.prices)
+                for model in {endpoint.default_model or "", ""}:
+                    price_and_counter(model, prices)[1].count("")
+            except Exception as exc:  # a missing price table fails the jobs themselves
+                log.warning("could not load a tokenizer ahead of the jobs: %s", exc)
 
     def _woken(self, fd: int) -> None:
         with contextlib.suppress(OSError):

@@ -288,5 +288,10 @@ def test_subprocess_server_serves_counts_and_stops():
         stats = server.snapshot()
         assert stats["total"] == 2 and stats["by_kind"]["http_503"] == 1
         assert stats["bodies"][body_hash(body)]["kinds"] == ["http_503", "ok"]
+        assert "timeline" not in stats
+        timeline = server.snapshot(bodies=False, timeline=True)["timeline"]
+        assert [row[0] for row in timeline] == [body_hash(body)] * 2
+        assert all(arrived <= replied for _, arrived, replied in timeline)
+        assert timeline[0][2] <= timeline[1][1]  # the second was sent after the first reply
         process = server.process
     assert process is not None and process.returncode == 0  # stopped on stdin EOF
