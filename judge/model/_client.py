@@ -270,7 +270,9 @@ class ModelClient:
         from the model (with retries)."""
         key = cache_key(self.config.endpoint, body, template_hash)
         fresh = self.refresh and key not in self._refreshed
-        if self.ledger is not None and not fresh:
+        # an off-loop ledger answers a stored reply with the claim itself (one database
+        # round-trip instead of two); the embedded one is asked first, as cheap as a dict
+        if self.ledger is not None and not fresh and not self._off_loop:
             reply = await self._on_ledger(self.ledger.get, key)
             if reply is not None:
                 return self._answer(reply.content, key, self._source(key, reply.origin))
@@ -326,9 +328,15 @@ class ModelClient:
 
     async def _fetch(self, key: str, body: dict[str, Any], lease: SlotLease,
                      fresh: bool) -> tuple[bytes, str]:
-        """Claim ``key`` (or wait for whoever has it), send it, and record what comes back."""
-        await lease.acquire()
+        """Claim ``key`` (or wait for whoever has it), send it, and record what comes back.
+
+        With an off-loop ledger the claim comes before the concurrency slot: it is also the
+        look-up of a stored reply, which must not wait for a slot; a claim taken meanwhile is
+        renewed like any other and released if the call ends before it is sent."""
         ledger = self.ledger
+        claim_first = ledger is not None and self._off_loop
+        if not claim_first:
+            await lease.acquire()
         if ledger is not None:
             delay = 0.02
             while True:
@@ -342,6 +350,8 @@ class ModelClient:
             self._keep_claims_alive()
         settled = False
         try:
+            if claim_first:
+                await lease.acquire()
             raw = await self._send(body)
             content = redact_bytes(raw.content, self._secret)
             if ledger is not None:
@@ -387,13 +397,17 @@ class ModelClient:
             raise error from None
         return raw
 
+    @property
+    def _off_loop(self) -> bool:
+        return bool(getattr(self.ledger, "off_loop", False))
+
     async def _on_ledger(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Call a ledger method: in place (the embedded SQLite ledger answers in microseconds),
         or in a thread when the ledger says it waits on a server (``off_loop``), so that one
         job's database round-trip never stalls the other jobs of the event loop. A started call
         is finished even when the caller is cancelled: a reply is committed before its slot is
         given back."""
-        if not getattr(self.ledger, "off_loop", False):
+        if not self._off_loop:
             return method(*args, **kwargs)
         task = asyncio.ensure_future(asyncio.to_thread(method, *args, **kwargs))
         try:

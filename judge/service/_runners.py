@@ -154,6 +154,21 @@ def scrub_summary(summary: dict[str, Any], endpoint: str | None, inputs: Inputs
     return clean
 
 
+@dataclass
+class _Start:
+    """What :meth:`EvaluateRunner._start` prepares for a job's run."""
+
+    endpoint: str
+    config: Any
+    schema: Any
+    dialogues: Any
+    predictions: Any
+    rules: Any
+    resume: bool
+    sources: dict[str, Any]
+    ledger: DatabaseLedger
+
+
 class EvaluateRunner:
     """evaluate and retry-errors jobs."""
 
@@ -255,33 +270,9 @@ class EvaluateRunner:
     async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
                    inputs: Inputs, live: Live, limiter_for: Callable[[str], JobLimiter],
                    journal: Journal) -> Outcome:
-        endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
-        schema_path, schema_row = inputs.path(source.inputs["schema"])
-        dialogues_path, _ = inputs.path(source.inputs["dialogues"])
-        predictions_path, pred_row = inputs.path(source.inputs["predictions"])
-        rules_id = source.inputs.get("rules")
-        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
-        schema, dialogues, predictions, rules = await asyncio.to_thread(
-            self._load, schema_path, dialogues_path, predictions_path, pred_row, rules_path,
-            options)
-        values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
-        values.setdefault("concurrency", min(8, endpoint.max_concurrency))
-        values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
-                      organization=endpoint.organization, project=endpoint.project,
-                      prices=endpoint.prices, http_backend=endpoint.http_backend,
-                      budget=job.budget_usd)
-        config = load_config(values)
-        seed = self.jobs.calls(job.id)
-        manifest = job.manifest
-        if seed_job is not None and not seed and manifest is None:
-            seed = [c for c in self.jobs.calls(seed_job.id) if not c.get("error")]
-            manifest = seed_job.manifest
-            if manifest is not None:
-                self.jobs.store_manifest(job.id, manifest)
-                self.jobs.record_calls(job.id, seed)
-        resume = self.prepare_run_dir(job, seed, manifest)
+        start = await asyncio.to_thread(self._start, job, source, seed_job, options, inputs)
         folder = self.run_dir(job.id)
-        stored_manifest = manifest is not None
+        stored_manifest = start.resume
 
         def on_result(result: Any) -> None:
             nonlocal stored_manifest
@@ -302,15 +293,13 @@ class EvaluateRunner:
                 live.cost = spend.usd
                 live.tokens = spend.prompt_tokens + spend.completion_tokens
 
-        sources = {"schema": schema_row["name"],
-                   "rules": rules_row["name"] if rules_row else None}
+        endpoint_name = start.endpoint
         try:
             result = await evaluate_async(
-                config, schema, dialogues, predictions, rules=rules, out_dir=folder,
-                resume=resume, sources=sources, on_progress=on_progress,
-                limiter=limiter_for(endpoint_name), on_result=on_result,
-                refresh=job.kind == "retry-errors",
-                ledger=await asyncio.to_thread(self.ledger, job))
+                start.config, start.schema, start.dialogues, start.predictions,
+                rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
+                on_progress=on_progress, limiter=limiter_for(endpoint_name),
+                on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger)
         finally:
             await journal.flush()
         summary = scrub_summary(result.summary, endpoint_name, inputs)
@@ -326,6 +315,40 @@ class EvaluateRunner:
                 summary.get("errors", {}).get("examples", [])[:2]), summary, rows)
         code = 1 if summary.get("error_turns") else 0
         return Outcome("succeeded", code, None, summary, rows)
+
+    def _start(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
+               inputs: Inputs) -> _Start:
+        """Everything a job needs before its first call, in one thread hop: its inputs read
+        and parsed, its configuration, its run directory rebuilt from the database, its
+        ledger."""
+        endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
+        schema_path, schema_row = inputs.path(source.inputs["schema"])
+        dialogues_path, _ = inputs.path(source.inputs["dialogues"])
+        predictions_path, pred_row = inputs.path(source.inputs["predictions"])
+        rules_id = source.inputs.get("rules")
+        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
+        schema, dialogues, predictions, rules = self._load(
+            schema_path, dialogues_path, predictions_path, pred_row, rules_path, options)
+        values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
+        values.setdefault("concurrency", min(8, endpoint.max_concurrency))
+        values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
+                      organization=endpoint.organization, project=endpoint.project,
+                      prices=endpoint.prices, http_backend=endpoint.http_backend,
+                      budget=job.budget_usd)
+        config = load_config(values)
+        seed = self.jobs.calls(job.id)
+        manifest = job.manifest
+        if seed_job is not None and not seed and manifest is None:
+            seed = [c for c in self.jobs.calls(seed_job.id) if not c.get("error")]
+            manifest = seed_job.manifest
+            if manifest is not None:
+                self.jobs.store_manifest(job.id, manifest)
+                self.jobs.record_calls(job.id, seed)
+        resume = self.prepare_run_dir(job, seed, manifest)
+        sources = {"schema": schema_row["name"],
+                   "rules": rules_row["name"] if rules_row else None}
+        return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
+                      sources, self.ledger(job))
 
     def _load(self, schema_path: Path, dialogues_path: Path, predictions_path: Path,
               pred_row: dict[str, Any], rules_path: Path | None, options: dict[str, Any]

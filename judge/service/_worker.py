@@ -284,7 +284,8 @@ class Worker:
                     job, self.id, running.live,
                     lambda: bool(job.cancel_requested) or running.cancel_seen)
             elif job.kind in ("evaluate", "retry-errors"):
-                job = await asyncio.to_thread(self._with_token_budget, job)
+                if job.token_id is not None:  # else nothing to look up: no thread hop
+                    job = await asyncio.to_thread(self._with_token_budget, job)
                 running.job = job
                 outcome = await self.evaluator.run(
                     job, running.live, lambda endpoint: self._limiter(running, endpoint),
