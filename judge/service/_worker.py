@@ -49,10 +49,16 @@ def new_worker_id() -> str:
 class CallJournal:
     """The run logs of this worker's jobs, copied to the database in the background: a job's
     finished call is queued at once and written within a few milliseconds, batched with the
-    other jobs' calls in one transaction, so the event loop never waits on the database."""
+    other jobs' calls in one transaction, so the event loop never waits on the database.
 
-    def __init__(self, jobs: JobStore) -> None:
+    After each write it gathers for ``linger`` seconds (unless someone waits for a flush), so
+    that a busy worker's calls take a few write transactions a second, not one per call: they
+    compete for SQLite's one write lock with the ledger's claims and replies."""
+
+    def __init__(self, jobs: JobStore, linger: float = 0.1) -> None:
         self.jobs = jobs
+        self.linger = linger
+        self._urgent = asyncio.Event()
         self._calls: list[tuple[str, dict[str, Any]]] = []
         self._manifests: list[tuple[str, dict[str, Any]]] = []
         self._pending = asyncio.Event()
@@ -73,6 +79,7 @@ class CallJournal:
     async def flush(self) -> None:
         """Wait until everything queued so far is in the database."""
         target = self._sequence
+        self._urgent.set()
         async with self._written:
             await self._written.wait_for(lambda: self._done >= target)
 
@@ -80,6 +87,7 @@ class CallJournal:
         while True:
             await self._pending.wait()
             self._pending.clear()
+            self._urgent.clear()  # what any flush so far waits for is in this batch
             calls, self._calls = self._calls, []
             manifests, self._manifests = self._manifests, []
             target = self._sequence
@@ -95,6 +103,8 @@ class CallJournal:
             async with self._written:
                 self._done = target
                 self._written.notify_all()
+            with contextlib.suppress(TimeoutError):  # a flush asked meanwhile: no wait
+                await asyncio.wait_for(self._urgent.wait(), self.linger)
 
 
 @dataclass
