@@ -14,6 +14,7 @@ import json
 import math
 import re
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -188,6 +189,24 @@ class SharedLimiter(Protocol):
         response came."""
 
 
+_SETTLED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Event]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _settled(key: str) -> asyncio.Event:
+    """Set when a client of the running event loop is done with its claim of ``key``."""
+    events = _SETTLED.setdefault(asyncio.get_running_loop(), {})
+    return events.setdefault(key, asyncio.Event())
+
+
+def _settle(key: str) -> None:
+    """Wake the clients of this loop that wait for another owner's claim of ``key`` (a hint:
+    they claim again and see what the ledger holds)."""
+    event = _SETTLED.get(asyncio.get_running_loop(), {}).pop(key, None)
+    if event is not None:
+        event.set()
+
+
 class ModelClient:
     """Async chat completions with retries, a concurrency bound and the ledger of paid work.
 
@@ -341,11 +360,16 @@ class ModelClient:
             delay = 0.02
             while True:
                 claim = await self._on_ledger(ledger.claim, key, refresh=fresh)
+                if claim.outcome != "busy" and delay > 0.02:
+                    _settle(key)  # no event left behind for an owner of another process
                 if claim.outcome == "mine":
                     break
                 if claim.outcome == "replied" and claim.reply is not None:
                     return claim.reply.content, self._source(key, claim.reply.origin)
-                await asyncio.sleep(delay)  # another process is sending it: wait, ask again
+                # another owner is sending it: ask again after a while, or as soon as a
+                # client of this event loop (another job of a service worker) settles it
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(_settled(key).wait(), delay)
                 delay = min(delay * 2, 1.0)
             self._keep_claims_alive()
         settled = False
@@ -366,6 +390,8 @@ class ModelClient:
         finally:
             if ledger is not None and not settled:
                 await self._on_ledger(ledger.release, key)
+            if ledger is not None:
+                _settle(key)
         self._paid.add(key)
         return content, "paid"
 
