@@ -92,21 +92,22 @@ class LedgerContract:
         assert b.claim("k").outcome == "busy"
 
     def test_an_expired_claim_is_taken_over(self, make_ledger):
-        a = make_ledger(owner="host-a/1/a", lease=0.05)
+        # leases long enough that a loaded machine cannot expire them between two statements
+        a = make_ledger(owner="host-a/1/a", lease=1.0)
         b = make_ledger(owner="host-b/2/b", lease=60.0)
         a.claim("k")
         assert b.claim("k").outcome == "busy"
-        time.sleep(0.1)
+        time.sleep(1.2)
         assert b.claim("k").outcome == "mine"
         assert a.claim("k").outcome == "busy"  # a lost it
 
     def test_renew_keeps_claims_alive(self, make_ledger):
-        a = make_ledger(owner="host-a/1/a", lease=0.3)
+        a = make_ledger(owner="host-a/1/a", lease=1.5)
         b = make_ledger(owner="host-b/2/b")
         a.claim("k1")
         a.claim("k2")
-        for _ in range(4):
-            time.sleep(0.1)
+        for _ in range(4):  # 2 s in all: past the lease unless renewed
+            time.sleep(0.5)
             assert a.renew() == 2
         assert b.claim("k1").outcome == "busy"
 
