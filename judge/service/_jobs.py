@@ -330,7 +330,14 @@ class JobStore:
 
     def claim(self, worker_id: str, lease_seconds: float) -> Any | None:
         """Take the oldest queued job, a running one whose lease expired, or a waiting one
-        due for its next poll; None if none. A poll is not a new attempt."""
+        due for its next poll; None if none. A poll is not a new attempt.
+
+        The time of the claim (``started_at``, the lease) is taken once this process holds
+        SQLite's write lock: waiting for the lock is time in the queue, not the job's."""
+        with self.db.write() as conn:
+            return conn.execute(self._claim_statement(worker_id, lease_seconds)).first()
+
+    def _claim_statement(self, worker_id: str, lease_seconds: float) -> Any:
         moment = now()
         queue = jobs.alias("queue")
         pick = (sa.select(queue.c.id)
@@ -349,8 +356,7 @@ class JobStore:
                           started_at=sa.func.coalesce(jobs.c.started_at, moment),
                           updated_at=moment)
                   .returning(*jobs.c))
-        with self.db.write() as conn:
-            return conn.execute(update).first()
+        return update
 
     def renew(self, job_id: str, worker_id: str, lease_seconds: float,
               progress: dict[str, Any] | None = None, cost: float | None = None,

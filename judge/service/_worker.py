@@ -314,14 +314,26 @@ class Worker:
         if isinstance(outcome, Park):
             await self._park(job.id, live, outcome.wake_at)
             return
-        done = await asyncio.to_thread(
-            self.jobs.finish, job.id, self.id, status=outcome.status,
-            exit_code=outcome.exit_code, error=outcome.error, summary=outcome.summary,
-            rows=outcome.rows, files_out=outcome.artifacts, progress=self._progress(live),
-            cost=live.cost, tokens_used=live.tokens)
+        done = await asyncio.to_thread(self._finish, job.id, outcome, self._progress(live),
+                                       live.cost, live.tokens)
         self.finished += 1
         log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
                  "" if done else " but another worker owns it now")
+
+    def _finish(self, job_id: str, outcome: Outcome, progress: dict[str, Any], cost: float,
+                tokens: int) -> bool:
+        """The end of a job in one thread hop: its files, then its outcome in the database."""
+        if outcome.wrap_up is not None:
+            try:
+                outcome.wrap_up()
+            except Exception:
+                log.exception("job %s: preparing its results failed", job_id)
+                outcome = Outcome("failed", None, "internal error in the server (see its log)")
+        return self.jobs.finish(job_id, self.id, status=outcome.status,
+                                exit_code=outcome.exit_code, error=outcome.error,
+                                summary=outcome.summary, rows=outcome.rows,
+                                files_out=outcome.artifacts, progress=progress, cost=cost,
+                                tokens_used=tokens)
 
     async def _park(self, job_id: str, live: Live, wake_at: float) -> None:
         """A batch job's visit is over: it waits for its batches without a worker."""
