@@ -56,6 +56,13 @@ def iso(moment: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{millis:03d}Z"
 
 
+def _figures(progress: dict[str, Any] | None = None, cost: float | None = None,
+             tokens_used: int | None = None) -> dict[str, Any]:
+    """The live figures a worker reports with a lease change, leaving out those not given."""
+    given = {"progress": progress, "cost_usd": cost, "tokens_used": tokens_used}
+    return {column: value for column, value in given.items() if value is not None}
+
+
 def public_job(row: Any) -> dict[str, Any]:
     """A job as the API shows it: no lease internals, no manifest paths, no server URLs."""
     data = dict(row._mapping)
@@ -363,12 +370,7 @@ class JobStore:
               tokens_used: int | None = None) -> tuple[bool, bool]:
         """Extend the lease (and store progress); returns (still ours, cancel requested)."""
         values: dict[str, Any] = {"lease_expires": now() + lease_seconds, "updated_at": now()}
-        if progress is not None:
-            values["progress"] = progress
-        if cost is not None:
-            values["cost_usd"] = cost
-        if tokens_used is not None:
-            values["tokens_used"] = tokens_used
+        values.update(_figures(progress, cost, tokens_used))
         with self.db.write() as conn:
             ours = conn.execute(jobs.update().where(jobs.c.id == job_id,
                                                     jobs.c.lease_owner == worker_id,
@@ -443,12 +445,7 @@ class JobStore:
                                   "lease_owner": None, "lease_expires": None}
         if summary is not None:
             values["summary"] = summary
-        if progress is not None:
-            values["progress"] = progress
-        if cost is not None:
-            values["cost_usd"] = cost
-        if tokens_used is not None:
-            values["tokens_used"] = tokens_used
+        values.update(_figures(progress, cost, tokens_used))
         with self.db.write() as conn:
             owned = conn.execute(jobs.update().where(jobs.c.id == job_id,
                                                      jobs.c.lease_owner == worker_id)
@@ -472,8 +469,7 @@ class JobStore:
         """Hand a running job back to the queue (this worker is shutting down)."""
         values: dict[str, Any] = {"status": "queued", "lease_owner": None,
                                   "lease_expires": None, "updated_at": now()}
-        if progress is not None:
-            values["progress"] = progress
+        values.update(_figures(progress))
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
                                              jobs.c.status == "running").values(**values))
@@ -485,12 +481,7 @@ class JobStore:
         lease is no longer ours."""
         values: dict[str, Any] = {"status": "waiting", "wake_at": wake_at, "lease_owner": None,
                                   "lease_expires": None, "updated_at": now()}
-        if progress is not None:
-            values["progress"] = progress
-        if cost is not None:
-            values["cost_usd"] = cost
-        if tokens_used is not None:
-            values["tokens_used"] = tokens_used
+        values.update(_figures(progress, cost, tokens_used))
         with self.db.write() as conn:
             return conn.execute(jobs.update().where(
                 jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
