@@ -348,6 +348,26 @@ def triples(state: State) -> list[str]:
     return sorted(f"{slot}-{value}" for slot, value in state.items())
 
 
+def gold_key(record: Record) -> str:
+    """The native turn field holding a dialogue's (first) gold state: ``gold_state_21``, ..."""
+    keys = [k for k in record["turns"][0]
+            if k.startswith("gold_state") and not k.startswith("gold_turn")]
+    return keys[0] if keys else "gold_state"
+
+
+def paired_turns(records: list[Record], gold: list[Record] | None
+                 ) -> Iterator[tuple[Record, int, Record, State]]:
+    """Each predicted turn with the gold state of the same turn in ``gold`` (native dialogues,
+    matched by dialogue id; empty when absent): what the foreign dump writers pair up."""
+    gold_by_id = {g["dialogue_id"]: g for g in gold or []}
+    for record in records:
+        reference = gold_by_id.get(record["dialogue_id"])
+        key = gold_key(reference) if reference else None
+        for index, turn in enumerate(record["turns"]):
+            gold_state = (reference["turns"][index].get(key) or {}) if reference else {}
+            yield record, index, turn, gold_state
+
+
 def gold_of(turn: Record) -> dict[str, State]:
     """Version label → gold state of a native turn record (``gold_state_21`` → ``21``)."""
     out = {}

@@ -24,7 +24,18 @@ from typing import Any
 
 from ..._errors import DataMismatchError, InputError
 from .._states import State
-from ._common import Check, Context, Fit, Located, Record, Source, flat_state, join
+from ._common import (
+    Check,
+    Context,
+    Fit,
+    Located,
+    Record,
+    Source,
+    flat_state,
+    gold_key,
+    join,
+    paired_turns,
+)
 
 TITLE_DIALOGUES = "ConvLab-3 unified dialogues.json"
 TITLE_PREDICTIONS = "ConvLab-3 DST predictions (merge_predict_res output)"
@@ -212,7 +223,7 @@ def write_dialogues(records: list[Record], context: Context) -> list[dict[str, A
     slots = _ontology_slots(context)
     out = []
     for number, record in enumerate(records):
-        key = _gold_key(record)
+        key = gold_key(record)
         turns: list[dict[str, Any]] = []
         for position, turn in enumerate(record["turns"]):
             if position > 0:
@@ -239,25 +250,14 @@ def write_predictions(records: list[Record], context: Context,
     """Prediction samples as ``evaluate_unified_datasets`` reads them; the gold ``state`` of
     each sample comes from ``gold`` (native dialogues in the same order) when given."""
     slots = _ontology_slots(context)
-    gold_by_id = {g["dialogue_id"]: g for g in gold or []}
     samples = []
-    for record in records:
-        reference = gold_by_id.get(record["dialogue_id"])
-        key = _gold_key(reference) if reference else None
-        for position, turn in enumerate(record["turns"]):
-            gold_state = (reference["turns"][position].get(key) or {}) if reference else {}
-            samples.append({"speaker": "user", "utt_idx": 2 * position,
-                            "dialogue_id": record["dialogue_id"],
-                            "state": _full_state(gold_state, slots),
-                            "predictions": {"state": _full_state(turn.get("pred_state") or {},
-                                                                 slots)}})
+    for record, position, turn, gold_state in paired_turns(records, gold):
+        samples.append({"speaker": "user", "utt_idx": 2 * position,
+                        "dialogue_id": record["dialogue_id"],
+                        "state": _full_state(gold_state, slots),
+                        "predictions": {"state": _full_state(turn.get("pred_state") or {},
+                                                             slots)}})
     return samples
-
-
-def _gold_key(record: Record) -> str:
-    turn = record["turns"][0]
-    keys = [k for k in turn if k.startswith("gold_state") and not k.startswith("gold_turn")]
-    return keys[0] if keys else "gold_state"
 
 
 def write_schema(record: Record, context: Context) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from ._common import (
     flat_state,
     join,
     nested,
+    paired_turns,
     triples,
 )
 
@@ -193,24 +194,12 @@ def read_trade(source: Source, context: Context, *, gold: bool) -> Iterator[Loca
 
 def write_trade(records: list[Record], context: Context,
                 gold: list[Record] | None = None) -> dict[str, Any]:
-    gold_by_id = {g["dialogue_id"]: g for g in gold or []}
     out: dict[str, Any] = {}
-    for record in records:
-        reference = gold_by_id.get(record["dialogue_id"])
-        key = _gold_key(reference) if reference else None
-        turns = {}
-        for index, turn in enumerate(record["turns"]):
-            entry = {"turn_belief": triples(reference["turns"][index].get(key) or {})
-                     if reference else [], "pred_bs_ptr": triples(turn.get("pred_state") or {})}
-            turns[str(index)] = entry
-        out[record["dialogue_id"]] = turns
+    for record, index, turn, gold_state in paired_turns(records, gold):
+        out.setdefault(record["dialogue_id"], {})[str(index)] = {
+            "turn_belief": triples(gold_state),
+            "pred_bs_ptr": triples(turn.get("pred_state") or {})}
     return out
-
-
-def _gold_key(record: Record) -> str:
-    keys = [k for k in record["turns"][0]
-            if k.startswith("gold_state") and not k.startswith("gold_turn")]
-    return keys[0] if keys else "gold_state"
 
 
 # --- SOM-DST --------------------------------------------------------------------------------
@@ -251,16 +240,9 @@ def read_somdst(source: Source, context: Context, *, gold: bool) -> Iterator[Loc
 
 def write_somdst(records: list[Record], context: Context,
                  gold: list[Record] | None = None) -> dict[str, Any]:
-    gold_by_id = {g["dialogue_id"]: g for g in gold or []}
-    out: dict[str, Any] = {}
-    for record in records:
-        reference = gold_by_id.get(record["dialogue_id"])
-        key = _gold_key(reference) if reference else None
-        for index, turn in enumerate(record["turns"]):
-            gold_state = (reference["turns"][index].get(key) or {}) if reference else {}
-            out[f"{record['dialogue_id']}_{index}"] = [triples(turn.get("pred_state") or {}),
-                                                       triples(gold_state)]
-    return out
+    return {f"{record['dialogue_id']}_{index}": [triples(turn.get("pred_state") or {}),
+                                                 triples(gold_state)]
+            for record, index, turn, gold_state in paired_turns(records, gold)}
 
 
 # --- TripPy ---------------------------------------------------------------------------------
@@ -313,20 +295,15 @@ def read_trippy(source: Source, context: Context, *, gold: bool) -> Iterator[Loc
 
 def write_trippy(records: list[Record], context: Context,
                  gold: list[Record] | None = None) -> list[dict[str, Any]]:
-    gold_by_id = {g["dialogue_id"]: g for g in gold or []}
     names = list(context.schema.slot_names) if context.schema else []
     out = []
-    for record in records:
-        reference = gold_by_id.get(record["dialogue_id"])
-        key = _gold_key(reference) if reference else None
-        for index, turn in enumerate(record["turns"]):
-            pred = turn.get("pred_state") or {}
-            gold_state = (reference["turns"][index].get(key) or {}) if reference else {}
-            item: dict[str, Any] = {"guid": ["test", record["dialogue_id"], str(index)]}
-            for slot in names or sorted(pred.keys() | gold_state.keys()):
-                item[_PRED + slot] = pred.get(slot, "none")
-                item[_GOLD + slot] = gold_state.get(slot, "none")
-            out.append(item)
+    for record, index, turn, gold_state in paired_turns(records, gold):
+        pred = turn.get("pred_state") or {}
+        item: dict[str, Any] = {"guid": ["test", record["dialogue_id"], str(index)]}
+        for slot in names or sorted(pred.keys() | gold_state.keys()):
+            item[_PRED + slot] = pred.get(slot, "none")
+            item[_GOLD + slot] = gold_state.get(slot, "none")
+        out.append(item)
     return out
 
 
