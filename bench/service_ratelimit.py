@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import shutil
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from _common import local_only  # noqa: E402
 
 import judge  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
-from tests.service.serve_process import ServeProcess, create_token  # noqa: E402
+from tests.service.serve_process import ServeProcess, create_token, job_dialogues  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 
@@ -82,22 +81,6 @@ def max_in_window(times: list[float], width: float) -> int:
     ordered = sorted(times)
     return max((bisect.bisect_left(ordered, t + width) - i for i, t in enumerate(ordered)),
                default=0)
-
-
-def job_dialogues(folder: Path, count: int) -> list[Path]:
-    lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()
-    paths = []
-    for index in range(count):
-        rows = []
-        for line in lines:
-            dialogue = json.loads(line)
-            for turn in dialogue["turns"]:
-                turn["user"] = f"{turn['user']} (job {index})"
-            rows.append(json.dumps(dialogue))
-        path = folder / f"dialogues-{index:02d}.jsonl"
-        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-        paths.append(path)
-    return paths
 
 
 def main() -> int:

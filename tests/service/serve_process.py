@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
 def free_port() -> int:
@@ -141,3 +142,20 @@ class ServeProcess:
     def __exit__(self, *_: object) -> None:
         if self.process is not None and self.process.poll() is None:
             self.terminate(timeout=30)
+
+
+def job_dialogues(folder: Path, count: int) -> list[Path]:
+    """One dialogues file per job, utterances tagged so that every job's calls are distinct."""
+    lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()
+    paths = []
+    for index in range(count):
+        rows = []
+        for line in lines:
+            dialogue = json.loads(line)
+            for turn in dialogue["turns"]:
+                turn["user"] = f"{turn['user']} (job {index})"
+            rows.append(json.dumps(dialogue))
+        path = folder / f"dialogues-{index:02d}.jsonl"
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths

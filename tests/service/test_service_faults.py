@@ -10,41 +10,22 @@ served to the survivor, and only requests on the wire at the kill are sent again
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import judge
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess
 
-from .serve_process import ServeProcess, create_token
+from .serve_process import ServeProcess, create_token, job_dialogues
 
 JOBS = 20
 SLOTS = 4
 CONCURRENCY = 4
 
 
-def _job_dialogues(folder: Path, count: int) -> list[Path]:
-    """One dialogues file per job, utterances tagged so that every job's calls are distinct."""
-    lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()
-    paths = []
-    for index in range(count):
-        rows = []
-        for line in lines:
-            dialogue = json.loads(line)
-            for turn in dialogue["turns"]:
-                turn["user"] = f"{turn['user']} (job {index})"
-            rows.append(json.dumps(dialogue))
-        path = folder / f"dialogues-{index:02d}.jsonl"
-        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
 def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
         tmp_path, postgres_db):
-    dialogues = _job_dialogues(tmp_path, JOBS)
+    dialogues = job_dialogues(tmp_path, JOBS)
     token = create_token(tmp_path / "a", "lab", db=postgres_db)
     args = ["--jobs", str(SLOTS), "--lease", "3", "--grace", "2"]
     with ServerProcess(FaultConfig(latency=0.3), max_seconds=600) as model:
