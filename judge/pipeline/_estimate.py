@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from .._config import JudgeConfig
-from .._errors import StoreError
 from ..model import (
     ASSUMED_COMPLETION_TOKENS,
     cost_figures,
@@ -23,10 +22,6 @@ from ._plan import EvaluationPlan, call_chains
 def cached_request_keys(config: JudgeConfig) -> set[str]:
     """Keys the reply cache already holds (empty when the cache is off or absent)."""
     old_cache = Path(config.cache_dir) / "cache.db"  # diskcache, imported on first open
-    if config.use_cache and Path(config.cache_dir).exists() and not Path(
-            config.cache_dir).is_dir():
-        raise StoreError(f"{config.cache_dir}: the cache directory is a file; pass another "
-                         "--cache-dir or --no-cache")
     if not config.use_cache or not (cache_ledger_path(config.cache_dir).exists()
                                     or old_cache.exists()):
         return set()

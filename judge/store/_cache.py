@@ -36,7 +36,13 @@ def cache_key(endpoint: str, body: dict[str, Any], template_hash: str) -> str:
 
 
 def cache_ledger_path(cache_dir: str | Path) -> Path:
-    return Path(cache_dir) / LEDGER_FILE
+    """The ledger file of a cache directory; a cache directory that is a file is refused here,
+    before any command looks into it or sends a request."""
+    folder = Path(cache_dir)
+    if folder.exists() and not folder.is_dir():
+        raise StoreError(f"{folder}: the cache directory is a file; pass another --cache-dir "
+                         "or --no-cache")
+    return folder / LEDGER_FILE
 
 
 def open_cache(cache_dir: str | Path, **options: Any) -> SQLiteLedger:
