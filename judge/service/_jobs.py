@@ -342,28 +342,9 @@ class JobStore:
         The time of the claim (``started_at``, the lease) is taken once this process holds
         SQLite's write lock: waiting for the lock is time in the queue, not the job's."""
         with self.db.write() as conn:
-            return conn.execute(self._claim_statement(worker_id, lease_seconds)).first()
-
-    def _claim_statement(self, worker_id: str, lease_seconds: float) -> Any:
-        moment = now()
-        queue = jobs.alias("queue")
-        pick = (sa.select(queue.c.id)
-                .where(sa.or_(queue.c.status == "queued",
-                              sa.and_(queue.c.status == "running",
-                                      queue.c.lease_expires < moment),
-                              sa.and_(queue.c.status == "waiting",
-                                      queue.c.wake_at <= moment)))
-                .order_by(queue.c.created_at, queue.c.id).limit(1)
-                .with_for_update(skip_locked=True).scalar_subquery())
-        update = (jobs.update().where(jobs.c.id == pick)
-                  .values(status="running", lease_owner=worker_id,
-                          lease_expires=moment + lease_seconds, wake_at=None,
-                          attempts=sa.case((jobs.c.status == "waiting", jobs.c.attempts),
-                                           else_=jobs.c.attempts + 1),
-                          started_at=sa.func.coalesce(jobs.c.started_at, moment),
-                          updated_at=moment)
-                  .returning(*jobs.c))
-        return update
+            moment = now()
+            return conn.execute(_CLAIM, {"moment": moment, "worker": worker_id,
+                                         "expires": moment + lease_seconds}).first()
 
     def renew(self, job_id: str, worker_id: str, lease_seconds: float,
               progress: dict[str, Any] | None = None, cost: float | None = None,
@@ -498,6 +479,30 @@ class JobStore:
         for start in range(0, len(ids), 200):
             self._delete_rows(ids[start:start + 200])
         return ids
+
+
+def _claim_statement() -> Any:
+    """The claim, built once with bound parameters (``moment``, ``worker``, ``expires``):
+    constructing and cache-keying it per claim cost the worker's event loop milliseconds."""
+    moment = sa.bindparam("moment", type_=sa.Float)
+    queue = jobs.alias("queue")
+    pick = (sa.select(queue.c.id)
+            .where(sa.or_(queue.c.status == "queued",
+                          sa.and_(queue.c.status == "running", queue.c.lease_expires < moment),
+                          sa.and_(queue.c.status == "waiting", queue.c.wake_at <= moment)))
+            .order_by(queue.c.created_at, queue.c.id).limit(1)
+            .with_for_update(skip_locked=True).scalar_subquery())
+    return (jobs.update().where(jobs.c.id == pick)
+            .values(status="running", lease_owner=sa.bindparam("worker", type_=sa.String),
+                    lease_expires=sa.bindparam("expires", type_=sa.Float), wake_at=None,
+                    attempts=sa.case((jobs.c.status == "waiting", jobs.c.attempts),
+                                     else_=jobs.c.attempts + 1),
+                    started_at=sa.func.coalesce(jobs.c.started_at, moment),
+                    updated_at=moment)
+            .returning(*jobs.c))
+
+
+_CLAIM = _claim_statement()
 
 
 def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:

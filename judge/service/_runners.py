@@ -12,6 +12,7 @@ tables as they happen, so a takeover re-sends only the calls that were in flight
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import shutil
@@ -39,7 +40,7 @@ from ..method import default_rules, load_rules
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run, RunDirectory, evaluate_async
 from ..store import LEDGER_FILE, SQLiteLedger
-from ._db import Database, files, jobs
+from ._db import Database, files, jobs, tokens
 from ._files import FileStore
 from ._jobs import JobStore
 from ._jobspec import JUDGE_OPTIONS, endpoint_for
@@ -128,6 +129,22 @@ class Inputs:
         return text
 
 
+class ParsedFiles:
+    """Schemas, dialogue sets and rule sets parsed once per worker process, by file path.
+
+    Safe to share: stored files are content-addressed (a path names one content for good),
+    and the library never changes a loaded schema, dialogue set or rule set (several systems
+    of one run share them too). Every job of a benchmark or a team shares its schema and
+    dialogues; parsing and validating them again cost each job tens of milliseconds."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.schema = functools.lru_cache(size)(load_schema)
+        self.dialogues = functools.lru_cache(max(1, size // 2))(load_dialogues)
+        self.rules = functools.lru_cache(size)(load_rules)
+        self.default_rules = functools.lru_cache(size)(
+            lambda schema_path: default_rules(self.schema(schema_path)))
+
+
 def _stem(name: str) -> str:
     for suffix in (".gz", ".jsonl", ".json"):
         name = name.removesuffix(suffix)
@@ -183,6 +200,7 @@ class EvaluateRunner:
         self.jobs = jobs_
         self.worker_id = worker_id
         self._importing = threading.Lock()
+        self.parsed = ParsedFiles()
 
     def ledger_scope(self, project_id: str) -> str:
         """Whose paid replies a project's jobs share: its own, or every project's when the
@@ -342,7 +360,7 @@ class EvaluateRunner:
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
                       organization=endpoint.organization, project=endpoint.project,
                       prices=endpoint.prices, http_backend=endpoint.http_backend,
-                      budget=job.budget_usd)
+                      budget=self.budget(job))
         config = load_config(values)
         seed = self.jobs.calls(job.id)
         manifest = job.manifest
@@ -358,14 +376,29 @@ class EvaluateRunner:
         return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
                       sources, self.ledger(job))
 
+    def budget(self, job: Any) -> float | None:
+        """The job's budget, capped by what its token may still spend (looked up in the
+        thread that prepares the job: no hop of its own)."""
+        if job.token_id is None:
+            return job.budget_usd
+        with self.db.read() as conn:
+            cap = conn.execute(sa.select(tokens.c.spend_cap_usd)
+                               .where(tokens.c.id == job.token_id)).scalar()
+        if cap is None:
+            return job.budget_usd
+        spent = self.jobs.spent_by_token(job.token_id) - float(job.cost_usd or 0.0)
+        remaining = max(cap - spent, 1e-9)
+        return remaining if job.budget_usd is None else min(job.budget_usd, remaining)
+
     def _load(self, schema_path: Path, dialogues_path: Path, predictions_path: Path,
               pred_row: dict[str, Any], rules_path: Path | None, options: dict[str, Any]
               ) -> tuple[Any, Any, Any, Any]:
-        schema = load_schema(schema_path)
-        dialogues = _subset(load_dialogues(dialogues_path), options)
+        parsed = self.parsed
+        schema = parsed.schema(schema_path)
+        dialogues = _subset(parsed.dialogues(dialogues_path), options)
         name = (pred_row.get("info") or {}).get("system_name") or _stem(pred_row["name"])
         predictions = load_predictions(predictions_path, dialogues, schema, name=name)
-        rules = load_rules(rules_path) if rules_path else default_rules(schema)
+        rules = parsed.rules(rules_path) if rules_path else parsed.default_rules(schema_path)
         return schema, dialogues, predictions, rules
 
 

@@ -27,8 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
 from ..model import load_prices, price_and_counter
 from ._batchjob import BatchLive, BatchRunner, Park
 from ._db import Database, now, workers
@@ -294,9 +292,6 @@ class Worker:
                     job, self.id, running.live,
                     lambda: bool(job.cancel_requested) or running.cancel_seen)
             elif job.kind in ("evaluate", "retry-errors"):
-                if job.token_id is not None:  # else nothing to look up: no thread hop
-                    job = await asyncio.to_thread(self._with_token_budget, job)
-                running.job = job
                 outcome = await self.evaluator.run(
                     job, running.live, lambda endpoint: self._limiter(running, endpoint),
                     self.journal)
@@ -345,24 +340,6 @@ class Worker:
 
     def _progress(self, live: Live) -> dict[str, Any]:
         return {**live.as_progress(), "worker": self.id}
-
-    def _with_token_budget(self, job: Any) -> Any:
-        """Cap the job's budget by what its token may still spend."""
-        if job.token_id is None:
-            return job
-        from ._db import tokens
-
-        with self.db.read() as conn:
-            cap = conn.execute(sa.select(tokens.c.spend_cap_usd)
-                               .where(tokens.c.id == job.token_id)).scalar()
-        if cap is None:
-            return job
-        spent = self.jobs.spent_by_token(job.token_id) - float(job.cost_usd or 0.0)
-        remaining = max(cap - spent, 1e-9)
-        budget = remaining if job.budget_usd is None else min(job.budget_usd, remaining)
-        data = dict(job._mapping)
-        data["budget_usd"] = budget
-        return _Row(data)
 
     async def _cancelled(self, running: Running) -> None:
         job, live = running.job, running.live
@@ -443,14 +420,6 @@ class Worker:
     def _unregister(self) -> None:
         with contextlib.suppress(Exception), self.db.write() as conn:
             conn.execute(workers.delete().where(workers.c.id == self.id))
-
-
-class _Row:
-    """A job row with one value changed (rows are immutable)."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._mapping = data
-        self.__dict__.update(data)
 
 
 # --- the worker in a process of its own -----------------------------------------------------------
