@@ -26,6 +26,7 @@ library run of one job in this process:
   run shows tens of per cent against it.
 
     python bench/service_queue.py [--jobs 100] [--latency 0.3] [--slots 8] [--concurrency 4]
+                                  [--worker-processes 1]
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--slots", type=int, default=8, help="jobs the server runs at once")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight per job")
+    parser.add_argument("--worker-processes", type=int, default=1,
+                        help="the server's worker processes (its slots split among them)")
     parser.add_argument("--readers", type=int, default=4, help="polling client threads")
     parser.add_argument("--poll", type=float, default=0.1, help="seconds between a reader's "
                         "requests (4 readers at 0.1 s: ~40 requests/s)")
@@ -167,7 +170,8 @@ def main() -> int:
     with ServerProcess(FaultConfig(latency=args.latency), max_seconds=3600) as model:
         endpoints = {"fake": {"base_url": model.url, "max_concurrency": 64}}
         server = ServeProcess(data, endpoints=endpoints, max_seconds=3600,
-                              args=["--jobs", str(args.slots)])
+                              args=["--jobs", str(args.slots), "--worker-processes",
+                                    str(args.worker_processes)])
         with server:
             client = judge.Client(server.url, token)
             common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
@@ -203,8 +207,10 @@ def main() -> int:
         stats = model.snapshot(bodies=False, timeline=True)
 
     ok = sum(1 for j in finished if j["status"] == "succeeded")
-    print(f"{args.jobs} jobs queued at once on SQLite; server runs {args.slots} at a time, "
-          f"{args.concurrency} calls in flight each; fake model {args.latency * 1000:.0f} ms")
+    print(f"{args.jobs} jobs queued at once on SQLite; server runs {args.slots} at a time "
+          f"in {args.worker_processes} worker process(es), {args.concurrency} calls in flight "
+          f"each; fake model {args.latency * 1000:.0f} ms; {args.readers} clients polling "
+          f"every {args.poll:g} s")
     served = [row for row in stats["timeline"] if row[1] < began_direct]
     print(f"succeeded: {ok}/{len(finished)}; queue drained in {drained:.1f} s; model saw "
           f"{len(served)} requests for {len({row[0] for row in served})} distinct bodies "

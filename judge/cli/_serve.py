@@ -82,6 +82,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker", choices=("process", "thread"), default="process",
                    dest="worker_mode", help="run jobs in a worker process (default) or a "
                    "thread of the API process")
+    p.add_argument("--worker-processes", type=int, metavar="N",
+                   help="worker processes, the job slots split among them (default 1; "
+                   "more use more cores under a full queue)")
     p.add_argument("--lease", type=float, dest="lease_seconds",
                    help="seconds before a silent worker's job is taken over (default 30)")
     p.add_argument("--grace", type=float, dest="grace_seconds",
@@ -114,7 +117,7 @@ def _settings(args: argparse.Namespace) -> Any:
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
-                 "worker_mode", "batch_poll_seconds"):
+                 "worker_mode", "worker_processes", "batch_poll_seconds"):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):

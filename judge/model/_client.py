@@ -33,7 +33,7 @@ from .._config import JudgeConfig
 from .._errors import ModelError, ReplyError, StoreError
 from .._io import loads, printable
 from .._version import __version__
-from ..store import Ledger, cache_key
+from ..store import Claim, Ledger, cache_key
 from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
 from ._transport import AiohttpTransport, HttpxTransport, NoResponse, RawResponse, Transport
 
@@ -251,6 +251,9 @@ class ModelClient:
         self._refreshed: set[str] = set()
         self._paid: set[str] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._ahead: dict[str, asyncio.Future[Claim]] = {}
+        self._keys: dict[int, tuple[dict[str, Any], str]] = {}
+        """Keys worked out by :meth:`claim_ahead`, by body (held, so its id stays its own)."""
         self.calls = 0
         """HTTP requests sent (retries included)."""
         self.cache_hits = 0
@@ -283,11 +286,51 @@ class ModelClient:
         finally:
             lease.release()
 
+    def claim_ahead(self, body: dict[str, Any], *, template_hash: str) -> None:
+        """Start claiming a request that will be sent soon (the next call of a chain, while
+        the current one is on the wire), so that its database round-trip is done by then.
+
+        Only for a ledger that waits on a server (``off_loop``): the embedded one claims in
+        microseconds. The claim is the one :meth:`complete` would take; one that is never
+        used (the run stopped first) is released by :meth:`aclose`."""
+        ledger = self.ledger
+        if ledger is None or not self._off_loop:
+            return
+        key = cache_key(self.config.endpoint, body, template_hash)
+        self._keys[id(body)] = (body, key)
+        if key in self._ahead or key in self._inflight or key in self._paid:
+            return
+        fresh = self.refresh and key not in self._refreshed
+        self._ahead[key] = asyncio.ensure_future(self._claim_early(key, fresh))
+
+    async def _claim_early(self, key: str, fresh: bool) -> Claim:
+        assert self.ledger is not None
+        claim = await self._on_ledger(self.ledger.claim, key, refresh=fresh)
+        if claim.outcome == "mine":
+            self._keep_claims_alive()
+        return claim
+
+    async def _first_claim(self, key: str, fresh: bool) -> Claim:
+        """The claim taken ahead for ``key`` if there is one, else a claim now."""
+        assert self.ledger is not None
+        ahead = self._ahead.pop(key, None)
+        if ahead is not None:
+            try:
+                return await asyncio.shield(ahead)
+            except asyncio.CancelledError:
+                self._ahead.setdefault(key, ahead)  # released by aclose when it was taken
+                raise
+            except StoreError:
+                pass  # claim again now
+        return await self._on_ledger(self.ledger.claim, key, refresh=fresh)
+
     async def complete(self, body: dict[str, Any], *, template_hash: str,
                        slot: SlotLease | None = None) -> Completion:
         """Answer one request body: from the ledger, from an identical request in flight, or
         from the model (with retries)."""
-        key = cache_key(self.config.endpoint, body, template_hash)
+        known = self._keys.pop(id(body), None)
+        key = (known[1] if known is not None and known[0] is body
+               else cache_key(self.config.endpoint, body, template_hash))
         fresh = self.refresh and key not in self._refreshed
         # an off-loop ledger answers a stored reply with the claim itself (one database
         # round-trip instead of two); the embedded one is asked first, as cheap as a dict
@@ -358,8 +401,8 @@ class ModelClient:
             await lease.acquire()
         if ledger is not None:
             delay = 0.02
+            claim = await self._first_claim(key, fresh)
             while True:
-                claim = await self._on_ledger(ledger.claim, key, refresh=fresh)
                 if claim.outcome != "busy" and delay > 0.02:
                     _settle(key)  # no event left behind for an owner of another process
                 if claim.outcome == "mine":
@@ -371,6 +414,7 @@ class ModelClient:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_settled(key).wait(), delay)
                 delay = min(delay * 2, 1.0)
+                claim = await self._on_ledger(ledger.claim, key, refresh=fresh)
             self._keep_claims_alive()
         settled = False
         try:
@@ -488,7 +532,27 @@ class ModelClient:
                 self._paused_until = max(self._paused_until,
                                          time.monotonic() + min(reset, _MAX_RETRY_AFTER))
 
+    async def _release_unused(self) -> None:
+        """Give back the claims taken ahead for requests that were never sent."""
+        ahead, self._ahead = self._ahead, {}
+        unused = []
+        for key, task in ahead.items():
+            with contextlib.suppress(BaseException):
+                claim = await task
+                if claim.outcome == "mine" and key not in self._paid:
+                    unused.append(key)
+        if unused and self.ledger is not None:
+            ledger = self.ledger
+
+            def release() -> None:
+                for key in unused:
+                    ledger.release(key)
+
+            with contextlib.suppress(StoreError):
+                await self._on_ledger(release)
+
     async def aclose(self) -> None:
+        await self._release_unused()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):

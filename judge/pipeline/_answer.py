@@ -43,6 +43,11 @@ class CompletionSource(Protocol):
 
     async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion: ...
 
+    def prepare(self, call: PlannedCall) -> None:
+        """A hint that ``call`` comes next in its chain (optional: sources without it are
+        never hinted)."""
+        ...
+
 
 class LiveSource:
     """Completions from the model (through the ledger)."""
@@ -59,6 +64,10 @@ class LiveSource:
     async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion:
         return await self.client.complete(body, template_hash=call.prompt.template_hash,
                                           slot=held)
+
+    def prepare(self, call: PlannedCall) -> None:
+        """Claim the next call of a chain in the ledger while the current one is on the wire."""
+        self.client.claim_ahead(call.body, template_hash=call.prompt.template_hash)
 
 
 class RecordedSource:
@@ -256,12 +265,18 @@ async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
     chains = [(j, chain) for j, (plan, _) in enumerate(jobs) for chain in call_chains(plan)]
     pending = iter(chains)
 
+    prepare = getattr(source, "prepare", None)
+
     async def worker() -> None:
         for j, chain in pending:  # the shared iterator hands each chain to one worker
             plan, hooks = jobs[j]
-            for t, c in chain:
+            for position, (t, c) in enumerate(chain):
                 if control.stop_reason is not None:
                     return
+                if prepare is not None:  # the next call's claim rides on this one's wait
+                    upcoming = _next_to_send(plan, hooks, chain, position + 1)
+                    if upcoming is not None:
+                        prepare(upcoming)
                 answers[j][t][c] = await judge_call(plan.turns[t].calls[c], source,
                                                     plan.config.reasks, hooks)
 
@@ -287,6 +302,17 @@ async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
             everything.exception()  # retrieved
     assert control.stop_reason is not None
     raise control.stop_reason
+
+
+def _next_to_send(plan: EvaluationPlan, hooks: RunHooks, chain: list[tuple[int, int]],
+                  start: int) -> PlannedCall | None:
+    """The first call of ``chain`` from ``start`` on that will be sent (not skipped, not
+    answered by an earlier attempt of the run)."""
+    for t, c in chain[start:]:
+        call = plan.turns[t].calls[c]
+        if not call.skipped and call.custom_id not in hooks.done:
+            return call
+    return None
 
 
 async def _grace(tasks: list[asyncio.Future[None]], control: RunControl) -> None:

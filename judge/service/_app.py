@@ -63,10 +63,10 @@ class Service:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.db.migrate()
         if self.run_worker:
-            from ._worker import Worker, WorkerProcess
+            from ._worker import Worker, WorkerProcesses
 
             if self.settings.worker_mode == "process":
-                self.worker = WorkerProcess(self.settings)
+                self.worker = WorkerProcesses(self.settings)
             else:
                 self.worker = Worker(self.db, self.settings, self.files, self.jobs)
             self.worker.start()

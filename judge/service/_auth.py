@@ -118,6 +118,12 @@ def revoke_token(db: Database, token_id: str, *, project_id: str | None = None) 
         return conn.execute(query.values(revoked_at=now())).rowcount > 0
 
 
+_BY_HASH = (sa.select(tokens, projects.c.name.label("project_name"))
+            .join(projects, projects.c.id == tokens.c.project_id)
+            .where(tokens.c.hash == sa.bindparam("hash", type_=sa.String)))
+"""Every API request's look-up, built once (not per request)."""
+
+
 class TokenBook:
     """Resolves bearer tokens to principals; remembers ``last_used_at`` at most once a
     minute per token so that reads stay reads on SQLite."""
@@ -136,11 +142,8 @@ class TokenBook:
         return self.resolve_token(token.strip())
 
     def resolve_token(self, token: str) -> Principal:
-        query = (sa.select(tokens, projects.c.name.label("project_name"))
-                 .join(projects, projects.c.id == tokens.c.project_id)
-                 .where(tokens.c.hash == hash_token(token)))
-        with self.db.read() as conn:
-            row = conn.execute(query).first()
+        with self.db.query() as conn:
+            row = conn.execute(_BY_HASH, {"hash": hash_token(token)}).first()
         if row is None or row.revoked_at is not None:
             raise ServiceError("invalid or revoked token", status=401)
         moment = now()

@@ -40,7 +40,7 @@ from .._config import JudgeConfig, load_config
 from .._digest import file_digest
 from .._errors import DSTJudgeError, ModelError
 from ..model import ReplyLimits, cancel, download, read_output, status, submit
-from ..pipeline import collect, plan_evaluation, write_requests
+from ..pipeline import collect, estimate, plan_evaluation, write_requests
 from ._db import Database, job_batches, jobs, now
 from ._files import FileStore
 from ._jobs import JobStore
@@ -149,6 +149,10 @@ class BatchRunner:
             return await self._cancel(config, job, rows, live)
         if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
             loaded = await self._load(job, inputs, config)
+            if not rows:  # nothing submitted yet: the whole run must fit the budget
+                over = await asyncio.to_thread(self._over_budget, job, loaded["plan"])
+                if over is not None:
+                    return Outcome("stopped", 3, over)
             stopped = await self._submit(job, worker_id, config, loaded, rows, live,
                                          cancel_requested)
             if stopped is not None:
@@ -177,6 +181,21 @@ class BatchRunner:
                 "rules": rules, "plan": plan,
                 "sources": {"schema": schema_row["name"],
                             "rules": rules_row["name"] if rules_row else None}}
+
+    def _over_budget(self, job: Any, plan: Any) -> str | None:
+        """Why the job may not submit its batches, if its estimated Batch API cost exceeds
+        its budget (capped by its token's spending cap). A batch is paid as a whole once it
+        runs, so the budget is checked before anything goes out, on the estimate's figures
+        (prompt tokens counted with the model's tokenizer, replies at their assumed length)."""
+        budget = self.evaluator.budget(job)
+        if budget is None:
+            return None
+        cost = estimate(plan)["cost_usd"]["batch"]
+        if cost is None or cost <= budget:
+            return None
+        return (f"budget reached before submitting: the batches would cost about "
+                f"{cost:.4f} USD (estimate), over the budget of {budget:.4f} USD; raise the "
+                "budget and resume the job")
 
     # --- submission ---------------------------------------------------------------------------
 

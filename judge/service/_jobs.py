@@ -190,9 +190,8 @@ class JobStore:
         return row
 
     def get(self, project_id: str, job_id: str) -> dict[str, Any]:
-        with self.db.read() as conn:
-            row = conn.execute(sa.select(*_SHOWN).where(jobs.c.id == job_id,
-                                                        jobs.c.project_id == project_id)).first()
+        with self.db.query() as conn:
+            row = conn.execute(_GET, {"job": job_id, "project": project_id}).first()
         if row is None:
             raise ServiceError(f"no job {job_id!r} in this project", status=404)
         return public_job(row)
@@ -205,7 +204,7 @@ class JobStore:
             query = query.where(jobs.c.status == status)
         if kind:
             query = query.where(jobs.c.kind == kind)
-        with self.db.read() as conn:
+        with self.db.query() as conn:
             return [public_job(row) for row in conn.execute(query)]
 
     def cancel(self, project_id: str, job_id: str) -> dict[str, Any]:
@@ -387,17 +386,8 @@ class JobStore:
                      calls: list[tuple[str, dict[str, Any]]]) -> None:
         """Manifests and logged calls of several jobs in one transaction (the last record of a
         call wins)."""
-        latest = {(job_id, r["custom_id"]): r for job_id, r in calls}
         with self.db.write() as conn:
-            for job_id, manifest in manifests:
-                conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
-            for job_id, custom_id in latest:
-                conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
-                                                      job_calls.c.custom_id == custom_id))
-            if latest:
-                conn.execute(job_calls.insert(), [
-                    {"job_id": job_id, "custom_id": custom_id, "record": record}
-                    for (job_id, custom_id), record in latest.items()])
+            _store_records(conn, manifests, calls)
 
     def record_calls(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:
         rows = [{"job_id": job_id, "custom_id": r["custom_id"], "record": r} for r in records]
@@ -418,8 +408,9 @@ class JobStore:
                rows: list[dict[str, Any]] | None = None,
                files_out: dict[str, tuple[str, bytes]] | None = None,
                progress: dict[str, Any] | None = None, cost: float | None = None,
-               tokens_used: int | None = None) -> bool:
-        """Write the outcome if the lease is still ours; False when another worker owns it."""
+               tokens_used: int | None = None, records: Records | None = None) -> bool:
+        """Write the outcome if the lease is still ours; False when another worker owns it.
+        ``records``: the end of the job's run log (manifests, calls), written either way."""
         moment = now()
         values: dict[str, Any] = {"status": status, "exit_code": exit_code, "error": error,
                                   "finished_at": moment, "updated_at": moment,
@@ -428,6 +419,8 @@ class JobStore:
             values["summary"] = summary
         values.update(_figures(progress, cost, tokens_used))
         with self.db.write() as conn:
+            if records is not None:
+                _store_records(conn, *records)
             owned = conn.execute(jobs.update().where(jobs.c.id == job_id,
                                                      jobs.c.lease_owner == worker_id)
                                  .values(**values)).rowcount > 0
@@ -479,6 +472,29 @@ class JobStore:
         for start in range(0, len(ids), 200):
             self._delete_rows(ids[start:start + 200])
         return ids
+
+
+Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
+"""Run-log records of running jobs: (job id, manifest) pairs and (job id, logged call) pairs."""
+
+
+def _store_records(conn: sa.Connection, manifests: list[tuple[str, dict[str, Any]]],
+                   calls: list[tuple[str, dict[str, Any]]]) -> None:
+    latest = {(job_id, r["custom_id"]): r for job_id, r in calls}
+    for job_id, manifest in manifests:
+        conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
+    for job_id, custom_id in latest:
+        conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
+                                              job_calls.c.custom_id == custom_id))
+    if latest:
+        conn.execute(job_calls.insert(), [
+            {"job_id": job_id, "custom_id": custom_id, "record": record}
+            for (job_id, custom_id), record in latest.items()])
+
+
+_GET = sa.select(*_SHOWN).where(jobs.c.id == sa.bindparam("job", type_=sa.String),
+                               jobs.c.project_id == sa.bindparam("project", type_=sa.String))
+"""A job as the API shows it (the most frequent request of clients polling), built once."""
 
 
 def _claim_statement() -> Any:

@@ -99,8 +99,6 @@ class Journal(Protocol):
 
     def manifest(self, job_id: str, manifest: dict[str, Any]) -> None: ...
 
-    async def flush(self) -> None: ...
-
 
 class Inputs:
     """The job's files on local disk, and their upload names for messages and results."""
@@ -110,17 +108,29 @@ class Inputs:
         self.store = store
         self.project_id = project_id
         self.names: dict[str, str] = {}
+        self._rows: dict[str, dict[str, Any]] = {}
+
+    def prefetch(self, file_ids: list[str | None]) -> None:
+        """Look up several input files in one query (a job's schema, dialogues, predictions
+        and rules) instead of one each."""
+        wanted = [i for i in file_ids if i]
+        with self.db.query() as conn:
+            self._rows.update((row.id, dict(row._mapping)) for row in conn.execute(
+                sa.select(files).where(files.c.id.in_(wanted),
+                                       files.c.project_id == self.project_id)))
 
     def path(self, file_id: str) -> tuple[Path, dict[str, Any]]:
-        with self.db.read() as conn:
-            row = conn.execute(sa.select(files).where(files.c.id == file_id,
-                                                      files.c.project_id == self.project_id)
-                               ).first()
+        row = self._rows.get(file_id)
         if row is None:
-            raise InputError(f"input file {file_id} was deleted")
-        path = self.store.local_path(row.sha256)
-        self.names[str(path)] = row.name
-        return path, dict(row._mapping)
+            with self.db.query() as conn:
+                found = conn.execute(sa.select(files).where(
+                    files.c.id == file_id, files.c.project_id == self.project_id)).first()
+            if found is None:
+                raise InputError(f"input file {file_id} was deleted")
+            row = self._rows[file_id] = dict(found._mapping)
+        path = self.store.local_path(row["sha256"])
+        self.names[str(path)] = row["name"]
+        return path, row
 
     def clean(self, text: str) -> str:
         """Upload names instead of server paths."""
@@ -201,6 +211,7 @@ class EvaluateRunner:
         self.worker_id = worker_id
         self._importing = threading.Lock()
         self.parsed = ParsedFiles()
+        self._configs: dict[str, Any] = {}
 
     def ledger_scope(self, project_id: str) -> str:
         """Whose paid replies a project's jobs share: its own, or every project's when the
@@ -315,14 +326,13 @@ class EvaluateRunner:
                 live.tokens = spend.prompt_tokens + spend.completion_tokens
 
         endpoint_name = start.endpoint
-        try:
-            result = await evaluate_async(
-                start.config, start.schema, start.dialogues, start.predictions,
-                rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
-                on_progress=on_progress, limiter=limiter_for(endpoint_name),
-                on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger)
-        finally:
-            await journal.flush()
+        # the run log's last records reach the database with the job's outcome (the worker
+        # takes them from the journal), or with the journal's next batch if the job is cancelled
+        result = await evaluate_async(
+            start.config, start.schema, start.dialogues, start.predictions,
+            rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
+            on_progress=on_progress, limiter=limiter_for(endpoint_name),
+            on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger)
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
@@ -348,6 +358,8 @@ class EvaluateRunner:
         and parsed, its configuration, its run directory rebuilt from the database, its
         ledger."""
         endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
+        inputs.prefetch([source.inputs.get(k) for k in ("schema", "dialogues", "predictions",
+                                                          "rules")])
         schema_path, schema_row = inputs.path(source.inputs["schema"])
         dialogues_path, _ = inputs.path(source.inputs["dialogues"])
         predictions_path, pred_row = inputs.path(source.inputs["predictions"])
@@ -361,7 +373,7 @@ class EvaluateRunner:
                       organization=endpoint.organization, project=endpoint.project,
                       prices=endpoint.prices, http_backend=endpoint.http_backend,
                       budget=self.budget(job))
-        config = load_config(values)
+        config = self._config(values)
         seed = self.jobs.calls(job.id)
         manifest = job.manifest
         if seed_job is not None and not seed and manifest is None:
@@ -375,6 +387,18 @@ class EvaluateRunner:
                    "rules": rules_row["name"] if rules_row else None}
         return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
                       sources, self.ledger(job))
+
+    def _config(self, values: dict[str, Any]) -> Any:
+        """The run's configuration; jobs with the same options share one (it is frozen), as
+        building one costs milliseconds of the event loop's interpreter."""
+        key = json.dumps(values, sort_keys=True, default=str)
+        config = self._configs.get(key)
+        if config is None:
+            config = load_config(values)
+            if len(self._configs) >= 64:
+                self._configs.pop(next(iter(self._configs)))
+            self._configs[key] = config
+        return config
 
     def budget(self, job: Any) -> float | None:
         """The job's budget, capped by what its token may still spend (looked up in the

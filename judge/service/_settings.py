@@ -93,6 +93,11 @@ class ServiceSettings(BaseModel):
     worker_mode: Literal["thread", "process"] = Field(
         "thread", description="Run jobs in a thread of the API process, or in a process of "
         "their own (dst-judge serve's default: judging never slows the API).")
+    worker_processes: int = Field(
+        1, ge=1, le=64, description="Worker processes of this replica (worker_mode process); "
+        "its job slots are split among them. Each has an interpreter of its own, so on a "
+        "machine with spare cores more of them keep a full queue's jobs from waiting on one "
+        "interpreter lock; they share the database like replicas do.")
     retention_days: float | None = Field(None, gt=0, description="Delete finished jobs and "
                                          "unused files older than this (default: keep).")
     max_job_budget: float | None = Field(None, gt=0, description="Spending cap per job (USD).")

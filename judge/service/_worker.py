@@ -31,7 +31,7 @@ from ..model import load_prices, price_and_counter
 from ._batchjob import BatchLive, BatchRunner, Park
 from ._db import Database, now, workers
 from ._files import FileStore
-from ._jobs import JobStore
+from ._jobs import JobStore, Records
 from ._limits import EndpointPool, JobLimiter
 from ._runners import AnalysisRunner, EvaluateRunner, Live, Outcome
 from ._settings import ServiceSettings
@@ -63,6 +63,8 @@ class CallJournal:
         self._written = asyncio.Condition()
         self._sequence = 0
         self._done = 0
+        self._writing: set[str] = set()
+        """Jobs with records in the batch being written."""
 
     def call(self, job_id: str, record: dict[str, Any]) -> None:
         self._calls.append((job_id, record))
@@ -81,6 +83,20 @@ class CallJournal:
         async with self._written:
             await self._written.wait_for(lambda: self._done >= target)
 
+    async def take(self, job_id: str) -> Records:
+        """A finished job's records not written yet, taken out of the queue so that they go
+        in the transaction that stores the job's outcome (one write, no wait for the writer);
+        records of the job already in a batch being written are waited for."""
+        async with self._written:
+            await self._written.wait_for(lambda: job_id not in self._writing)
+        manifests = [item for item in self._manifests if item[0] == job_id]
+        calls = [item for item in self._calls if item[0] == job_id]
+        if manifests:
+            self._manifests = [item for item in self._manifests if item[0] != job_id]
+        if calls:
+            self._calls = [item for item in self._calls if item[0] != job_id]
+        return manifests, calls
+
     async def run(self) -> None:
         while True:
             await self._pending.wait()
@@ -89,17 +105,23 @@ class CallJournal:
             calls, self._calls = self._calls, []
             manifests, self._manifests = self._manifests, []
             target = self._sequence
+            self._writing = {job_id for job_id, _ in calls} | {job_id for job_id, _ in manifests}
             try:
-                await asyncio.to_thread(self.jobs.record_batch, manifests, calls)
+                if calls or manifests:
+                    await asyncio.to_thread(self.jobs.record_batch, manifests, calls)
             except Exception:
                 log.exception("writing %d logged call(s) to the database failed; retrying",
                               len(calls))
                 self._calls[:0], self._manifests[:0] = calls, manifests
                 self._pending.set()
+                async with self._written:
+                    self._writing = set()
+                    self._written.notify_all()
                 await asyncio.sleep(0.5)
                 continue
             async with self._written:
                 self._done = target
+                self._writing = set()
                 self._written.notify_all()
             with contextlib.suppress(TimeoutError):  # a flush asked meanwhile: no wait
                 await asyncio.wait_for(self._urgent.wait(), self.linger)
@@ -309,15 +331,17 @@ class Worker:
         if isinstance(outcome, Park):
             await self._park(job.id, live, outcome.wake_at)
             return
+        records = await self.journal.take(job.id)
         done = await asyncio.to_thread(self._finish, job.id, outcome, self._progress(live),
-                                       live.cost, live.tokens)
+                                       live.cost, live.tokens, records)
         self.finished += 1
         log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
                  "" if done else " but another worker owns it now")
 
     def _finish(self, job_id: str, outcome: Outcome, progress: dict[str, Any], cost: float,
-                tokens: int) -> bool:
-        """The end of a job in one thread hop: its files, then its outcome in the database."""
+                tokens: int, records: Records) -> bool:
+        """The end of a job in one thread hop: its files, then its outcome and the last records
+        of its run log in one transaction."""
         if outcome.wrap_up is not None:
             try:
                 outcome.wrap_up()
@@ -328,7 +352,7 @@ class Worker:
                                 exit_code=outcome.exit_code, error=outcome.error,
                                 summary=outcome.summary, rows=outcome.rows,
                                 files_out=outcome.artifacts, progress=progress, cost=cost,
-                                tokens_used=tokens)
+                                tokens_used=tokens, records=records)
 
     async def _park(self, job_id: str, live: Live, wake_at: float) -> None:
         """A batch job's visit is over: it waits for its batches without a worker."""
@@ -484,6 +508,45 @@ class WorkerProcess:
         return {"id": self.id, "mode": "process",
                 "pid": None if process is None else process.pid,
                 "alive": bool(process is not None and process.is_alive()),
+                "draining": self.draining.is_set()}
+
+
+class WorkerProcesses:
+    """``worker_processes`` worker processes sharing the replica's job slots (as evenly as
+    they divide); each claims from the queue like a replica of its own would."""
+
+    def __init__(self, settings: ServiceSettings) -> None:
+        count = min(settings.worker_processes, max(1, settings.job_slots))
+        share, extra = divmod(settings.job_slots, count)
+        self.processes = [WorkerProcess(settings.model_copy(
+            update={"job_slots": share + (1 if index < extra else 0)})) for index in range(count)]
+        self.draining = threading.Event()
+
+    def start(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def nudge(self) -> None:
+        for process in self.processes:
+            process.nudge()
+
+    def drain(self) -> None:
+        self.draining.set()
+        for process in self.processes:
+            process.drain()
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.drain()  # every child drains at once; then each is waited for
+        for process in self.processes:
+            process.stop(timeout)
+
+    def status(self) -> dict[str, Any]:
+        first = self.processes[0].status()
+        if len(self.processes) == 1:
+            return first
+        children = [p.status() for p in self.processes]
+        return {"id": first["id"], "mode": "process", "processes": children,
+                "alive": all(c["alive"] for c in children),
                 "draining": self.draining.is_set()}
 
 

@@ -7,15 +7,18 @@ The fault server (tests/fault_server.py) counts completions per request body."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 import sqlite3
 import threading
+import time
 
 import pytest
 
-from judge import evaluate, load_config
+from judge import BudgetReached, evaluate, load_config, plan_evaluation
 from judge.model import ModelClient
+from judge.pipeline import call_chains
 from judge.store import SQLiteLedger, cache_key
 
 from ..fault_server import FaultConfig, FaultServer
@@ -221,4 +224,65 @@ def test_an_off_loop_ledger_is_called_in_threads_and_each_call_is_logged_once(
     assert paid["completed"] == paid["distinct_bodies"] == ledger.stats()["replies"]
     ids = [r.custom_id for r in logged]
     assert len(ids) == len(set(ids)) == result.summary["calls"]["planned"]
+    ledger.close()
+
+
+class _TimedLedger(_ThreadedLedger):
+    """Notes when each key was claimed and when its reply was recorded."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.claimed: dict[str, float] = {}
+        self.replied: dict[str, float] = {}
+
+    def claim(self, key, *, refresh=False):
+        claim = super().claim(key, refresh=refresh)
+        self.claimed.setdefault(key, time.monotonic())
+        return claim
+
+    def record_reply(self, key, content, **kwargs):
+        self.replied.setdefault(key, time.monotonic())
+        super().record_reply(key, content, **kwargs)
+
+
+def test_the_next_call_of_a_chain_is_claimed_while_the_current_one_is_on_the_wire(
+        tmp_path, example_data):
+    """With an off-loop ledger, the database round-trip of a chain's next claim overlaps the
+    model's latency instead of following it; each call is still sent once."""
+    ledger = _TimedLedger(tmp_path / "ledger.sqlite3")
+    with FaultServer(FaultConfig(latency=0.05)) as server:
+        config = _config(server, tmp_path)
+        result = evaluate(config, *example_data, ledger=ledger)
+        paid = server.snapshot()
+    plan = plan_evaluation(config, *example_data)
+    keys = {call.custom_id: cache_key(config.endpoint, call.body, call.prompt.template_hash)
+            for call in plan.calls}
+    early = pairs = 0
+    for chain in call_chains(plan):
+        calls = [plan.turns[t].calls[c] for t, c in chain]
+        sent = [keys[call.custom_id] for call in calls if not call.skipped]
+        for before, after in itertools.pairwise(sent):
+            pairs += 1
+            early += ledger.claimed[after] < ledger.replied[before]
+    assert pairs >= 5 and early == pairs
+    assert paid["completed"] == paid["distinct_bodies"] == result.summary["calls"]["sent"]
+    assert ledger.stats()["pending"] == 0
+    ledger.close()
+
+
+def test_claims_taken_ahead_for_calls_a_stopped_run_never_sent_are_released(
+        tmp_path, example_data):
+    """A run stopped by its budget leaves no claim behind: another run may send those
+    requests at once instead of waiting for a lease to run out."""
+    ledger = _ThreadedLedger(tmp_path / "ledger.sqlite3")
+    with FaultServer(FaultConfig(latency=0.05)) as server:
+        prices = tmp_path / "prices.json"  # about 1 USD a call for the fake model "m"
+        prices.write_text(json.dumps({"batch_discount": 0.5, "models": {
+            "m": {"input": 1000.0, "cached_input": 1000.0, "output": 1000.0}}}))
+        config = _config(server, tmp_path, budget=3.0, prices=str(prices), concurrency=2)
+        with pytest.raises(BudgetReached):
+            evaluate(config, *example_data, ledger=ledger, out_dir=tmp_path / "run")
+        sent = server.snapshot()["completed"]
+    stats = ledger.stats()
+    assert sent >= 1 and stats["pending"] == 0 and stats["replies"] == sent
     ledger.close()

@@ -74,6 +74,10 @@ def test_evaluate_job_runs_and_reports_progress_and_results(service_env):
     assert job["progress"]["tokens"] > 0
     assert job["headline"]["turns"] == 11 and job["headline"]["tsa"] is not None
     assert model.snapshot()["completed"] == 22
+    # the whole run log is in the database with the outcome (a retry-errors job or another
+    # worker starts from it): the last calls go in the transaction that finishes the job
+    stored = service_env["service"].jobs.calls(job["id"])
+    assert len(stored) == 22 and len({c["custom_id"] for c in stored}) == 22
     summary = api.get(f"/v1/jobs/{job['id']}/results").json()
     assert summary["turns"] == 11 and summary["options"]["endpoint"] == "fake"
     assert "base_url" not in summary["options"] and "cache_dir" not in summary["options"]

@@ -98,6 +98,22 @@ def test_batch_job_judges_like_a_live_job_and_pays_each_body_once(batch_env):
     assert CANARY_KEY not in json.dumps(summary) and "127.0.0.1" not in json.dumps(summary)
 
 
+def test_a_batch_job_over_its_budget_submits_nothing_and_resumes_with_more(batch_env):
+    """A batch is paid as a whole: the job's budget is checked on the estimate before any
+    batch goes out (exit 3, resumable); with a larger budget the job runs."""
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    job = _submit(api, files, "batch", model="gpt-4o", budget=0.0001)
+    done = api.wait(job["id"], timeout=60)
+    assert done["status"] == "stopped" and done["exit_code"] == 3, done
+    assert "would cost about" in done["error"] and "0.0001 USD" in done["error"]
+    assert _batches(model) == []
+    resumed = api.post(f"/v1/jobs/{job['id']}/resume", json={"budget": 100}).json()
+    assert resumed["status"] == "queued"
+    final = api.wait(job["id"], timeout=60)
+    assert final["status"] == "succeeded" and final["exit_code"] == 0, final
+    assert len(_batches(model)) >= 1
+
+
 def test_mode_batch_is_refused_where_there_is_no_batch_api(batch_env):
     api, files = batch_env["api"], batch_env["files"]
     response = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files, "mode": "batch",
