@@ -92,10 +92,10 @@ class TokenCounter:
 
     def count(self, text: str) -> int:
         """Tokens of plain text (special-token look-alikes count as text)."""
-        return len(_encoding(self.encoding).encode_ordinary(text))
+        return len(_ordinary_ids(self.encoding, text))
 
     def encode(self, text: str) -> list[int]:
-        return list(_encoding(self.encoding).encode_ordinary(text))
+        return list(_ordinary_ids(self.encoding, text))
 
     def schema_tokens(self, body: dict[str, Any]) -> int:
         """What the ``response_format`` adds to the prompt."""
@@ -165,13 +165,28 @@ def counter_for(model: str, *, encoding: str | None = None) -> TokenCounter:
     return TokenCounter(model, found[0], found[1], True, 0.0)
 
 
+@functools.lru_cache(maxsize=256)
+def _ordinary_ids(encoding: str, text: str) -> tuple[int, ...]:
+    """Token ids of a text, remembered: the static messages of a prompt (its instructions,
+    the largest part) are the same in every request of a run, and a message is both counted
+    and encoded by an estimate."""
+    return tuple(_encoding(encoding).encode_ordinary(text))
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two id sequences."""
+    """Length of the common prefix of two id sequences (slices compared in C, by halves,
+    instead of thousands of ids one by one in Python)."""
     limit = min(len(a), len(b))
-    i = 0
-    while i < limit and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:limit] == b[:limit]:
+        return limit
+    low, high = 0, limit  # a[:low] == b[:low] and a[:high] != b[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def count_many(counter: TokenCounter, texts: Iterable[str]) -> list[int]:

@@ -4,11 +4,12 @@ and agreement with the usage a real llama-server reported in the recorded casset
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
 from judge.model import counter_for, load_prices, price_and_counter
-from judge.model._tokens import FALLBACK_ERROR
+from judge.model._tokens import FALLBACK_ERROR, common_prefix
 
 from ..conftest import CASSETTES
 
@@ -75,3 +76,27 @@ def test_local_counts_equal_the_usage_llama_server_reported(cassette):
         assert counter.count_request(interaction["request"]["body"]) == usage["prompt_tokens"]
         checked += 1
     assert checked > 0
+
+
+def test_common_prefix_matches_a_one_by_one_comparison():
+    """The halving comparison gives the same length as walking the ids one by one."""
+    def walked(a, b):
+        i = 0
+        while i < min(len(a), len(b)) and a[i] == b[i]:
+            i += 1
+        return i
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        a = [rng.randint(0, 2) for _ in range(rng.randint(0, 40))]
+        b = a[:rng.randint(0, len(a))] + [rng.randint(0, 2) for _ in range(rng.randint(0, 9))]
+        assert common_prefix(a, b) == common_prefix(b, a) == walked(a, b)
+    assert common_prefix([], [1]) == 0 and common_prefix([1, 2], [1, 2]) == 2
+
+
+def test_counting_a_text_twice_gives_the_same_ids_and_count():
+    counter = counter_for("gpt-4o")
+    text = "The user asks for a cheap hotel in the centre. " * 20
+    first = counter.encode(text)
+    first.append(-1)  # a caller changing its list does not change the remembered ids
+    assert counter.encode(text) == first[:-1] and counter.count(text) == len(first) - 1
