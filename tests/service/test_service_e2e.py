@@ -5,6 +5,7 @@ queue) and the next start resumes the job without paying again."""
 
 from __future__ import annotations
 
+import calendar
 import time
 
 import sqlalchemy as sa
@@ -100,3 +101,38 @@ def test_sigterm_drains_then_the_job_resumes_without_paying_twice(tmp_path):
         assert final["progress"]["done"] == 22
         snapshot = model.snapshot()
         assert snapshot["completed"] == 22 and snapshot["max_completed_per_body"] == 1
+
+
+def test_two_worker_processes_share_the_slots_and_each_takes_jobs(tmp_path):
+    """--worker-processes 2 --jobs 2: two worker processes with one slot each; two jobs whose
+    calls hold the fake model 0.3 s each run at the same time, one per process."""
+    with ServerProcess(FaultConfig(latency=0.3), max_seconds=300) as model:
+        data = tmp_path / "server"
+        token = create_token(data, "lab")
+        endpoints = {"fake": {"base_url": model.url, "api_key_env": "NO_SUCH_KEY"}}
+        args = ["--jobs", "2", "--worker-processes", "2"]
+        with ServeProcess(data, endpoints=endpoints, args=args) as server:
+            worker = server.health()["worker"]
+            assert len(worker["processes"]) == 2 and worker["alive"]
+            client = judge.Client(server.url, token)
+            files = _upload(client)
+            ids = [client.submit("evaluate", files, {"model": "m", "limit": 1 + i})["id"]
+                   for i in range(2)]
+            done = [client.wait(job_id, timeout=120) for job_id in ids]
+        paid = model.snapshot()
+    assert [j["status"] for j in done] == ["succeeded", "succeeded"]
+    owners = Database(f"sqlite:///{data / 'dst-judge.db'}")
+    with owners.engine.connect() as conn:
+        attempts = {row.id: row.attempts for row in conn.execute(
+            sa.select(jobs.c.id, jobs.c.attempts).where(jobs.c.id.in_(ids)))}
+    owners.dispose()
+    assert attempts == {ids[0]: 1, ids[1]: 1}
+    assert paid["completed"] == paid["distinct_bodies"]
+    starts = sorted(_seconds(j["started_at"]) for j in done)
+    ends = sorted(_seconds(j["finished_at"]) for j in done)
+    assert starts[1] < ends[0], "the second job waited for the first: one slot in all"
+
+
+def _seconds(stamp: str) -> float:
+    """Seconds since the epoch of the service's ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC)."""
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float(stamp[19:-1])
