@@ -125,8 +125,30 @@ class NetworkBlocked(OSError):
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+DEFAULT_HOST = "api.openai.com"
 BLOCKED: list[str] = []
 """Hosts the guard refused, in order (tests check that the guard, not chance, stopped them)."""
+UNREPLAYED: list[str] = []
+"""Tests that tried to reach the default endpoint past the cassettes: the run fails (every
+request to api.openai.com must be replayed from cassettes/, none may merely be refused)."""
+
+
+def _refused(host: str) -> None:
+    BLOCKED.append(host)
+    if host == DEFAULT_HOST:
+        UNREPLAYED.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if UNREPLAYED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if UNREPLAYED:
+        terminalreporter.write_line(
+            f"FAILED: {len(UNREPLAYED)} request(s) to {DEFAULT_HOST} were not replayed from "
+            "cassettes/: " + ", ".join(sorted(set(UNREPLAYED))), red=True)
 
 
 def _loopback_only(address: object) -> None:
@@ -134,7 +156,7 @@ def _loopback_only(address: object) -> None:
     if isinstance(address, (str, bytes)):  # AF_UNIX socket paths
         return
     if host not in _LOOPBACK:
-        BLOCKED.append(str(host))
+        _refused(str(host))
         raise NetworkBlocked(f"tests never reach the network: connection to {address!r} "
                              "refused (replay it from cassettes/ or use a local server)")
 
@@ -159,7 +181,7 @@ def _no_network():
     def getaddrinfo(host, *args, **kwargs):
         name = host.decode() if isinstance(host, bytes) else host
         if name is not None and name not in _LOOPBACK:
-            BLOCKED.append(name)
+            _refused(name)
             raise NetworkBlocked(f"tests never reach the network: lookup of {name!r} refused "
                                  "(replay it from cassettes/ or use a local server)")
         return real_getaddrinfo(host, *args, **kwargs)

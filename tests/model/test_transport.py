@@ -136,16 +136,18 @@ def test_proxy_from_the_environment_is_read_like_httpx_does(monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
-def test_an_unreplayed_request_to_the_default_endpoint_never_leaves_the_machine(backend):
-    """No respx, no cassette: the test suite's guard refuses the connection to
-    api.openai.com, and the judge reports it as an error rather than an answer."""
+def test_a_request_beyond_the_loopback_never_leaves_the_machine(backend):
+    """No respx, no cassette, a remote host: the test suite's guard refuses the connection
+    (over either backend), and the judge reports it as an error rather than an answer.
+    (Requests to api.openai.com are all replayed from cassettes: the run fails when one
+    reaches this guard; see tests/conftest.py.)"""
     config = judge.load_config({"model": "m", "use_cache": False, "max_retries": 0,
-                                "http_backend": backend, "api_key": "sk-test"})
-    assert config.endpoint == "https://api.openai.com/v1"
+                                "http_backend": backend, "api_key": "sk-test",
+                                "base_url": "https://judge.example.test/v1"})
     BLOCKED.clear()
     with pytest.raises(ModelError, match=r"^connection error: "):
         _complete(ModelClient(config))
-    assert BLOCKED == ["api.openai.com"]
+    assert BLOCKED == ["judge.example.test"]
 
 
 # --- size caps while reading -------------------------------------------------------------------
