@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._errors import StoreError
-from ..store import DEFAULT_LEASE, Claim, Reply, new_owner, owner_gone
+from ..store import DEFAULT_LEASE, Claim, Reply, existing_claim, new_owner
 from ._db import Database, ledger_replaced, ledger_requests
 
 SHARED_SCOPE = "*"
@@ -118,12 +118,9 @@ class DatabaseLedger:
                 row = self._locked(conn, key)
                 if row is not None:
                     break  # else deleted between the two statements (a release): insert again
-            state, owner, lease_until = row[0], row[1], row[2]
-            if state == "replied" and not refresh:
-                return Claim("replied", Reply(key, bytes(row[3]), row[4], row[5], row[6]))
-            if (state == "pending" and owner != self.owner and (lease_until or 0) > now
-                    and not owner_gone(owner)):
-                return Claim("busy", owner=owner, lease_until=lease_until)
+            held = existing_claim(key, row, self.owner, now, refresh=refresh)
+            if held is not None:
+                return held
             conn.execute(_t.update().where(self._row(key)).values(
                 state="pending", owner=self.owner, lease_until=until, sends=_t.c.sends + 1,
                 error=None, updated_at=now))

@@ -15,6 +15,7 @@ from ._ledger import (
     Ledger,
     Reply,
     SQLiteLedger,
+    existing_claim,
     new_owner,
     owner_gone,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "cache_key",
     "cache_ledger_path",
     "clear_cache",
+    "existing_claim",
     "migrate_diskcache",
     "new_owner",
     "open_cache",

@@ -41,7 +41,7 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -133,6 +133,22 @@ class Ledger(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def existing_claim(key: str, row: Sequence[Any], owner: str, now: float, *,
+                   refresh: bool = False) -> Claim | None:
+    """What a claim of ``key`` finds in its existing row — ``(state, owner, lease_until,
+    content, status, origin, updated_at)`` — when it may not take the request over: the
+    stored reply, or the live claim of another owner. None: the claimant takes it (it failed,
+    its lease ran out, its owner process is gone, it is the claimant's own, or ``refresh``).
+    Every ledger decides by this one rule."""
+    state, holder, lease_until = row[0], row[1], row[2]
+    if state == "replied" and not refresh:
+        return Claim("replied", Reply(key, bytes(row[3]), row[4], row[5], row[6]))
+    if (state == "pending" and holder != owner and (lease_until or 0) > now
+            and not owner_gone(holder)):
+        return Claim("busy", owner=holder, lease_until=lease_until)
+    return None
 
 
 # --- owners ------------------------------------------------------------------------------------
@@ -281,12 +297,9 @@ class SQLiteLedger:
                            "updated_at) VALUES (?, 'pending', ?, ?, 1, ?)",
                            (key, self.owner, until, now))
                 return Claim("mine", owner=self.owner, lease_until=until)
-            state, owner, lease_until = row[0], row[1], row[2]
-            if state == "replied" and not refresh:
-                return Claim("replied", Reply(key, bytes(row[3]), row[4], row[5], row[6]))
-            if (state == "pending" and owner != self.owner and (lease_until or 0) > now
-                    and not owner_gone(owner)):
-                return Claim("busy", owner=owner, lease_until=lease_until)
+            held = existing_claim(key, row, self.owner, now, refresh=refresh)
+            if held is not None:
+                return held
             db.execute("UPDATE requests SET state = 'pending', owner = ?, lease_until = ?, "
                        "sends = sends + 1, error = NULL, updated_at = ? WHERE key = ?",
                        (self.owner, until, now, key))
