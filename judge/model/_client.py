@@ -32,6 +32,7 @@ from tenacity import (
 from .._config import JudgeConfig
 from .._errors import ModelError, ReplyError, StoreError
 from .._io import loads, printable
+from .._tasks import run_to_end
 from .._version import __version__
 from ..store import Claim, Ledger, cache_key
 from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
@@ -479,13 +480,7 @@ class ModelClient:
         given back."""
         if not self._off_loop:
             return method(*args, **kwargs)
-        task = asyncio.ensure_future(asyncio.to_thread(method, *args, **kwargs))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await task
-            raise
+        return await run_to_end(asyncio.to_thread(method, *args, **kwargs))
 
     def _keep_claims_alive(self) -> None:
         """Renew this client's claims every third of the lease while it runs."""
@@ -537,10 +532,16 @@ class ModelClient:
         ahead, self._ahead = self._ahead, {}
         unused = []
         for key, task in ahead.items():
-            with contextlib.suppress(BaseException):
+            try:
                 claim = await task
-                if claim.outcome == "mine" and key not in self._paid:
-                    unused.append(key)
+            except asyncio.CancelledError:
+                if task.cancelled():
+                    continue  # outcome unknown: a claim it took lapses with its lease
+                raise
+            except Exception:
+                continue  # it failed: nothing was taken
+            if claim.outcome == "mine" and key not in self._paid:
+                unused.append(key)
         if unused and self.ledger is not None:
             ledger = self.ledger
 

@@ -25,20 +25,20 @@ deterministic), so a visit on another machine needs nothing but the database.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 
 from .._config import JudgeConfig, load_config
 from .._digest import file_digest
 from .._errors import DSTJudgeError, ModelError
+from .._tasks import run_to_end
 from ..model import ReplyLimits, cancel, download, read_output, status, submit
 from ..pipeline import collect, estimate, plan_evaluation, write_requests
 from ._db import Database, job_batches, jobs, now
@@ -51,7 +51,6 @@ from ._settings import ServiceSettings
 log = logging.getLogger("dst_judge.service")
 ENDED = ("completed", "failed", "expired", "cancelled")
 """Batch statuses after which nothing changes (``cancelling`` and ``finalizing`` still do)."""
-T = TypeVar("T")
 MAX_RETRIES = 20
 """Visits in a row that may fail on a transient API error (a 5xx, 429, no connection)."""
 MANIFEST_KIND = "batch-requests"
@@ -229,7 +228,7 @@ class BatchRunner:
             if digest in {r["sha256"] for r in await asyncio.to_thread(batch_rows, self.db,
                                                                        job.id)}:
                 continue
-            await _uninterrupted(self._submit_one(job.id, config, path, part, digest, count))
+            await run_to_end(self._submit_one(job.id, config, path, part, digest, count))
             recorded.add(digest)
             live.batches.update(_figures(await asyncio.to_thread(batch_rows, self.db, job.id),
                                          len(digests)))
@@ -352,13 +351,3 @@ class BatchRunner:
                        out_rows)
 
 
-async def _uninterrupted(step: Awaitable[T]) -> T:
-    """Run ``step`` to its end even when the task is cancelled meanwhile (then re-raise): a
-    batch that exists must be recorded before a cancel or a drain lets anyone else in."""
-    task = asyncio.ensure_future(step)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-        raise
