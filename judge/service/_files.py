@@ -63,14 +63,15 @@ class FileStore:
         self.tmp.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.tmp) as folder:
             raw = Path(folder) / "upload.raw"
-            size = _copy_limited(stream, raw, self.max_upload, "upload")
+            digest, size = _copy_limited(stream, raw, self.max_upload,
+                                         "the upload is larger than")
             plain = Path(folder) / clean
             gzipped = _is_gzip(raw)
             if gzipped:
                 digest, unpacked = _gunzip_limited(raw, plain, self.max_unpacked)
             else:
                 raw.rename(plain)
-                digest, unpacked = _sha256_file(plain), size
+                unpacked = size
             info = validate_upload(kind, plain, folder)
             existing = self._find(project_id, kind, digest)
             if existing is not None:
@@ -225,16 +226,21 @@ def upload_error(exc: DSTJudgeError, prefix: str, status: int = 422) -> ServiceE
     return ServiceError(_strip(str(exc), prefix), status=status, field=field)
 
 
-def _copy_limited(stream: IO[bytes], target: Path, limit: int, what: str) -> int:
+def _copy_limited(stream: IO[bytes], target: Path, limit: int, too_big: str
+                  ) -> tuple[str, int]:
+    """Copy ``stream`` to ``target`` up to ``limit`` bytes (413 beyond: "<too_big> the
+    server's limit"), hashing as it goes; returns the sha256 and the size."""
+    digest = hashlib.sha256()
     size = 0
     with target.open("wb") as out:
         while block := stream.read(_CHUNK):
             size += len(block)
             if size > limit:
-                raise ServiceError(f"the {what} is larger than the server's limit of "
+                raise ServiceError(f"{too_big} the server's limit of "
                                    f"{limit // (1024 * 1024)} MB", status=413)
+            digest.update(block)
             out.write(block)
-    return size
+    return digest.hexdigest(), size
 
 
 def _is_gzip(path: Path) -> bool:
@@ -243,25 +249,10 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _gunzip_limited(source: Path, target: Path, limit: int) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
     try:
-        with gzip.open(source, "rb") as packed, target.open("wb") as out:
-            while block := packed.read(_CHUNK):
-                size += len(block)
-                if size > limit:
-                    raise ServiceError(f"the upload unpacks to more than the server's limit "
-                                       f"of {limit // (1024 * 1024)} MB", status=413)
-                digest.update(block)
-                out.write(block)
+        with gzip.open(source, "rb") as packed:
+            return _copy_limited(packed, target, limit, "the upload unpacks to more than")
     except (OSError, EOFError, zlib.error) as exc:
         raise ServiceError(f"not a valid gzip file: {exc}", status=422, field="file") from None
-    return digest.hexdigest(), size
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
