@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,7 @@ from ledger_overhead import _reply  # noqa: E402
 from judge.service import Database  # noqa: E402
 from judge.service._ledger import DatabaseLedger  # noqa: E402
 from judge.store import SQLiteLedger  # noqa: E402
+from tests.service.serve_process import running_postgres  # noqa: E402
 
 
 def per_call(ledger: Any, calls: int, tag: str) -> tuple[float, float, float]:
@@ -89,20 +88,6 @@ async def loop_stall(ledger: Any, calls: int, tasks: int, off_loop: bool) -> tup
     return late[int(len(late) * 0.99)], late[-1]
 
 
-@contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    import pgserver
-
-    folder = Path(tempfile.mkdtemp(prefix="dstj-bench-pg-"))
-    server = pgserver.get_server(folder, cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        with contextlib.suppress(Exception):
-            server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def _no_pre_ping(db: Database) -> Database:
     db.engine.dispose()
     db.engine = sa.create_engine(db.engine.url, pool_size=10, max_overflow=20)
@@ -115,7 +100,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=16)
     args = parser.parse_args()
     rows: list[tuple[str, tuple[float, float, float]]] = []
-    with tempfile.TemporaryDirectory(prefix="dstj-bench-") as tmp, postgres() as pg_url:
+    with tempfile.TemporaryDirectory(prefix="dstj-bench-") as tmp, \
+            running_postgres("dstj-bench-pg-") as pg_url:
         embedded = SQLiteLedger(Path(tmp) / "ledger.sqlite3")
         rows.append(("CLI SQLiteLedger (file, WAL)", per_call(embedded, args.calls, "e")))
         embedded.close()

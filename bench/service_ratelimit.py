@@ -29,7 +29,12 @@ from _common import local_only  # noqa: E402
 
 import judge  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
-from tests.service.serve_process import ServeProcess, create_token, job_dialogues  # noqa: E402
+from tests.service.serve_process import (  # noqa: E402
+    ServeProcess,
+    create_token,
+    job_dialogues,
+    running_postgres,
+)
 
 EXAMPLES = ROOT / "examples"
 
@@ -90,38 +95,36 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=4, help="jobs per replica at once")
     args = parser.parse_args()
     local_only()
-    import pgserver
-
     folder = Path(tempfile.mkdtemp(prefix="dstj-rate-"))
-    postgres = pgserver.get_server(folder / "pg", cleanup_mode="stop")
     try:
-        url = postgres.get_uri()
-        dialogues = job_dialogues(folder, args.jobs)
-        token = create_token(folder / "a", "bench", db=url)
-        with ServerProcess(FaultConfig(latency=0.05), max_seconds=3600) as model:
-            proxy = RecordingProxy(model.url.removesuffix("/v1") + "/v1")
-            threading.Thread(target=proxy.serve_forever, daemon=True).start()
-            endpoints = {"fake": {"base_url": proxy.url, "rpm": args.rpm}}
-            flags = ["--jobs", str(args.slots)]
-            a = ServeProcess(folder / "a", endpoints=endpoints, db=url, args=flags,
-                             max_seconds=3600)
-            b = ServeProcess(folder / "b", endpoints=endpoints, db=url, args=flags,
-                             max_seconds=3600)
-            with a, b:
-                client = judge.Client(a.url, token)
-                common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
-                          "predictions": client.upload(EXAMPLES / "predictions.jsonl",
-                                                       "predictions")["id"]}
-                started = time.time()
-                ids = [client.submit("evaluate", {**common, "dialogues": client.upload(
-                    p, "dialogues")["id"]}, {"model": "m", "concurrency": 8})["id"]
-                    for p in dialogues]
-                finished = [client.wait(i, timeout=3600, poll=2.0) for i in ids]
-                elapsed = time.time() - started
-                replicas = {a.health()["worker"]["id"]: "A", b.health()["worker"]["id"]: "B"}
-            proxy.shutdown()
+        with running_postgres("dstj-rate-pg-") as url:
+            dialogues = job_dialogues(folder, args.jobs)
+            token = create_token(folder / "a", "bench", db=url)
+            with ServerProcess(FaultConfig(latency=0.05), max_seconds=3600) as model:
+                proxy = RecordingProxy(model.url.removesuffix("/v1") + "/v1")
+                threading.Thread(target=proxy.serve_forever, daemon=True).start()
+                endpoints = {"fake": {"base_url": proxy.url, "rpm": args.rpm}}
+                flags = ["--jobs", str(args.slots)]
+                a = ServeProcess(folder / "a", endpoints=endpoints, db=url, args=flags,
+                                 max_seconds=3600)
+                b = ServeProcess(folder / "b", endpoints=endpoints, db=url, args=flags,
+                                 max_seconds=3600)
+                with a, b:
+                    client = judge.Client(a.url, token)
+                    common = {
+                        "schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+                        "predictions": client.upload(EXAMPLES / "predictions.jsonl",
+                                                     "predictions")["id"]}
+                    started = time.time()
+                    ids = [client.submit("evaluate", {**common, "dialogues": client.upload(
+                        p, "dialogues")["id"]}, {"model": "m", "concurrency": 8})["id"]
+                        for p in dialogues]
+                    finished = [client.wait(i, timeout=3600, poll=2.0) for i in ids]
+                    elapsed = time.time() - started
+                    replicas = {a.health()["worker"]["id"]: "A",
+                                b.health()["worker"]["id"]: "B"}
+                proxy.shutdown()
     finally:
-        postgres.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
     arrivals = proxy.arrivals
     ok = sum(1 for j in finished if j["status"] == "succeeded")

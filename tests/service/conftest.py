@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ pytest.importorskip("fastapi", reason="the service needs the serve extra")
 from judge.service import Service, build_settings, create_app, create_token
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
+from tests.service.serve_process import running_postgres
 
 CANARY_KEY = "sk-canary-0123456789abcdef"
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
@@ -142,19 +141,13 @@ def service_env(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, A
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A real Postgres (pgserver: binaries from PyPI) in a temporary directory."""
-    pgserver = pytest.importorskip("pgserver", reason="pgserver (test extra) is not installed")
-    folder = Path(tempfile.mkdtemp(prefix="dstj-pg-"))
-    try:
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-    except Exception as exc:  # no binaries for this platform, no shared memory, ...
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"Postgres (pgserver) cannot start here: {exc}")
-    try:
-        yield server.get_uri()
-    finally:
-        with contextlib.suppress(Exception):
-            server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
+    pytest.importorskip("pgserver", reason="pgserver (test extra) is not installed")
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(running_postgres())
+        except Exception as exc:  # no binaries for this platform, no shared memory, ...
+            pytest.skip(f"Postgres (pgserver) cannot start here: {exc}")
+        yield url
 
 
 @contextlib.contextmanager

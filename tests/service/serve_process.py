@@ -1,19 +1,23 @@
 """A real ``dst-judge serve`` in a subprocess on 127.0.0.1, for end-to-end tests and the
 benchmarks: started on a free port, ready when ``/healthz`` answers, stopped with SIGTERM (or
 killed with SIGKILL), and always gone when the test ends (it also stops itself after
-``max_seconds``)."""
+``max_seconds``). Also a real Postgres for them (:func:`running_postgres`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +163,23 @@ def job_dialogues(folder: Path, count: int) -> list[Path]:
         path.write_text("\n".join(rows) + "\n", encoding="utf-8")
         paths.append(path)
     return paths
+
+
+@contextlib.contextmanager
+def running_postgres(prefix: str = "dstj-pg-") -> Iterator[str]:
+    """A real Postgres (pgserver: binaries from PyPI) in a temporary directory; yields its
+    URL, stops it and removes the directory afterwards. Raises when it cannot start."""
+    import pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        yield server.get_uri()
+    finally:
+        with contextlib.suppress(Exception):
+            server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
