@@ -28,13 +28,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import local_only  # noqa: E402
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.fault_server import FaultConfig, FaultServer  # noqa: E402
 from tests.web.live import LiveServer  # noqa: E402
 from tests.web.synthetic import bundle, synthetic_rows  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 PAINT = """() => new Promise(done => {
   const read = () => {
     const fcp = performance.getEntriesByName('first-contentful-paint')[0];
@@ -96,8 +94,8 @@ def main() -> int:
         print(f"imported in {time.perf_counter() - began:.1f} s as {job_id}")
         web = live.app.state.web
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                 args=ARGS)
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                                 args=CHROMIUM_ARGS)
             page = browser.new_context(viewport={"width": 1360, "height": 900}).new_page()
             page.goto(live.url + "/ui/login")
             page.get_by_label("Token").fill(token)

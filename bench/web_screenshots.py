@@ -23,12 +23,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import local_only  # noqa: E402
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.fault_server import FaultConfig, FaultServer  # noqa: E402
 from tests.web.live import LiveServer  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 EXAMPLES = ROOT / "examples"
 
 
@@ -97,8 +95,8 @@ def main() -> int:
                     "kind": "evaluate", "options": {"endpoint": "slow", "concurrency": 1},
                     "inputs": {"schema": schema, "dialogues": dialogues, "predictions": slow}})
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=ARGS)
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                                     args=CHROMIUM_ARGS)
                 page = browser.new_context(viewport={"width": 1360, "height": 860},
                                            device_scale_factor=1).new_page()
                 page.goto(live.url + "/ui/login")

@@ -28,6 +28,7 @@ from judge.analysis._audit import (
     write_audit,
 )
 
+from ..browser import CHROMIUM, CHROMIUM_ARGS
 from .test_audit import both, example_inputs, judge_run, row, write_run
 
 sync_api = pytest.importorskip(
@@ -35,9 +36,6 @@ sync_api = pytest.importorskip(
     reason="the browser tests need the Python playwright package (pip install playwright); "
            "they use Debian's Chromium, not playwright's own browser downloads")
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 INSTALL_TIMEOUT = 1200  # seconds, for apt-get update and the install together
 
 
