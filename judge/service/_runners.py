@@ -212,6 +212,7 @@ class EvaluateRunner:
         self._importing = threading.Lock()
         self.parsed = ParsedFiles()
         self._configs: dict[str, Any] = {}
+        self._configs_lock = threading.Lock()
 
     def ledger_scope(self, project_id: str) -> str:
         """Whose paid replies a project's jobs share: its own, or every project's when the
@@ -392,12 +393,14 @@ class EvaluateRunner:
         """The run's configuration; jobs with the same options share one (it is frozen), as
         building one costs milliseconds of the event loop's interpreter."""
         key = json.dumps(values, sort_keys=True, default=str)
-        config = self._configs.get(key)
+        with self._configs_lock:  # jobs start in several threads at once
+            config = self._configs.get(key)
         if config is None:
             config = load_config(values)
-            if len(self._configs) >= 64:
-                self._configs.pop(next(iter(self._configs)))
-            self._configs[key] = config
+            with self._configs_lock:
+                if len(self._configs) >= 64:
+                    self._configs.pop(next(iter(self._configs)))
+                self._configs[key] = config
         return config
 
     def budget(self, job: Any) -> float | None:
