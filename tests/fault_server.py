@@ -504,7 +504,8 @@ class _Handler(BaseHTTPRequestHandler):
         Each request line is answered (and billed) at creation as a live call would be, or with
         the hostile entry's reply; ``http-401-echo`` refuses every call. The batch shows as
         ``in_progress`` for ``batch_seconds``, then ``completed`` unless it was cancelled
-        (``POST /batches/<id>/cancel``); ``GET /batches`` lists every batch created.
+        (``POST /batches/<id>/cancel``); ``GET /batches`` lists every batch created,
+        newest first.
         """
         kind = None
         if path.startswith(HOSTILE_PREFIX):
@@ -542,8 +543,9 @@ class _Handler(BaseHTTPRequestHandler):
             server.batches[batch_id]["ready_at"] = time.time() + server.config.batch_seconds
             self._send_json(200, self._batch_view(server.batches[batch_id]))
         elif method == "GET" and parts == ["batches"]:
+            newest_first = reversed(list(server.batches.values()))  # as OpenAI lists them
             self._send_json(200, {"object": "list", "has_more": False,
-                                  "data": [self._batch_view(b) for b in server.batches.values()]})
+                                  "data": [self._batch_view(b) for b in newest_first]})
         elif method == "GET" and len(parts) == 2 and parts[0] == "batches" \
                 and parts[1] in server.batches:
             self._send_json(200, self._batch_view(server.batches[parts[1]]))
@@ -575,14 +577,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _batch_line(self, line: dict[str, Any], kind: str | None, token: str) -> dict[str, Any]:
         """The output line of one request line, billed like a live call."""
         body, server = line["body"], self.server
-        key = body_hash(body)
-        attempt = server.stats.attempt(key, None)
-        decision = Decision(key, key, OK, result_keys(body))
         if kind is None:
+            # the configured fault rates apply to batch lines too: a transient kind fails the
+            # line (a per-request error in the output, as the provider reports one), a
+            # permanent kind is its 200 reply
+            decision = server.decider.decide(body)
+            key = decision.key
+            if decision.kind in TRANSIENT:
+                server.stats.served(key, decision.kind, None)
+                return {"id": f"batch_req_{server.next_serial()}",
+                        "custom_id": line["custom_id"],
+                        "response": {"status_code": _STATUS.get(decision.kind, 500),
+                                     "request_id": "req",
+                                     "body": {"error": {"message": f"injected fault "
+                                                                   f"{decision.kind}",
+                                                        "type": "fault_injection"}}},
+                        "error": None}
             reply, usage = completion_json(body, decision, server.next_serial())
             status, payload = 200, reply
-            server.stats.served(key, OK, usage)
+            server.stats.served(key, decision.kind, usage)
         else:
+            key = body_hash(body)
+            attempt = server.stats.attempt(key, None)
+            decision = Decision(key, key, OK, result_keys(body))
             answer = HOSTILE_REPLIES[kind](Hostile(body, decision, server.next_serial(), token,
                                                    attempt))
             status = answer.status

@@ -60,12 +60,17 @@ def parse_custom_id(value: str) -> tuple[str, int, str] | None:
 
 
 def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
-                secret: str | None = None) -> dict[tuple[str, int, str], Completion | ModelError]:
+                secret: str | None = None,
+                bodies: dict[tuple[str, int, str], bytes] | None = None,
+                ) -> dict[tuple[str, int, str], Completion | ModelError]:
     """Completions (or per-request errors) by call key from a batch output or error file.
 
     A line that is not a batch output record at all (bad JSON, nested too deep, no
     ``custom_id``) is an :class:`~judge.InputError` naming file, line and field; a record whose
     reply is malformed, too large or too deep is a :class:`~judge.ReplyError` for its call.
+
+    ``bodies``, when given, receives the raw body of every HTTP 200 reply within the limits
+    (as a live reply would be recorded, for a ledger to keep what the batch paid for).
     """
     limits = limits or ReplyLimits()
     records: dict[tuple[str, int, str], Completion | ModelError] = {}
@@ -99,6 +104,9 @@ def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
             continue
         records[key] = _completion_or_error(item, path=path, line=line, limits=limits,
                                             secret=secret)
+        if bodies is not None and isinstance(records[key], Completion):
+            body = item["response"]["body"]
+            bodies[key] = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     return records
 
 
@@ -168,18 +176,44 @@ def _public(batch: Any, secret: str | None) -> dict[str, Any]:
 
 
 async def submit(config: JudgeConfig, requests: str | Path, *,
-                 http_client: httpx.AsyncClient | None = None) -> dict[str, Any]:
-    """Upload a request file and create a batch; returns the batch object as a dict."""
+                 http_client: httpx.AsyncClient | None = None,
+                 metadata: dict[str, str] | None = None) -> dict[str, Any]:
+    """Upload a request file and create a batch; returns the batch object as a dict.
+
+    The creation is never retried by the SDK: a retry after a lost reply would create (and
+    pay for) a second batch. A caller that must not submit twice tags the batch with
+    ``metadata`` and looks for it with :func:`find_batch` before trying again."""
     path = Path(requests)
     if not path.is_file():
         raise InputError("request file not found", path=path)
     async with _sdk(config, http_client, "submit") as client:
         with path.open("rb") as handle:
             uploaded = await client.files.create(file=handle, purpose="batch")
-        batch = await client.batches.create(input_file_id=uploaded.id, endpoint=CHAT_URL,
-                                            completion_window="24h",
-                                            metadata={"source": "dst-judge"})
+        batch = await client.with_options(max_retries=0).batches.create(
+            input_file_id=uploaded.id, endpoint=CHAT_URL, completion_window="24h",
+            metadata={"source": "dst-judge", **(metadata or {})})
     return _public(batch, config.secret)
+
+
+FIND_LIMIT = 2_000
+"""Batches :func:`find_batch` looks through at most (newest first)."""
+
+
+async def find_batch(config: JudgeConfig, metadata: dict[str, str], *, since: float,
+                     http_client: httpx.AsyncClient | None = None) -> dict[str, Any] | None:
+    """The newest batch created at or after ``since`` (Unix time) whose metadata holds every
+    pair of ``metadata``, or None: how a submission whose reply was lost (or whose submitter
+    died before recording it) is found again instead of paid for twice."""
+    async with _sdk(config, http_client, "lookup") as client:
+        seen = 0
+        async for batch in client.batches.list(limit=100):
+            seen += 1
+            if batch.created_at < since - 60 or seen > FIND_LIMIT:
+                break  # listed newest first: everything further is older
+            tags = batch.metadata or {}
+            if all(tags.get(k) == v for k, v in metadata.items()):
+                return _public(batch, config.secret)
+    return None
 
 
 async def status(config: JudgeConfig, batch_id: str, *,

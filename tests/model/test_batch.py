@@ -158,6 +158,60 @@ def test_submit_and_status_speak_the_batch_api(tmp_path):
     assert polled["status"] == "completed"
 
 
+def test_a_lost_creation_is_not_retried_and_is_found_by_its_metadata(tmp_path):
+    """A batch creation whose reply never comes is not sent again by the SDK (that could pay
+    twice); ``find_batch`` looks the batch up by its metadata, newest first, and stops at
+    batches older than it was asked about (fixture responses)."""
+    import asyncio
+
+    from judge import ModelError
+    from judge.model import find_batch, submit
+
+    requests = tmp_path / "req.jsonl"
+    requests.write_text('{"custom_id": "D::0::accuracy"}\n')
+    config = load_config({"base_url": "http://127.0.0.1:8998/v1", "model": "m"})
+    mine = {"id": "batch_mine", "object": "batch", "endpoint": "/v1/chat/completions",
+            "input_file_id": "f", "completion_window": "24h", "status": "validating",
+            "created_at": 1_000, "metadata": {"dst_judge_job": "j1", "dst_judge_file": "abc"}}
+    listing = {"object": "list", "has_more": False, "data": [
+        {**mine, "id": "batch_newer", "created_at": 1_100, "metadata": {"dst_judge_job": "j2"}},
+        mine,
+        {**mine, "id": "batch_older", "created_at": 10}]}
+    with respx.mock(assert_all_mocked=True) as router:
+        router.post("http://127.0.0.1:8998/v1/files").respond(
+            200, json={"id": "f", "object": "file", "bytes": 10, "created_at": 1,
+                       "filename": "req.jsonl", "purpose": "batch", "status": "processed"})
+        create = router.post("http://127.0.0.1:8998/v1/batches").mock(
+            side_effect=httpx.ConnectError("connection reset"))
+        router.get("http://127.0.0.1:8998/v1/batches").respond(200, json=listing)
+        with pytest.raises(ModelError, match="batch submit failed"):
+            asyncio.run(submit(config, requests, http_client=httpx.AsyncClient(),
+                               metadata={"dst_judge_job": "j1"}))
+        found = asyncio.run(find_batch(config, {"dst_judge_job": "j1", "dst_judge_file": "abc"},
+                                       since=900, http_client=httpx.AsyncClient()))
+        too_late = asyncio.run(find_batch(config, {"dst_judge_job": "j1"}, since=5_000,
+                                          http_client=httpx.AsyncClient()))
+    assert create.call_count == 1
+    assert json.loads(create.calls[0].request.content)["metadata"] == {
+        "source": "dst-judge", "dst_judge_job": "j1"}
+    assert found is not None and found["id"] == "batch_mine"
+    assert too_late is None
+
+
+def test_read_output_hands_back_the_raw_bodies_of_good_replies(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(FIXTURE_OUTPUT + FIXTURE_ERRORS)
+    bodies: dict = {}
+    records = read_output(path, bodies=bodies)
+    from judge.model import call_key
+
+    good = call_key("D", 0, "accuracy")
+    assert set(records) == {good, call_key("D", 0, "completeness")}
+    assert list(bodies) == [good]
+    assert json.loads(bodies[good]) == {
+        "choices": [{"message": {"content": "{}"}}]}
+
+
 # --- download: fixture responses of the Batches and Files endpoints -----------------------------
 
 API = "http://127.0.0.1:8998/v1"
