@@ -115,10 +115,12 @@ class CallResult:
         """Answered by the response cache (its first attempt was never sent)."""
         return bool(self.attempts and self.attempts[0].get("cached"))
 
-    def billed_usage(self) -> Iterator[dict[str, int]]:
-        """Token usage of the attempts that were really sent (cache answers cost nothing)."""
+    def billed_usage(self, *, batch: bool | None = None) -> Iterator[dict[str, int]]:
+        """Token usage of the attempts that were really sent (cache answers cost nothing);
+        with ``batch`` True or False, only those sent through the Batch API or live."""
         for attempt in self.attempts:
-            if not attempt.get("cached"):
+            if not attempt.get("cached") and (
+                    batch is None or bool(attempt.get("batch")) == batch):
                 yield attempt.get("usage") or {}
 
 
@@ -215,7 +217,8 @@ async def _attempts(call: PlannedCall, source: CompletionSource, reasks: int,
                 raise
             result.error = f"model error: {exc}"
             return result
-        result.attempts.append({**completion.record(), "cached": completion.cached})
+        result.attempts.append({**completion.record(), "cached": completion.cached,
+                                **({"batch": True} if source.batch else {})})
         if completion.refusal:
             result.error = f"refused: {completion.refusal}"
             return result

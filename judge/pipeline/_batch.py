@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,8 @@ class RequestFiles:
     """Planned calls (skipped ones excluded)."""
     duplicates: int = 0
     """Calls whose body another call already carries (answered by that call's line)."""
+    answered: int = 0
+    """Calls left out because they are answered elsewhere (``answered``)."""
     separate: int = 0
     """Requests that separate request files, one set per system, would hold."""
     systems: int = 1
@@ -120,7 +122,8 @@ def _split(sizes: Sequence[int], max_requests: int, max_bytes: int) -> list[int]
 
 def write_requests(plans: EvaluationPlan | Sequence[EvaluationPlan], path: str | Path, *,
                    names: Sequence[str] | None = None, max_requests: int | None = None,
-                   max_bytes: int | None = None) -> RequestFiles:
+                   max_bytes: int | None = None,
+                   answered: Collection[str] = ()) -> RequestFiles:
     """Write one Batch API request line per distinct request body (skipped calls need none),
     split into files of at most ``max_requests`` lines and ``max_bytes`` bytes (defaults:
     the config's ``batch_max_requests`` and ``batch_max_bytes``).
@@ -128,6 +131,9 @@ def write_requests(plans: EvaluationPlan | Sequence[EvaluationPlan], path: str |
     Several plans (systems on the same dialogues, ``names`` from
     :func:`~judge.pipeline.system_dirs`) share the files: a body is written once across all
     of them, its custom id qualified by the system of the first call carrying it.
+
+    ``answered``: custom ids (:func:`line_id`) of calls answered elsewhere (a ledger of
+    replies already paid for); they get no line.
 
     One file is written to ``path`` itself; more are numbered beside it
     (``requests-001.jsonl``, ...), and numbered files of an earlier, larger split are removed
@@ -145,6 +151,9 @@ def write_requests(plans: EvaluationPlan | Sequence[EvaluationPlan], path: str |
     keys: set[tuple[str, int, str] | None] = set()
     for name, call, first in _distinct_lines(systems):
         out.calls += 1
+        if answered and line_id(name, call) in answered:
+            out.answered += 1
+            continue
         if not first:
             out.duplicates += 1
             continue
@@ -163,7 +172,7 @@ def write_requests(plans: EvaluationPlan | Sequence[EvaluationPlan], path: str |
     out.files = [target] if len(out.counts) == 1 else [
         part_path(target, n + 1) for n in range(len(out.counts))]
     lines = (_request_line(name, call) for name, call, first in _distinct_lines(systems)
-             if first)
+             if first and not (answered and line_id(name, call) in answered))
     for file, count in zip(out.files, out.counts, strict=True):
         written = 0
         with open_output(file, "wb") as handle:

@@ -295,18 +295,22 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             records: dict[tuple[str, int, str], Completion | ModelError], *,
             rules: RuleSet | None = None, out_dir: str | Path | None = None,
             force: bool = False, sources: dict[str, Any] | None = None,
-            keep_files: Sequence[str | Path] = ()) -> EvaluationResult:
+            keep_files: Sequence[str | Path] = (),
+            on_result: Callable[[CallResult], None] | None = None,
+            plan: EvaluationPlan | None = None) -> EvaluationResult:
     """Integrate a finished batch's completions exactly as live ones (no re-asks); a call
     whose request body was sent once for several calls gets that line's answer.
 
     With ``out_dir`` the results are written there under the directory's lock and a ``batch``
     manifest (a directory holding another run is refused unless ``force``); ``keep_files``
-    (the downloaded batch output) are moved into it.
+    (the downloaded batch output) are moved into it. ``on_result`` sees every answered call
+    as a live run's log would record it; ``plan``: the plan of these inputs, when the caller
+    has made it already.
     """
-    plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+    plan = plan or plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     run_dir = RunDirectory(out_dir) if out_dir is not None else None
     return _collect([(None, plan)], [run_dir], records, force=force, sources=sources,
-                    keep_files=keep_files, keep_dir=out_dir)[0]
+                    keep_files=keep_files, keep_dir=out_dir, on_result=on_result)[0]
 
 
 def collect_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -338,7 +342,8 @@ def collect_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
 def _collect(systems: list[System], run_dirs: Sequence[RunDirectory | None],
              records: dict[tuple[str, int, str], Completion | ModelError], *, force: bool,
              sources: dict[str, Any] | None, keep_files: Sequence[str | Path],
-             keep_dir: str | Path | None) -> list[EvaluationResult]:
+             keep_dir: str | Path | None,
+             on_result: Callable[[CallResult], None] | None = None) -> list[EvaluationResult]:
     """Lock every run directory, answer every system from the records, write the results;
     each summary counts its calls' lines (missing, shared) and the lines no call used."""
     try:
@@ -350,8 +355,10 @@ def _collect(systems: list[System], run_dirs: Sequence[RunDirectory | None],
         results = []
         for (name, plan), answered in zip(systems, fan_out_systems(systems, records),
                                           strict=True):
+            hooks = RunHooks(on_result=on_result)
             result = build_result(plan,
-                                  asyncio.run(answer_plan(plan, RecordedSource(answered))),
+                                  asyncio.run(answer_plan(plan, RecordedSource(answered),
+                                                          hooks)),
                                   batch=True)
             own = line_keys([(name, plan)]) & set(records)
             calls = result.summary["calls"]

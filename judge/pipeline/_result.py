@@ -12,7 +12,7 @@ from .._errors import ExitStatus
 from ..data import Dialogue, turn_states
 from ..method import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ..metrics import MatchPolicy, ratio, rule_policy, rule_verdicts
-from ..model import load_prices, price_and_counter, usage_check, usage_cost
+from ..model import PriceTable, load_prices, price_and_counter, usage_check, usage_cost
 from ._answer import CallResult
 from ._plan import EvaluationPlan, PlannedTurn, call_chains
 from ._rundir import write_results
@@ -64,13 +64,29 @@ def _turn_input(turn: PlannedTurn, results: Sequence[CallResult]) -> TurnInput:
                      "; ".join(errors) or None)
 
 
-def _usage(results: Sequence[CallResult]) -> dict[str, int]:
+def _usage(results: Sequence[CallResult], *, batch: bool | None = None) -> dict[str, int]:
     totals_ = {"prompt_tokens": 0, "completion_tokens": 0, "cached_prompt_tokens": 0}
     for r in results:
-        for usage in r.billed_usage():
+        for usage in r.billed_usage(batch=batch):
             for key in totals_:
                 totals_[key] += int(usage.get(key, 0))
     return totals_
+
+
+def _cost(results: Sequence[CallResult], prices: PriceTable, model: str, *,
+          batch: bool) -> float | None:
+    """What the billed attempts cost: those sent through the Batch API at its discount, the
+    rest at live prices (a live retry of a batch run holds both). ``batch``: the whole run
+    went through the Batch API (logs written before attempts carried the mark)."""
+    price = prices.price(model)
+    if batch:
+        return usage_cost(_usage(results), price, batch_discount=prices.batch_discount)
+    live = usage_cost(_usage(results, batch=False), price)
+    through_batch = _usage(results, batch=True)
+    if live is None or not any(through_batch.values()):
+        return live
+    return live + (usage_cost(through_batch, price, batch_discount=prices.batch_discount)
+                   or 0.0)
 
 
 def per_turn(plan: EvaluationPlan, answers: Sequence[CallResult]) -> list[list[CallResult]]:
@@ -185,8 +201,7 @@ def _summary(plan: EvaluationPlan, rows: Sequence[dict[str, Any]], verdicts: lis
                   "failed": sum(1 for r in made if r.error)},
         "tokens": tokens,
         "token_check": usage_check(sent, price_and_counter(config.model, prices)[1]),
-        "cost_usd": usage_cost(tokens, prices.price(config.model),
-                               batch_discount=prices.batch_discount if batch else 0.0),
+        "cost_usd": _cost(made, prices, config.model, batch=batch),
         "static_prompt_share": static / total if total else None,
         "templates": {d: plan.prompts.template_hash(d) for d in plan.prompts.dimensions},
         "prompt_variant": config.prompt_variant,

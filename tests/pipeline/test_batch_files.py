@@ -93,3 +93,17 @@ def test_stale_parts_of_an_earlier_split_are_removed(tmp_path, example_data):
     single = write_requests(_plan(tmp_path, example_data), target)
     assert single.files == [target]
     assert sorted(p.name for p in tmp_path.glob("requests-*.jsonl")) == ["requests-notes.jsonl"]
+
+
+def test_calls_answered_elsewhere_get_no_line(tmp_path, example_data):
+    """``answered`` (a ledger holds their replies): those calls are left out, and a split
+    counts only the lines written."""
+    plan = _plan(tmp_path, example_data, batch_max_requests=10)
+    left_out = {c.custom_id for c in plan.calls[:7]}
+    written = write_requests(plan, tmp_path / "r.jsonl", answered=left_out)
+    ids = [x["custom_id"] for x in _lines(written.files)]
+    assert ids == [c.custom_id for c in plan.calls[7:]]
+    assert written.answered == 7 and written.calls == 22 and written.counts == [10, 5]
+    everything = write_requests(plan, tmp_path / "all.jsonl",
+                                answered={c.custom_id for c in plan.calls})
+    assert everything.requests == 0 and everything.answered == 22
