@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,20 +37,37 @@ import sqlalchemy as sa
 
 from .._config import JudgeConfig, load_config
 from .._digest import file_digest
-from .._errors import DSTJudgeError, ModelError
+from .._errors import DSTJudgeError, ModelError, ReplyError
 from .._tasks import run_to_end
-from ..model import ReplyLimits, cancel, download, read_output, status, submit
-from ..pipeline import collect, estimate, plan_evaluation, write_requests
+from ..model import (
+    ReplyLimits,
+    call_key,
+    cancel,
+    download,
+    find_batch,
+    parse_chat_reply,
+    read_output,
+    status,
+    submit,
+)
+from ..pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
+from ..store import cache_key
 from ._db import Database, job_batches, jobs, now
 from ._files import FileStore
 from ._jobs import JobStore
 from ._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
+from ._ledger import DatabaseLedger
 from ._runners import EvaluateRunner, Inputs, Live, Outcome, scrub_summary
 from ._settings import ServiceSettings
 
 log = logging.getLogger("dst_judge.service")
 ENDED = ("completed", "failed", "expired", "cancelled")
 """Batch statuses after which nothing changes (``cancelling`` and ``finalizing`` still do)."""
+SUBMITTING = "submitting"
+"""The status of a request file's row from just before its submission until the provider's
+batch id replaces it: a row left in this state means a submitter died or lost the reply, and
+the provider is asked (by the batch's metadata) whether the batch exists before anything is
+sent again."""
 MAX_RETRIES = 20
 """Visits in a row that may fail on a transient API error (a 5xx, 429, no connection)."""
 MANIFEST_KIND = "batch-requests"
@@ -87,11 +104,29 @@ def batch_rows(db: Database, job_id: str) -> list[dict[str, Any]]:
 
 def _figures(rows: list[dict[str, Any]], files: int | None) -> dict[str, int]:
     """What the job's progress shows of its batches."""
+    out = [r for r in rows if r["status"] != SUBMITTING]
     return {"files": files if files is not None else len({r["part"] for r in rows}),
-            "submitted": len(rows),
-            "ended": sum(r["status"] in ENDED for r in rows),
-            "requests": sum(r["requests"] for r in rows),
-            "requests_done": sum(r["completed"] + r["failed"] for r in rows)}
+            "submitted": len(out),
+            "ended": sum(r["status"] in ENDED for r in out),
+            "requests": sum(r["requests"] for r in out),
+            "requests_done": sum(r["completed"] + r["failed"] for r in out)}
+
+
+def _planned(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the job decided to submit (its request files' digests, the calls the ledger
+    answered): the manifest itself until the job is collected, then kept inside the run
+    manifest that replaces it."""
+    if not isinstance(manifest, dict):
+        return None
+    if manifest.get("kind") == MANIFEST_KIND:
+        return manifest
+    inner = manifest.get("batch")
+    return inner if isinstance(inner, dict) and inner.get("kind") == MANIFEST_KIND else None
+
+
+def _tags(job_id: str, digest: str) -> dict[str, str]:
+    """The metadata a job's batch carries at the provider, to be found again by it."""
+    return {"dst_judge_job": job_id, "dst_judge_file": digest}
 
 
 class BatchRunner:
@@ -140,7 +175,9 @@ class BatchRunner:
                      cancel_requested: Callable[[], bool]) -> Outcome | Park:
         endpoint_name, config = self.config(job)
         rows = await asyncio.to_thread(batch_rows, self.db, job.id)
-        planned = job.manifest if (job.manifest or {}).get("kind") == MANIFEST_KIND else None
+        if any(r["status"] == SUBMITTING for r in rows):
+            rows = await self._settle(config, job.id, rows)
+        planned = _planned(job.manifest)
         if planned is not None:
             live.total = planned["calls"]
         live.batches.update(_figures(rows, len(planned["files"]) if planned else None))
@@ -148,8 +185,12 @@ class BatchRunner:
             return await self._cancel(config, job, rows, live)
         if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
             loaded = await self._load(job, inputs, config)
+            if planned is None:  # the first plan: what the ledger answers gets no line
+                loaded["answered"] = await self._covered(job, config, loaded["plan"])
+            else:  # as decided then: the files must come out as their digests say
+                loaded["answered"] = {c: "" for c in planned.get("answered") or ()}
             if not rows:  # nothing submitted yet: the whole run must fit the budget
-                over = await asyncio.to_thread(self._over_budget, job, loaded["plan"])
+                over = await asyncio.to_thread(self._over_budget, job, config, loaded)
                 if over is not None:
                     return Outcome("stopped", 3, over)
             stopped = await self._submit(job, worker_id, config, loaded, rows, live,
@@ -157,13 +198,27 @@ class BatchRunner:
             if stopped is not None:
                 return stopped
             rows = await asyncio.to_thread(batch_rows, self.db, job.id)
+            planned = loaded["planned"]
         rows = await self._poll(config, rows, live)
         if cancel_requested():
             return await self._cancel(config, job, rows, live)
         if not all(r["status"] in ENDED for r in rows):
             return Park(now() + self.settings.batch_poll_seconds)
         loaded = await self._load(job, inputs, config)
+        loaded["answered"] = {c: "" for c in (planned or {}).get("answered") or ()}
         return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
+
+    def _ledger(self, job: Any) -> DatabaseLedger:
+        return self.evaluator.ledger(job)
+
+    async def _covered(self, job: Any, config: JudgeConfig, plan: Any) -> dict[str, str]:
+        """The calls (custom id → ledger key) that need no line: the project's ledger holds
+        their reply, or another job's request for them is on the wire. A batch job is judged
+        from one plan, so this is decided once, before the first request file is written."""
+        keys = {call.custom_id: cache_key(config.endpoint, call.body,
+                                          call.prompt.template_hash) for call in plan.calls}
+        covered = await asyncio.to_thread(self._ledger(job).covered, keys.values())
+        return {custom: key for custom, key in keys.items() if key in covered}
 
     async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
         schema_path, schema_row = inputs.path(job.inputs["schema"])
@@ -181,7 +236,7 @@ class BatchRunner:
                 "sources": {"schema": schema_row["name"],
                             "rules": rules_row["name"] if rules_row else None}}
 
-    def _over_budget(self, job: Any, plan: Any) -> str | None:
+    def _over_budget(self, job: Any, config: JudgeConfig, loaded: dict[str, Any]) -> str | None:
         """Why the job may not submit its batches, if its estimated Batch API cost exceeds
         its budget (capped by its token's spending cap). A batch is paid as a whole once it
         runs, so the budget is checked before anything goes out, on the estimate's figures
@@ -189,7 +244,10 @@ class BatchRunner:
         budget = self.evaluator.budget(job)
         if budget is None:
             return None
-        cost = estimate(plan)["cost_usd"]["batch"]
+        plan = loaded["plan"]
+        answered = {cache_key(config.endpoint, call.body, call.prompt.template_hash)
+                    for call in plan.calls if call.custom_id in loaded["answered"]}
+        cost = estimate(plan, cached_keys=answered)["cost_usd"]["batch"]
         if cost is None or cost <= budget:
             return None
         return (f"budget reached before submitting: the batches would cost about "
@@ -206,11 +264,14 @@ class BatchRunner:
         folder = self.evaluator.run_dir(job.id) / "batch"
         folder.mkdir(parents=True, exist_ok=True)
         written = await asyncio.to_thread(write_requests, loaded["plan"],
-                                          folder / "requests.jsonl")
+                                          folder / "requests.jsonl",
+                                          answered=loaded["answered"])
         digests = [await asyncio.to_thread(file_digest, path) for path in written.files] \
             if written.requests else []
         planned = {"kind": MANIFEST_KIND, "files": digests, "counts": written.counts,
-                   "calls": written.calls, "duplicates": written.duplicates}
+                   "calls": written.calls, "duplicates": written.duplicates,
+                   "answered": sorted(loaded["answered"])}
+        loaded["planned"] = planned
         if job.manifest != planned:
             await asyncio.to_thread(self.jobs.store_manifest, job.id, planned)
         live.total = written.calls
@@ -236,28 +297,68 @@ class BatchRunner:
 
     async def _submit_one(self, job_id: str, config: JudgeConfig, path: Path, part: int,
                           digest: str, count: int) -> None:
-        batch = await submit(config, path)
+        """Submit one request file, bracketed by its row: ``submitting`` before the provider
+        is asked, its batch id after. If the reply is lost or this process dies in between,
+        the next visit finds the batch by its metadata (:meth:`_settle`) instead of paying
+        for it twice."""
         moment = now()
-        counts = batch.get("request_counts") or {}
-        row = {"job_id": job_id, "batch_id": str(batch.get("id")), "part": part,
-               "sha256": digest, "requests": count, "status": str(batch.get("status")),
-               "completed": int(counts.get("completed") or 0),
-               "failed": int(counts.get("failed") or 0), "created_at": moment,
-               "updated_at": moment}
+        placeholder = {"job_id": job_id, "batch_id": f"{SUBMITTING}:{digest[:40]}",
+                       "part": part, "sha256": digest, "requests": count,
+                       "status": SUBMITTING, "completed": 0, "failed": 0,
+                       "created_at": moment, "updated_at": moment}
+        await asyncio.to_thread(self._replace, job_id, None, placeholder)
+        batch = await submit(config, path, metadata=_tags(job_id, digest))
+        row = self._row_of(batch, placeholder)
         for attempt in range(10):  # the batch is paid for: its id must reach the database
             try:
-                await asyncio.to_thread(self._insert, row)
+                await asyncio.to_thread(self._replace, job_id, placeholder["batch_id"], row)
                 break
             except Exception:
                 if attempt == 9:
-                    log.error("job %s: batch %s could not be recorded", job_id, row["batch_id"])
+                    log.error("job %s: batch %s could not be recorded (found again by its "
+                              "metadata on the next visit)", job_id, row["batch_id"])
                     raise
                 await asyncio.sleep(0.5 * (attempt + 1))
         log.info("job %s: batch %s submitted (%d requests)", job_id, row["batch_id"], count)
 
-    def _insert(self, row: dict[str, Any]) -> None:
+    @staticmethod
+    def _row_of(batch: dict[str, Any], placeholder: dict[str, Any]) -> dict[str, Any]:
+        """The row of a batch the provider created for a request file."""
+        counts = batch.get("request_counts") or {}
+        return {**placeholder, "batch_id": str(batch.get("id")),
+                "status": str(batch.get("status")),
+                "completed": int(counts.get("completed") or 0),
+                "failed": int(counts.get("failed") or 0), "updated_at": now()}
+
+    async def _settle(self, config: JudgeConfig, job_id: str, rows: list[dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+        """Resolve the rows a submission left ``submitting``: the provider's batch carrying the
+        file's metadata takes the row's place; with none, the row goes and the file is
+        submitted again (it never reached the provider)."""
+        for row in rows:
+            if row["status"] != SUBMITTING:
+                continue
+            found = await find_batch(config, _tags(job_id, row["sha256"]),
+                                     since=row["created_at"])
+            if found is None:
+                log.info("job %s: request file %d never became a batch; submitting it again",
+                         job_id, row["part"])
+                await asyncio.to_thread(self._replace, job_id, row["batch_id"], None)
+            else:
+                log.info("job %s: batch %s of request file %d found at the provider",
+                         job_id, found.get("id"), row["part"])
+                await asyncio.to_thread(self._replace, job_id, row["batch_id"],
+                                        self._row_of(found, row))
+        return await asyncio.to_thread(batch_rows, self.db, job_id)
+
+    def _replace(self, job_id: str, old_id: str | None, row: dict[str, Any] | None) -> None:
+        """In one transaction: delete the job's row ``old_id``, insert ``row``."""
         with self.db.write() as conn:
-            conn.execute(job_batches.insert().values(**row))
+            if old_id is not None:
+                conn.execute(job_batches.delete().where(job_batches.c.job_id == job_id,
+                                                        job_batches.c.batch_id == old_id))
+            if row is not None:
+                conn.execute(job_batches.insert().values(**row))
 
     def _holds_lease(self, job_id: str, worker_id: str) -> bool:
         with self.db.read() as conn:
@@ -272,7 +373,7 @@ class BatchRunner:
                     ) -> list[dict[str, Any]]:
         """Ask the API about every batch not yet ended; store what it says."""
         for row in rows:
-            if row["status"] in ENDED:
+            if row["status"] in ENDED or row["status"] == SUBMITTING:
                 continue
             batch = await status(config, row["batch_id"])
             self._update(row, batch)
@@ -301,7 +402,7 @@ class BatchRunner:
         """Cancel every batch still running at the API, then the job."""
         problems = []
         for row in rows:
-            if row["status"] in ENDED:
+            if row["status"] in ENDED or row["status"] == SUBMITTING:
                 continue
             try:
                 self._update(row, await cancel(config, row["batch_id"]))
@@ -320,6 +421,7 @@ class BatchRunner:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, exist_ok=True)
         records: dict[Any, Any] = {}
+        bodies: dict[Any, bytes] = {}
         limits = ReplyLimits.from_config(config)
         for row in rows:
             try:
@@ -330,11 +432,24 @@ class BatchRunner:
                 continue  # failed, expired or cancelled with no output: its calls are errors
             for path in paths:
                 records.update(await asyncio.to_thread(read_output, path, limits=limits,
-                                                       secret=config.secret))
+                                                       secret=config.secret, bodies=bodies))
+        plan, ledger = loaded["plan"], self._ledger(job)
+        recorded = await asyncio.to_thread(self._record_paid, job.id, config, plan, bodies,
+                                           ledger)
+        from_ledger = await asyncio.to_thread(self._from_ledger, config, plan,
+                                              loaded["answered"], ledger, limits)
+        records.update(from_ledger)
+        calls: list[dict[str, Any]] = []
         result = await asyncio.to_thread(
             collect, config, loaded["schema"], loaded["dialogues"], loaded["predictions"],
-            records, rules=loaded["rules"], sources=loaded["sources"])
+            records, rules=loaded["rules"], sources=loaded["sources"],
+            on_result=lambda r: calls.append(dict(vars(r))), plan=plan)
         summary = scrub_summary(result.summary, endpoint_name, inputs)
+        summary["calls"]["ledger"] = {"answered": len(from_ledger), "recorded": recorded}
+        manifest = {**build_manifest(plan, loaded["sources"]), "batch": loaded.get("planned")
+                    or _planned(job.manifest)}
+        run_log = ([(job.id, manifest)],
+                   [(job.id, call) for call in calls])
         summary["batches"] = [{"id": r["batch_id"], "status": r["status"],
                                "requests": r["requests"]} for r in rows]
         usage = summary.get("tokens") or {}
@@ -346,8 +461,52 @@ class BatchRunner:
         shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
         if summary.get("turns") and summary.get("scored_turns") == 0:
             return Outcome("failed", 4, "nothing could be judged: " + "; ".join(
-                summary.get("errors", {}).get("examples", [])[:2]), summary, out_rows)
+                summary.get("errors", {}).get("examples", [])[:2]), summary, out_rows,
+                records=run_log)
         return Outcome("succeeded", 1 if summary.get("error_turns") else 0, None, summary,
-                       out_rows)
+                       out_rows, records=run_log)
+
+    @staticmethod
+    def _record_paid(job_id: str, config: JudgeConfig, plan: Any, bodies: dict[Any, bytes],
+                     ledger: DatabaseLedger) -> int:
+        """Put every reply the batches paid for into the project's ledger, before anything
+        else can fail: later jobs (live or batch) sending the same request get it free. A key
+        the ledger already holds keeps its row. Returns how many were added."""
+        paid: dict[str, bytes] = {}
+        for call in plan.calls:
+            body = bodies.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
+            if body is not None:
+                paid.setdefault(cache_key(config.endpoint, call.body,
+                                          call.prompt.template_hash), body)
+        return ledger.import_replies(paid.items(), origin=f"batch:{job_id}", sends=1)
+
+    @staticmethod
+    def _from_ledger(config: JudgeConfig, plan: Any, answered: Collection[str],
+                     ledger: DatabaseLedger, limits: ReplyLimits) -> dict[Any, Any]:
+        """The answers of the calls left out of the request files, read from the ledger with
+        the same checks as a live reply (not billed to this job). A reply that is not there
+        (the request another job had on the wire failed, or retention deleted it) is the
+        call's error: ``retry-errors`` sends it."""
+        wanted = {call_key(c.dialogue_id, c.turn_index, c.dimension):
+                  cache_key(config.endpoint, c.body, c.prompt.template_hash)
+                  for c in plan.calls if c.custom_id in answered}
+        replies = ledger.replies(wanted.values())
+        out: dict[Any, Any] = {}
+        for call, key in wanted.items():
+            reply = replies.get(key)
+            if reply is None:
+                out[call] = ModelError("left out of the batch for a reply the ledger was "
+                                       "getting, which never came; retry-errors sends it")
+                continue
+            try:
+                completion = parse_chat_reply(reply.content, limits=limits,
+                                              secret=config.secret)
+            except ReplyError as exc:
+                out[call] = exc
+                continue
+            completion.cached = True
+            completion.request_key = key
+            out[call] = completion
+        return out
 
 

@@ -140,7 +140,8 @@ class JobStore:
         with self.db.read() as conn:
             for where, refers, ref_id in spec.references:
                 if refers == "job":
-                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status, jobs.c.mode)
+                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status, jobs.c.mode,
+                                                 jobs.c.manifest)
                                        .where(jobs.c.id == ref_id,
                                               jobs.c.project_id == project_id)).first()
                     if row is None:
@@ -149,10 +150,13 @@ class JobStore:
                     if row.kind not in ("evaluate", "retry-errors"):
                         raise ServiceError(f"job {ref_id!r} is a {row.kind} job, not a judge "
                                            "run", status=422, field=where)
-                    if spec.kind == "retry-errors" and row.mode == "batch":
-                        raise ServiceError(f"job {ref_id!r} ran through the Batch API; its "
-                                           "error rows cannot be retried live yet (submit a "
-                                           "new job)", status=422, field=where)
+                    if spec.kind == "retry-errors" and row.mode == "batch" and \
+                            (row.manifest or {}).get("kind") != "evaluate":
+                        raise ServiceError(f"job {ref_id!r} ran through the Batch API and has "
+                                           "no judged calls to retry (it never collected "
+                                           "its batches, or a server before this version "
+                                           "did); resume it or submit a new job",
+                                           status=422, field=where)
                     wanted = ("succeeded", "stopped", "failed") if spec.kind == "retry-errors" \
                         else ("succeeded",)
                     if row.status not in wanted:

@@ -106,6 +106,19 @@ class DatabaseLedger:
                                .where(self._row(key), _t.c.state == "replied")).first()
         return None if row is None else Reply(key, bytes(row[0]), row[1], row[2], row[3])
 
+    def replies(self, keys: Iterable[str]) -> dict[str, Reply]:
+        """The stored replies of these keys (those that have one), a few queries in all."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Reply] = {}
+        with self._tx(False) as conn:
+            for start in range(0, len(wanted), 500):
+                for row in conn.execute(sa.select(_t.c.key, _t.c.content, _t.c.status,
+                                                  _t.c.origin, _t.c.updated_at).where(
+                        _t.c.scope == self.scope, _t.c.key.in_(wanted[start:start + 500]),
+                        _t.c.state == "replied")):
+                    found[row[0]] = Reply(row[0], bytes(row[1]), row[2], row[3], row[4])
+        return found
+
     def claim(self, key: str, *, refresh: bool = False) -> Claim:
         with self._tx(True) as conn:
             while True:
@@ -177,13 +190,34 @@ class DatabaseLedger:
             return set(conn.execute(sa.select(_t.c.key).where(
                 _t.c.scope == self.scope, _t.c.state == "replied")).scalars())
 
-    def import_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str) -> int:
+    def import_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str,
+                       sends: int = 0) -> int:
+        """Add replies for keys the ledger has no row for (a reply or a claim already there
+        is kept); ``sends``: 1 for replies paid for outside the ledger (a batch), 0 for
+        copies. Returns how many were added."""
         added = 0
         with self._tx(True) as conn:
             for key, content in replies:
                 added += self._add(conn, key=key, state="replied", status=200,
-                                   content=content, origin=origin, sends=0)
+                                   content=content, origin=origin, sends=sends)
         return added
+
+    def covered(self, keys: Iterable[str]) -> set[str]:
+        """The keys a new request need not be sent for: replied, or claimed by another owner
+        whose lease still runs (its reply is on the way). How a batch leaves out what the
+        project paid for, or is paying for, already."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        moment = time.time()
+        with self._tx(False) as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                found.update(conn.execute(sa.select(_t.c.key).where(
+                    _t.c.scope == self.scope, _t.c.key.in_(chunk),
+                    sa.or_(_t.c.state == "replied",
+                           sa.and_(_t.c.state == "pending", _t.c.owner != self.owner,
+                                   _t.c.lease_until > moment)))).scalars())
+        return found
 
     def stats(self) -> dict[str, Any]:
         with self._tx(False) as conn:
@@ -210,3 +244,17 @@ class DatabaseLedger:
 
     def close(self) -> None:
         """Nothing to close: the engine is the service's."""
+
+
+def purge_ledger(db: Database, before: float) -> int:
+    """Retention: delete every scope's replies and failures last written before ``before``
+    (and replies they replaced); a claim in flight is never touched. Returns rows deleted."""
+    try:
+        with db.write() as conn:
+            removed = conn.execute(_t.delete().where(_t.c.state != "pending",
+                                                     _t.c.updated_at < before)).rowcount
+            conn.execute(_r.delete().where(_r.c.replaced_at < before))
+    except sa.exc.SQLAlchemyError as exc:
+        raise StoreError(f"the service's ledger: {exc.__class__.__name__}: "
+                         f"{str(exc).splitlines()[0][:300]}") from None
+    return int(removed or 0)

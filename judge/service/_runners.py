@@ -63,6 +63,9 @@ class Outcome:
     summary: dict[str, Any] | None = None
     rows: list[dict[str, Any]] | None = None
     artifacts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    records: tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]] | None = None
+    """Run-log records the job leaves (manifests, calls), as the journal holds a live job's:
+    written in the transaction of the outcome."""
     wrap_up: Callable[[], None] | None = None
     """File work left for the thread that writes the outcome (cleaning the rows, removing the
     run directory), so that it costs the event loop nothing and the job no extra thread hop."""

@@ -98,8 +98,9 @@ class ServiceSettings(BaseModel):
         "its job slots are split among them. Each has an interpreter of its own, so on a "
         "machine with spare cores more of them keep a full queue's jobs from waiting on one "
         "interpreter lock; they share the database like replicas do.")
-    retention_days: float | None = Field(None, gt=0, description="Delete finished jobs and "
-                                         "unused files older than this (default: keep).")
+    retention_days: float | None = Field(
+        None, gt=0, description="Delete finished jobs, unused files and ledger replies "
+        "(cached model answers) older than this (default: keep).")
     max_job_budget: float | None = Field(None, gt=0, description="Spending cap per job (USD).")
     share_cache_across_projects: bool = Field(
         False, description="One reply cache for all projects (hits reveal others' requests).")

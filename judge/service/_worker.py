@@ -32,6 +32,7 @@ from ._batchjob import BatchLive, BatchRunner, Park
 from ._db import Database, now, workers
 from ._files import FileStore
 from ._jobs import JobStore, Records
+from ._ledger import purge_ledger
 from ._limits import EndpointPool, JobLimiter
 from ._runners import AnalysisRunner, EvaluateRunner, Live, Outcome
 from ._settings import ServiceSettings
@@ -332,6 +333,8 @@ class Worker:
             await self._park(job.id, live, outcome.wake_at)
             return
         records = await self.journal.take(job.id)
+        if outcome.records is not None:
+            records = (records[0] + outcome.records[0], records[1] + outcome.records[1])
         done = await asyncio.to_thread(self._finish, job.id, outcome, self._progress(live),
                                        live.cost, live.tokens, records)
         self.finished += 1
@@ -426,6 +429,11 @@ class Worker:
             if removed:
                 log.info("retention: deleted %d finished job(s) older than %g days",
                          len(removed), days)
+        with contextlib.suppress(Exception):
+            replies = await asyncio.to_thread(purge_ledger, self.db, now() - days * 86400)
+            if replies:
+                log.info("retention: deleted %d ledger row(s) older than %g days", replies,
+                         days)
 
     # --- the workers table ----------------------------------------------------------------------
 

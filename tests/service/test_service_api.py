@@ -328,3 +328,32 @@ def test_retention_deletes_finished_jobs_with_their_results(service_env):
     assert service.jobs.purge(clock.time() + 1) == [job["id"]]
     assert api.get(f"/v1/jobs/{job['id']}").status_code == 404
     assert api.get(f"/v1/jobs/{job['id']}/judgments").status_code == 404
+
+
+def test_the_workers_housekeeping_applies_retention_to_jobs_and_the_ledger(service_env):
+    """``--retention-days``: the worker's periodic pass deletes finished jobs and the ledger's
+    replies older than the setting (here every job and reply is older: the clock is moved)."""
+    import asyncio
+    from unittest import mock
+
+    import sqlalchemy as sa
+
+    from judge.service._db import ledger_requests
+
+    api, service = service_env["api"], service_env["service"]
+    job = _evaluate(service_env)
+    with service.db.read() as conn:
+        replies = conn.execute(sa.select(sa.func.count()).select_from(ledger_requests)).scalar()
+    assert replies > 0
+    worker = service.worker
+    worker.settings = worker.settings.model_copy(update={"retention_days": 1.0})
+    worker._last_retention = float("-inf")
+    import judge.service._worker as worker_module
+
+    later = worker_module.now() + 2 * 86400
+    with mock.patch.object(worker_module, "now", lambda: later):
+        asyncio.run(worker._housekeeping())
+    with service.db.read() as conn:
+        left = conn.execute(sa.select(sa.func.count()).select_from(ledger_requests)).scalar()
+    assert left == 0
+    assert api.get(f"/v1/jobs/{job['id']}").status_code == 404

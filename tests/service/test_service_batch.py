@@ -32,26 +32,35 @@ def _batches(server: FaultServer | ServerProcess) -> list[dict[str, Any]]:
     return list(get_json(server.port, "/v1/batches")["data"])
 
 
+def _upload_examples(api: Api, predictions: str = "predictions.jsonl") -> dict[str, str]:
+    return {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
+            (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+             ("predictions", predictions))}
+
+
 @pytest.fixture
-def batch_env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def batch_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """A service whose endpoint 'fake' has a Batch API (batches run for 1.5 s) and whose
-    endpoint 'local' has none; batch jobs are polled every 0.5 s."""
-    with FaultServer(FaultConfig(batch_seconds=1.5)) as model:
+    endpoint 'local' has none; batch jobs are polled every 0.5 s. ``other`` submits for a
+    second project, which has a ledger of its own. A test marked ``faults`` passes its
+    FaultConfig keywords to the fake server."""
+    marker = request.node.get_closest_marker("faults")
+    config = FaultConfig(**{"batch_seconds": 1.5, **(marker.kwargs if marker else {})})
+    with FaultServer(config) as model:
         settings = service_settings(
             tmp_path / "data", model.url, batch_poll_seconds=0.5,
             endpoints={"fake": {"base_url": model.url, "api_key": CANARY_KEY,
                                 "batch_api": True},
                        "local": {"base_url": model.url}})
         with running_service(settings) as (service, app):
-            token = project_token(service.db, "lab", "read,submit")[0]
-            api = Api(app, token)
+            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
+            other = Api(app, project_token(service.db, "other", "read,submit")[0])
             try:
-                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                         (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                          ("predictions", "predictions.jsonl"))}
-                yield {"api": api, "model": model, "files": files, "service": service}
+                yield {"api": api, "model": model, "files": _upload_examples(api),
+                       "service": service, "other": other}
             finally:
                 api.close()
+                other.close()
 
 
 def _submit(api: Api, files: dict[str, str], mode: str, **options: Any) -> dict[str, Any]:
@@ -61,13 +70,12 @@ def _submit(api: Api, files: dict[str, str], mode: str, **options: Any) -> dict[
     return response.json()
 
 
+def _rows(api: Api, job_id: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in api.get(f"/v1/jobs/{job_id}/judgments").iter_lines()]
+
+
 def test_batch_job_judges_like_a_live_job_and_pays_each_body_once(batch_env):
     api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
-    live = api.wait(_submit(api, files, "live")["id"])
-    assert live["status"] == "succeeded", live
-    live_rows = list(api.get(f"/v1/jobs/{live['id']}/judgments").iter_lines())
-
-    model.stats.reset()
     queued = _submit(api, files, "batch", batch_max_requests=5)
     assert queued["mode"] == "batch"
     seen: set[str] = set()
@@ -88,14 +96,109 @@ def test_batch_job_judges_like_a_live_job_and_pays_each_body_once(batch_env):
     assert stats["max_completed_per_body"] == 1
     assert stats["completed"] == stats["distinct_bodies"]
 
-    batch_rows = [json.loads(x) for x in
-                  api.get(f"/v1/jobs/{job['id']}/judgments").iter_lines()]
-    assert _verdicts(batch_rows) == _verdicts([json.loads(x) for x in live_rows])
+    # the same inputs judged live in another project (a ledger of its own: sent again)
+    other = batch_env["other"]
+    live = other.wait(_submit(other, _upload_examples(other), "live")["id"])
+    assert live["status"] == "succeeded", live
+    assert model.snapshot()["completed"] == 2 * stats["completed"]
+    batch_rows = _rows(api, job["id"])
+    assert _verdicts(batch_rows) == _verdicts(_rows(other, live["id"]))
     assert len(batch_rows) == live["headline"]["turns"]
     summary = api.get(f"/v1/jobs/{job['id']}/results").json()
     assert summary["scored_turns"] == summary["turns"] == live["headline"]["turns"]
     assert [b["status"] for b in summary["batches"]] == ["completed"] * len(batches)
+    assert summary["calls"]["ledger"] == {"answered": 0, "recorded": stats["completed"]}
     assert CANARY_KEY not in json.dumps(summary) and "127.0.0.1" not in json.dumps(summary)
+
+
+def test_a_batch_job_leaves_out_what_the_ledger_holds_and_records_what_it_paid(batch_env):
+    """The project's ledger is shared by its batch jobs too: a batch carries only the
+    requests no earlier job paid for, and what it pays for answers later jobs free."""
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    first = api.wait(_submit(api, files, "live", limit=1)["id"])
+    assert first["status"] == "succeeded", first
+    paid_live = model.snapshot()["completed"]
+    assert paid_live > 0
+
+    job = api.wait(_submit(api, files, "batch", batch_max_requests=5)["id"], timeout=60)
+    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
+    stats = model.snapshot()
+    assert stats["max_completed_per_body"] == 1  # nothing the live job paid went out again
+    in_batches = stats["completed"] - paid_live
+    assert job["progress"]["batches"]["requests"] == in_batches > 0
+    summary = api.get(f"/v1/jobs/{job['id']}/results").json()
+    first_calls = api.get(f"/v1/jobs/{first['id']}/results").json()["calls"]["planned"]
+    assert summary["calls"]["ledger"] == {"answered": first_calls, "recorded": in_batches}
+    assert summary["calls"]["answered_from_cache"] >= summary["calls"]["ledger"]["answered"]
+
+    again = api.wait(_submit(api, files, "live")["id"])
+    assert again["status"] == "succeeded", again
+    assert model.snapshot()["completed"] == stats["completed"]  # every answer from the ledger
+    assert _verdicts(_rows(api, again["id"])) == _verdicts(_rows(api, job["id"]))
+    repeat = api.wait(_submit(api, files, "batch")["id"], timeout=60)
+    assert repeat["status"] == "succeeded" and repeat["exit_code"] == 0, repeat
+    assert repeat["progress"]["batches"]["submitted"] == 0  # nothing left to send
+    assert len(_batches(model)) == job["progress"]["batches"]["submitted"]
+    assert repeat["progress"]["cost_usd"] == 0 and repeat["progress"]["tokens"] == 0
+
+
+@pytest.mark.faults(rates={"http_500": 0.4}, transient_attempts=1)
+def test_the_error_rows_of_a_batch_job_are_retried_live(batch_env):
+    """Lines that failed in the batch are error rows; retry-errors sends just those, live,
+    and the run's cost counts the batch part at the batch price and the rest at live."""
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    job = api.wait(_submit(api, files, "batch", model="gpt-4o")["id"], timeout=60)
+    assert job["status"] == "succeeded" and job["exit_code"] == 1, job  # some error rows
+    failed_lines = model.snapshot()["by_kind"].get("http_500", 0)
+    assert failed_lines > 0
+    retry = api.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {"run": job["id"]}})
+    assert retry.status_code == 201, retry.text
+    done = api.wait(retry.json()["id"])
+    assert done["status"] == "succeeded" and done["exit_code"] == 0, done
+    stats = model.snapshot()
+    assert stats["completed"] == stats["distinct_bodies"]  # each body paid once in all
+    assert stats["max_completed_per_body"] == 1
+    rows = _rows(api, done["id"])
+    assert not [r for r in rows if r.get("error")]
+
+    other = batch_env["other"]
+    live = other.wait(_submit(other, _upload_examples(other), "live", model="gpt-4o")["id"])
+    assert live["status"] == "succeeded" and live["exit_code"] == 0, live
+    assert _verdicts(rows) == _verdicts(_rows(other, live["id"]))
+    retried = api.get(f"/v1/jobs/{done['id']}/results").json()
+    all_live = other.get(f"/v1/jobs/{live['id']}/results").json()
+    assert retried["tokens"] == all_live["tokens"]
+    assert 0.5 * all_live["cost_usd"] < retried["cost_usd"] < all_live["cost_usd"]
+
+
+@pytest.mark.parametrize("created", [True, False], ids=["created", "never-created"])
+def test_a_submission_whose_reply_is_lost_is_found_by_its_metadata(batch_env, monkeypatch,
+                                                                   created):
+    """The provider's reply to a batch creation is lost (or the request never reached it):
+    the job waits and looks the batch up by its metadata; it pays for each file once."""
+    from judge.service import _batchjob
+
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    real, calls = _batchjob.submit, []
+
+    async def lossy(config, path, **kwargs):
+        calls.append(kwargs.get("metadata"))
+        if len(calls) == 1:
+            if created:
+                await real(config, path, **kwargs)
+            raise judge.ModelError("batch submit failed: connection reset")
+        return await real(config, path, **kwargs)
+
+    monkeypatch.setattr(_batchjob, "submit", lossy)
+    job = api.wait(_submit(api, files, "batch", batch_max_requests=10)["id"], timeout=60)
+    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
+    created_batches = _batches(model)
+    files_count = job["progress"]["batches"]["files"]
+    assert len(created_batches) == job["progress"]["batches"]["submitted"] == files_count >= 2
+    assert len(calls) == files_count + (0 if created else 1)
+    assert {b["metadata"]["dst_judge_job"] for b in created_batches} == {job["id"]}
+    assert len({b["metadata"]["dst_judge_file"] for b in created_batches}) == files_count
+    assert model.snapshot()["max_completed_per_body"] == 1
 
 
 def test_a_batch_job_over_its_budget_submits_nothing_and_resumes_with_more(batch_env):

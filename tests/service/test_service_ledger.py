@@ -118,3 +118,78 @@ def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path:
     again = runner.ledger(SimpleNamespace(project_id="lab", id="j2"))  # nothing left to import
     assert again.stats()["replies"] == 1
     db.dispose()
+
+
+def test_covered_keys_are_replied_or_on_the_wire_for_another_owner(open_ledger):
+    """What a batch job leaves out of its request files: replies, and requests another job
+    has in flight (a live lease); not its own claims, failures or lapsed claims."""
+    scope = uuid.uuid4().hex[:12]
+    batch = open_ledger(scope, owner="batch-job")
+    other = open_ledger(scope, owner="live-job")
+    lapsed = open_ledger(scope, owner="gone-job", lease=0.001)
+    other.claim("replied")
+    other.record_reply("replied", b"paid")
+    other.claim("in-flight")
+    batch.claim("mine")
+    other.claim("failed")
+    other.record_failure("failed", "HTTP 500")
+    lapsed.claim("lapsed")
+    import time
+
+    time.sleep(0.01)
+    wanted = ["replied", "in-flight", "mine", "failed", "lapsed", "unknown"] + \
+        [f"k{n}" for n in range(1200)]  # more than one query's worth
+    assert batch.covered(wanted) == {"replied", "in-flight"}
+    replies = batch.replies(wanted)
+    assert set(replies) == {"replied"} and replies["replied"].content == b"paid"
+
+
+def test_replies_a_batch_paid_for_are_added_without_replacing_any(open_ledger):
+    scope = uuid.uuid4().hex[:12]
+    ledger = open_ledger(scope, owner="batch-job")
+    ledger.record_reply("old", b"first")
+    open_ledger(scope, owner="live-job").claim("claimed")
+    added = ledger.import_replies([("old", b"second"), ("claimed", b"x"), ("new", b"y")],
+                                  origin="batch:job", sends=1)
+    assert added == 1
+    assert ledger.get("old").content == b"first"
+    assert ledger.get("claimed") is None  # its owner records the reply it paid for
+    assert ledger.get("new").content == b"y" and ledger.get("new").origin == "batch:job"
+
+
+def test_retention_deletes_old_replies_and_never_a_claim(ledger_db_url):
+    import time
+
+    import sqlalchemy as sa
+
+    from judge.service._db import ledger_replaced, ledger_requests
+    from judge.service._ledger import purge_ledger
+
+    db = Database(ledger_db_url)
+    try:
+        scope = uuid.uuid4().hex[:12]
+        ledger = DatabaseLedger(db, scope, owner="job")
+        for key in ("old", "young", "old-failed"):
+            ledger.claim(key)
+        ledger.record_reply("old", b"a")
+        ledger.record_reply("old", b"b")  # the first reply is kept in ledger_replaced
+        ledger.record_reply("young", b"c")
+        ledger.record_failure("old-failed", "HTTP 500")
+        ledger.claim("old-claim")
+        long_ago = time.time() - 40 * 86400
+        with db.write() as conn:
+            conn.execute(ledger_requests.update().where(
+                ledger_requests.c.scope == scope, ledger_requests.c.key != "young")
+                .values(updated_at=long_ago))
+            conn.execute(ledger_replaced.update().where(ledger_replaced.c.scope == scope)
+                         .values(replaced_at=long_ago))
+        assert purge_ledger(db, time.time() - 30 * 86400) >= 2
+        with db.read() as conn:
+            left = dict(conn.execute(sa.select(ledger_requests.c.key, ledger_requests.c.state)
+                                     .where(ledger_requests.c.scope == scope)).all())
+            replaced = conn.execute(sa.select(sa.func.count()).select_from(ledger_replaced)
+                                    .where(ledger_replaced.c.scope == scope)).scalar()
+        assert left == {"young": "replied", "old-claim": "pending"}
+        assert replaced == 0
+    finally:
+        db.dispose()
