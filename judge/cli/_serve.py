@@ -92,7 +92,8 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-poll", type=float, dest="batch_poll_seconds",
                    help="seconds between two status polls of a batch job (default 30)")
     p.add_argument("--retention-days", type=float,
-                   help="delete finished jobs older than this (default: keep)")
+                   help="delete finished jobs, unused files and ledger replies older than "
+                   "this (default: keep)")
     p.add_argument("--max-upload-mb", type=float, help="largest upload (default 200)")
     p.add_argument("--max-job-budget", type=float, metavar="USD",
                    help="spending cap of every job")
