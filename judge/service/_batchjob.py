@@ -56,7 +56,7 @@ from ._db import Database, job_batches, jobs, now
 from ._files import FileStore
 from ._jobs import JobStore
 from ._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
-from ._ledger import DatabaseLedger
+from ._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
 from ._runners import EvaluateRunner, Inputs, Live, Outcome, scrub_summary
 from ._settings import ServiceSettings
 
@@ -153,10 +153,15 @@ class BatchRunner:
                             exc)
                 live.batches["retries"] = retries
                 return Park(now() + self.settings.batch_poll_seconds)
+            await self._release(job)
             return Outcome("failed", 5 if exc.status in (401, 403, 404) else 4,
                            inputs.clean(str(exc)))
         except DSTJudgeError as exc:
+            await self._release(job)
             return Outcome("failed", 2, inputs.clean(str(exc)))
+        except Exception:
+            await self._release(job)
+            raise
         live.batches.pop("retries", None)
         return outcome
 
@@ -186,12 +191,13 @@ class BatchRunner:
         if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
             loaded = await self._load(job, inputs, config)
             if planned is None:  # the first plan: what the ledger answers gets no line
-                loaded["answered"] = await self._covered(job, config, loaded["plan"])
+                loaded["answered"] = await self._claim(job, config, loaded["plan"])
             else:  # as decided then: the files must come out as their digests say
                 loaded["answered"] = {c: "" for c in planned.get("answered") or ()}
             if not rows:  # nothing submitted yet: the whole run must fit the budget
                 over = await asyncio.to_thread(self._over_budget, job, config, loaded)
                 if over is not None:
+                    await self._release(job)
                     return Outcome("stopped", 3, over)
             stopped = await self._submit(job, worker_id, config, loaded, rows, live,
                                          cancel_requested)
@@ -209,16 +215,33 @@ class BatchRunner:
         return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
 
     def _ledger(self, job: Any) -> DatabaseLedger:
-        return self.evaluator.ledger(job)
+        """The project's ledger, as the owner of this batch job's claims."""
+        return self.evaluator.ledger(job, owner=batch_owner(job.id),
+                                     lease=BATCH_CLAIM_SECONDS)
 
-    async def _covered(self, job: Any, config: JudgeConfig, plan: Any) -> dict[str, str]:
-        """The calls (custom id → ledger key) that need no line: the project's ledger holds
-        their reply, or another job's request for them is on the wire. A batch job is judged
-        from one plan, so this is decided once, before the first request file is written."""
+    async def _claim(self, job: Any, config: JudgeConfig, plan: Any) -> dict[str, str]:
+        """Claim in the project's ledger the requests this job will submit; returns the calls
+        (custom id → ledger key) that need no line: the ledger holds their reply, or another
+        job holds their request (a live one on the wire, or another batch). A batch job is
+        judged from one plan, so this is decided once, before the first request file is
+        written."""
         keys = {call.custom_id: cache_key(config.endpoint, call.body,
                                           call.prompt.template_hash) for call in plan.calls}
-        covered = await asyncio.to_thread(self._ledger(job).covered, keys.values())
-        return {custom: key for custom, key in keys.items() if key in covered}
+        ours = await asyncio.to_thread(self._ledger(job).claim_many, keys.values(),
+                                       until=now() + BATCH_CLAIM_SECONDS)
+        return {custom: key for custom, key in keys.items() if key not in ours}
+
+    async def _release(self, job: Any) -> None:
+        """Give up the job's claims (it ends without its batches' replies): nobody waits on
+        them any longer."""
+        try:
+            released = await asyncio.to_thread(self._ledger(job).release_all)
+        except DSTJudgeError as exc:
+            log.warning("job %s: its ledger claims could not be released (%s); they lapse",
+                        job.id, exc)
+            return
+        if released:
+            log.info("job %s: released %d ledger claim(s)", job.id, released)
 
     async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
         schema_path, schema_row = inputs.path(job.inputs["schema"])
@@ -410,13 +433,14 @@ class BatchRunner:
                 problems.append(str(exc))
         await asyncio.to_thread(self._store_status, rows)
         live.batches.update(_figures(rows, live.batches.get("files")))
+        await self._release(job)
         note = f" (the API refused: {problems[0]})" if problems else ""
         log.info("job %s: cancelled with its %d batch(es)%s", job.id, len(rows), note)
         return Outcome("cancelled", None, "cancelled on request" + note)
 
     async def _collect(self, job: Any, config: JudgeConfig, endpoint_name: str,
                        loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
-                       inputs: Inputs) -> Outcome:
+                       inputs: Inputs) -> Outcome | Park:
         folder = self.evaluator.run_dir(job.id) / "batch" / "output"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, exist_ok=True)
@@ -434,10 +458,17 @@ class BatchRunner:
                 records.update(await asyncio.to_thread(read_output, path, limits=limits,
                                                        secret=config.secret, bodies=bodies))
         plan, ledger = loaded["plan"], self._ledger(job)
-        recorded = await asyncio.to_thread(self._record_paid, job.id, config, plan, bodies,
-                                           ledger)
-        from_ledger = await asyncio.to_thread(self._from_ledger, config, plan,
-                                              loaded["answered"], ledger, limits)
+        origin = f"batch:{job.id}"
+        # what the batches paid for is recorded before this job waits on anything, so two
+        # batch jobs waiting on each other's requests never wait forever
+        await asyncio.to_thread(self._record_paid, origin, config, plan, bodies, ledger)
+        from_ledger, waiting = await asyncio.to_thread(
+            self._from_ledger, config, plan, loaded["answered"], ledger, limits)
+        if waiting:
+            log.info("job %s: %d request(s) it left to other jobs have no reply yet; waiting",
+                     job.id, waiting)
+            return Park(now() + self.settings.batch_poll_seconds)
+        recorded = await asyncio.to_thread(ledger.count_origin, origin)
         records.update(from_ledger)
         calls: list[dict[str, Any]] = []
         result = await asyncio.to_thread(
@@ -467,30 +498,36 @@ class BatchRunner:
                        out_rows, records=run_log)
 
     @staticmethod
-    def _record_paid(job_id: str, config: JudgeConfig, plan: Any, bodies: dict[Any, bytes],
-                     ledger: DatabaseLedger) -> int:
+    def _record_paid(origin: str, config: JudgeConfig, plan: Any, bodies: dict[Any, bytes],
+                     ledger: DatabaseLedger) -> None:
         """Put every reply the batches paid for into the project's ledger, before anything
         else can fail: later jobs (live or batch) sending the same request get it free. A key
-        the ledger already holds keeps its row. Returns how many were added."""
+        another job holds or replied to keeps its row; the job's claims that got no reply
+        become failures."""
         paid: dict[str, bytes] = {}
         for call in plan.calls:
             body = bodies.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
             if body is not None:
                 paid.setdefault(cache_key(config.endpoint, call.body,
                                           call.prompt.template_hash), body)
-        return ledger.import_replies(paid.items(), origin=f"batch:{job_id}", sends=1)
+        ledger.record_replies(paid.items(), origin=origin)
 
     @staticmethod
     def _from_ledger(config: JudgeConfig, plan: Any, answered: Collection[str],
-                     ledger: DatabaseLedger, limits: ReplyLimits) -> dict[Any, Any]:
+                     ledger: DatabaseLedger, limits: ReplyLimits) -> tuple[dict[Any, Any], int]:
         """The answers of the calls left out of the request files, read from the ledger with
-        the same checks as a live reply (not billed to this job). A reply that is not there
-        (the request another job had on the wire failed, or retention deleted it) is the
-        call's error: ``retry-errors`` sends it."""
+        the same checks as a live reply (not billed to this job), and how many requests
+        another job still holds (their replies are to come: the job waits). A reply that is
+        not there and not to come (the other job's request failed, or retention deleted it)
+        is the call's error: ``retry-errors`` sends it."""
         wanted = {call_key(c.dialogue_id, c.turn_index, c.dimension):
                   cache_key(config.endpoint, c.body, c.prompt.template_hash)
                   for c in plan.calls if c.custom_id in answered}
         replies = ledger.replies(wanted.values())
+        missing = set(wanted.values()) - set(replies)
+        waiting = len(ledger.covered(missing)) if missing else 0
+        if waiting:
+            return {}, waiting
         out: dict[Any, Any] = {}
         for call, key in wanted.items():
             reply = replies.get(key)
@@ -507,6 +544,6 @@ class BatchRunner:
             completion.cached = True
             completion.request_key = key
             out[call] = completion
-        return out
+        return out, 0
 
 

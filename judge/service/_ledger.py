@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._errors import StoreError
-from ..store import DEFAULT_LEASE, Claim, Reply, existing_claim, new_owner
+from ..store import BATCH_OWNER, DEFAULT_LEASE, Claim, Reply, existing_claim, new_owner
 from ._db import Database, ledger_replaced, ledger_requests
 
 SHARED_SCOPE = "*"
@@ -57,6 +57,22 @@ def worker_owner(worker_id: str, job_id: str) -> str:
     requests instead of both sending them."""
     return (f"{socket.gethostname()}/{os.getpid()}/{worker_id}/{job_id}/"
             f"{secrets.token_hex(3)}")[:300]
+
+
+BATCH_CLAIM_SECONDS = 26 * 3600.0
+"""How long a batch job's claims last: the provider's completion window (24 h) and margin. A
+batch job releases them when it collects, stops, fails or is cancelled; the lease only
+matters when a job vanished without doing so."""
+
+
+def batch_owner(job_id: str) -> str:
+    """The owner of the claims a batch job holds on the requests it submits."""
+    return f"{BATCH_OWNER}{job_id}"
+
+
+def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 class DatabaseLedger:
@@ -111,10 +127,10 @@ class DatabaseLedger:
         wanted = list(dict.fromkeys(keys))
         found: dict[str, Reply] = {}
         with self._tx(False) as conn:
-            for start in range(0, len(wanted), 500):
+            for chunk in _chunks(wanted):
                 for row in conn.execute(sa.select(_t.c.key, _t.c.content, _t.c.status,
                                                   _t.c.origin, _t.c.updated_at).where(
-                        _t.c.scope == self.scope, _t.c.key.in_(wanted[start:start + 500]),
+                        _t.c.scope == self.scope, _t.c.key.in_(chunk),
                         _t.c.state == "replied")):
                     found[row[0]] = Reply(row[0], bytes(row[1]), row[2], row[3], row[4])
         return found
@@ -190,28 +206,95 @@ class DatabaseLedger:
             return set(conn.execute(sa.select(_t.c.key).where(
                 _t.c.scope == self.scope, _t.c.state == "replied")).scalars())
 
-    def import_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str,
-                       sends: int = 0) -> int:
-        """Add replies for keys the ledger has no row for (a reply or a claim already there
-        is kept); ``sends``: 1 for replies paid for outside the ledger (a batch), 0 for
-        copies. Returns how many were added."""
+    def import_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str) -> int:
         added = 0
         with self._tx(True) as conn:
             for key, content in replies:
                 added += self._add(conn, key=key, state="replied", status=200,
-                                   content=content, origin=origin, sends=sends)
+                                   content=content, origin=origin, sends=0)
         return added
+
+    def claim_many(self, keys: Iterable[str], *, until: float) -> set[str]:
+        """Claim, until ``until``, every key that nobody has replied to or is sending (a new
+        key, a failed one, a lapsed claim, or this owner's own); returns the keys now this
+        owner's. How a batch job takes the requests it will submit: another batch job leaves
+        them out and waits for their replies, a live job takes them over (see
+        :func:`judge.store.existing_claim`)."""
+        wanted = list(dict.fromkeys(keys))
+        ours: set[str] = set()
+        with self._tx(True) as conn:
+            moment = time.time()
+            for chunk in _chunks(wanted):
+                rows = [{"scope": self.scope, "key": key, "state": "pending",
+                         "owner": self.owner, "lease_until": until, "sends": 1,
+                         "created_at": moment, "updated_at": moment} for key in chunk]
+                new = (self._insert(_t).values(rows)
+                       .on_conflict_do_nothing(index_elements=["scope", "key"])
+                       .returning(_t.c.key))
+                ours.update(conn.execute(new).scalars())
+                rest = [key for key in chunk if key not in ours]
+                if not rest:
+                    continue
+                free = sa.or_(_t.c.state == "failed",
+                              sa.and_(_t.c.state == "pending",
+                                      sa.or_(_t.c.owner == self.owner,
+                                             _t.c.lease_until <= moment)))
+                ours.update(conn.execute(
+                    _t.update().where(_t.c.scope == self.scope, _t.c.key.in_(rest), free)
+                    .values(state="pending", owner=self.owner, lease_until=until,
+                            sends=_t.c.sends + 1, error=None, updated_at=moment)
+                    .returning(_t.c.key)).scalars())
+        return ours
+
+    def record_replies(self, replies: Iterable[tuple[str, bytes]], *, origin: str) -> None:
+        """Record replies paid for outside this client (a batch's output): a key this owner
+        claimed gets its reply; one without a row gets a new one; one that another owner
+        holds or replied to keeps its row. This owner's claims left without a reply (their
+        line failed) are marked failed, so nobody waits on them."""
+        with self._tx(True) as conn:
+            moment = time.time()
+            for key, content in replies:
+                if conn.execute(_t.update().where(
+                        self._row(key), _t.c.owner == self.owner, _t.c.state == "pending")
+                        .values(state="replied", owner=None, lease_until=None, status=200,
+                                content=content, origin=origin, error=None,
+                                updated_at=moment)).rowcount:
+                    continue
+                self._add(conn, key=key, state="replied", status=200, content=content,
+                          origin=origin, sends=1, updated_at=moment)
+            conn.execute(_t.update().where(_t.c.scope == self.scope,
+                                           _t.c.owner == self.owner,
+                                           _t.c.state == "pending")
+                         .values(state="failed", owner=None, lease_until=None,
+                                 error="the batch returned no reply", updated_at=moment))
+
+    def release_all(self) -> int:
+        """Give up every claim of this owner (a batch job that stops before its batches
+        ran); returns how many."""
+        with self._tx(True) as conn:
+            mine = sa.and_(_t.c.scope == self.scope, _t.c.owner == self.owner,
+                           _t.c.state == "pending")
+            released = conn.execute(_t.delete().where(mine, _t.c.content.is_(None))).rowcount
+            conn.execute(_t.update().where(mine).values(state="replied", owner=None,
+                                                        lease_until=None))
+        return int(released or 0)
+
+    def count_origin(self, origin: str) -> int:
+        """How many replies of the scope came from ``origin``."""
+        with self._tx(False) as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(_t).where(
+                _t.c.scope == self.scope, _t.c.origin == origin,
+                _t.c.state == "replied")).scalar() or 0)
 
     def covered(self, keys: Iterable[str]) -> set[str]:
         """The keys a new request need not be sent for: replied, or claimed by another owner
         whose lease still runs (its reply is on the way). How a batch leaves out what the
-        project paid for, or is paying for, already."""
+        project paid for, or is paying for, already, and what it waits for before collecting."""
         wanted = list(dict.fromkeys(keys))
         found: set[str] = set()
         moment = time.time()
         with self._tx(False) as conn:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
+            for chunk in _chunks(wanted):
                 found.update(conn.execute(sa.select(_t.c.key).where(
                     _t.c.scope == self.scope, _t.c.key.in_(chunk),
                     sa.or_(_t.c.state == "replied",

@@ -222,14 +222,16 @@ class EvaluateRunner:
         operator shares them (a hit then reveals that another project sent the request)."""
         return SHARED_SCOPE if self.settings.share_cache_across_projects else project_id
 
-    def ledger(self, job: Any) -> DatabaseLedger:
+    def ledger(self, job: Any, *, owner: str | None = None,
+               lease: float | None = None) -> DatabaseLedger:
         """The job's view of the ledger in the service database, the one record of paid replies
         every job and replica of the scope shares. Its claims are the job's own (a second job
         of this worker waits for them like any other owner) and expire a lease after this
-        worker stops renewing them, as the job's own lease does."""
+        worker stops renewing them, as the job's own lease does (a batch job passes its own
+        ``owner`` and ``lease``)."""
         ledger = DatabaseLedger(self.db, self.ledger_scope(job.project_id),
-                                owner=worker_owner(self.worker_id, job.id),
-                                lease=self.settings.lease_seconds)
+                                owner=owner or worker_owner(self.worker_id, job.id),
+                                lease=lease or self.settings.lease_seconds)
         self._import_cache_dir(ledger)
         return ledger
 

@@ -9,6 +9,7 @@ from ._cache import (
     open_cache,
 )
 from ._ledger import (
+    BATCH_OWNER,
     DEFAULT_LEASE,
     LEDGER_FILE,
     Claim,
@@ -21,6 +22,7 @@ from ._ledger import (
 )
 
 __all__ = [
+    "BATCH_OWNER",
     "DEFAULT_LEASE",
     "LEDGER_FILE",
     "Claim",

@@ -135,18 +135,23 @@ class Ledger(Protocol):
     def close(self) -> None: ...
 
 
+BATCH_OWNER = "batch:"
+"""How the owner of a claim held for a Batch API job starts: the request is in a batch that
+may take a day, so a live request never waits for it (it takes the claim over and pays)."""
+
+
 def existing_claim(key: str, row: Sequence[Any], owner: str, now: float, *,
                    refresh: bool = False) -> Claim | None:
     """What a claim of ``key`` finds in its existing row — ``(state, owner, lease_until,
     content, status, origin, updated_at)`` — when it may not take the request over: the
     stored reply, or the live claim of another owner. None: the claimant takes it (it failed,
-    its lease ran out, its owner process is gone, it is the claimant's own, or ``refresh``).
-    Every ledger decides by this one rule."""
+    its lease ran out, its owner process is gone, it is held for a batch, it is the
+    claimant's own, or ``refresh``). Every ledger decides by this one rule."""
     state, holder, lease_until = row[0], row[1], row[2]
     if state == "replied" and not refresh:
         return Claim("replied", Reply(key, bytes(row[3]), row[4], row[5], row[6]))
     if (state == "pending" and holder != owner and (lease_until or 0) > now
-            and not owner_gone(holder)):
+            and not owner_gone(holder) and not str(holder).startswith(BATCH_OWNER)):
         return Claim("busy", owner=holder, lease_until=lease_until)
     return None
 

@@ -142,6 +142,57 @@ def test_a_batch_job_leaves_out_what_the_ledger_holds_and_records_what_it_paid(b
     assert repeat["progress"]["cost_usd"] == 0 and repeat["progress"]["tokens"] == 0
 
 
+def _wait_submitted(api: Api, job_id: str, timeout: float = 30) -> dict[str, Any]:
+    """The job once it waits on batches it has all submitted."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = api.get(f"/v1/jobs/{job_id}").json()
+        batches = shown["progress"].get("batches") or {}
+        if shown["status"] == "waiting" and batches.get("submitted") == batches.get("files"):
+            return shown
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.02)
+
+
+def test_two_batch_jobs_at_once_pay_each_shared_request_once(batch_env):
+    """Batch jobs claim the requests they submit: a second batch job leaves out what the
+    first has in its batches and waits for those replies, so overlapping systems submitted
+    together pay once for what they share."""
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    weak = {**files, "predictions": api.upload(EXAMPLES / "predictions-weak.jsonl",
+                                               "predictions").json()["id"]}
+    first = _submit(api, files, "batch", batch_max_requests=8)
+    _wait_submitted(api, first["id"])
+    same = _submit(api, files, "batch")
+    overlapping = _submit(api, weak, "batch")
+    done = {job["id"]: api.wait(job["id"], timeout=60) for job in (first, same, overlapping)}
+    assert all(j["status"] == "succeeded" and j["exit_code"] == 0 for j in done.values()), done
+    stats = model.snapshot()
+    assert stats["max_completed_per_body"] == 1
+    assert stats["completed"] == stats["distinct_bodies"]
+    assert done[same["id"]]["progress"]["batches"]["submitted"] == 0
+    shared = api.get(f"/v1/jobs/{same['id']}/results").json()["calls"]["ledger"]
+    assert shared == {"answered": done[first["id"]]["progress"]["total"], "recorded": 0}
+    assert _verdicts(_rows(api, same["id"])) == _verdicts(_rows(api, first["id"]))
+    weak_calls = api.get(f"/v1/jobs/{overlapping['id']}/results").json()["calls"]
+    assert 0 < weak_calls["ledger"]["answered"] < weak_calls["planned"]
+
+
+@pytest.mark.faults(batch_seconds=60)
+def test_a_live_job_never_waits_for_a_running_batch(batch_env):
+    """A request in a batch that may take a day does not hold up a live job: the live job
+    sends it (paying a second time) and finishes while the batch still runs."""
+    api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
+    batch = _submit(api, files, "batch")
+    _wait_submitted(api, batch["id"])
+    live = api.wait(_submit(api, files, "live")["id"], timeout=30)
+    assert live["status"] == "succeeded" and live["exit_code"] == 0, live
+    assert api.get(f"/v1/jobs/{batch['id']}").json()["status"] == "waiting"
+    assert model.snapshot()["max_completed_per_body"] == 2  # the batch's and the live one
+    assert api.post(f"/v1/jobs/{batch['id']}/cancel").status_code == 200
+    assert api.wait(batch["id"])["status"] == "cancelled"
+
+
 @pytest.mark.faults(rates={"http_500": 0.4}, transient_attempts=1)
 def test_the_error_rows_of_a_batch_job_are_retried_live(batch_env):
     """Lines that failed in the batch are error rows; retry-errors sends just those, live,

@@ -144,17 +144,42 @@ def test_covered_keys_are_replied_or_on_the_wire_for_another_owner(open_ledger):
     assert set(replies) == {"replied"} and replies["replied"].content == b"paid"
 
 
-def test_replies_a_batch_paid_for_are_added_without_replacing_any(open_ledger):
+def test_a_batch_claims_what_nobody_holds_and_records_what_it_paid(open_ledger):
+    """A batch job's claims: taken on new, failed, lapsed and its own keys; a second batch
+    job finds them covered and waits; a live job takes them over instead of waiting; the
+    batch's replies land on its claims, and its claims with no reply become failures."""
+    import time
+
+    from judge.service._ledger import batch_owner
+
     scope = uuid.uuid4().hex[:12]
-    ledger = open_ledger(scope, owner="batch-job")
-    ledger.record_reply("old", b"first")
-    open_ledger(scope, owner="live-job").claim("claimed")
-    added = ledger.import_replies([("old", b"second"), ("claimed", b"x"), ("new", b"y")],
-                                  origin="batch:job", sends=1)
-    assert added == 1
-    assert ledger.get("old").content == b"first"
-    assert ledger.get("claimed") is None  # its owner records the reply it paid for
-    assert ledger.get("new").content == b"y" and ledger.get("new").origin == "batch:job"
+    batch = open_ledger(scope, owner=batch_owner("job-a"))
+    live = open_ledger(scope, owner="live-job")
+    live.claim("replied")
+    live.record_reply("replied", b"old")
+    live.claim("in-flight")
+    live.claim("failed")
+    live.record_failure("failed", "HTTP 500")
+    until = time.time() + 3600
+    keys = ["replied", "in-flight", "failed", "new", "lost"] + [f"k{n}" for n in range(700)]
+    ours = batch.claim_many(keys, until=until)
+    assert ours == set(keys) - {"replied", "in-flight"}
+    assert batch.claim_many(["new"], until=until) == {"new"}  # its own, again
+    second = open_ledger(scope, owner=batch_owner("job-b"))
+    assert second.claim_many(["new", "k1"], until=until) == set()
+    assert second.covered(["new", "k1", "replied"]) == {"new", "k1", "replied"}
+    assert live.claim("k1").outcome == "mine"  # a live request never waits on a batch
+
+    batch.record_replies([("new", b"paid"), ("k1", b"late"), ("replied", b"again"),
+                          ("elsewhere", b"y")], origin="batch:job-a")
+    assert batch.get("new").content == b"paid" and batch.get("new").origin == "batch:job-a"
+    assert batch.get("replied").content == b"old"  # a reply already there is kept
+    assert batch.get("k1") is None  # the live job that took it over records its own
+    assert batch.get("elsewhere").content == b"y"
+    assert batch.count_origin("batch:job-a") == 2
+    assert second.covered(["lost", "k5"]) == set()  # no reply came: failed, nobody waits
+    assert batch.claim_many(["lost"], until=until) == {"lost"}
+    assert batch.release_all() == 1 and second.covered(["lost"]) == set()
 
 
 def test_retention_deletes_old_replies_and_never_a_claim(ledger_db_url):
