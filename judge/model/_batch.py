@@ -197,6 +197,8 @@ async def submit(config: JudgeConfig, requests: str | Path, *,
 
 FIND_LIMIT = 2_000
 """Batches :func:`find_batch` looks through at most (newest first)."""
+CLOCK_SLACK = 3600.0
+"""How far the provider's clock may lag ours for :func:`find_batch` to still find a batch."""
 
 
 async def find_batch(config: JudgeConfig, metadata: dict[str, str], *, since: float,
@@ -208,7 +210,7 @@ async def find_batch(config: JudgeConfig, metadata: dict[str, str], *, since: fl
         seen = 0
         async for batch in client.batches.list(limit=100):
             seen += 1
-            if batch.created_at < since - 60 or seen > FIND_LIMIT:
+            if batch.created_at < since - CLOCK_SLACK or seen > FIND_LIMIT:
                 break  # listed newest first: everything further is older
             tags = batch.metadata or {}
             if all(tags.get(k) == v for k, v in metadata.items()):

@@ -3,19 +3,24 @@ a day of latency) and the answers are collected into the same results as a live 
 
 No worker waits on a batch. A batch job is a series of short visits, each one claim:
 
-1. Prepare and submit: the plan is written as request files in the job's run directory (split at
-   ``batch_max_requests`` / ``batch_max_bytes``, one batch each; a body shared by several calls
-   is sent once). A file is submitted only when no recorded batch of the job carries its
-   SHA-256, and the batch id goes into ``job_batches`` the moment the API returns it (the pair
-   is never interrupted by a cancel or a drain). A replica that dies after submitting leaves
-   the ids behind: whoever takes the job over polls them and submits nothing again.
+1. Prepare and submit: the job claims its requests in the project's ledger (as
+   ``batch:<job id>``); what the ledger answers, or another job holds, gets no line. The plan is
+   written as request files in the job's run directory (split at ``batch_max_requests`` /
+   ``batch_max_bytes``, one batch each; a body shared by several calls is sent once). A file is
+   submitted only when no recorded batch of the job carries its SHA-256; its row is written
+   ``submitting`` first and gets the batch id the moment the API returns it (the pair is never
+   interrupted by a cancel or a drain). A replica that dies after submitting leaves the ids
+   behind: whoever takes the job over polls them and submits nothing again; a row left
+   ``submitting`` is resolved by looking the batch up by its metadata.
 2. Park: the job becomes ``waiting`` with ``wake_at`` = now + ``batch_poll_seconds``; it holds
    no lease and no slot. Any replica's worker claims it when it is due.
 3. Poll: the unfinished batches' status and request counts are stored (the job's progress shows
    them), and the job is parked again until every batch has ended.
-4. Collect: the output files are downloaded, read with the same reply checks as live replies,
-   and integrated by :func:`judge.pipeline.collect`; rows and summary are stored as a live
-   job's are.
+4. Collect: the output files are downloaded and read with the same reply checks as live
+   replies; what they paid for goes into the ledger, the calls left out are answered from it
+   (the job parks again while another job still holds some of them), and
+   :func:`judge.pipeline.collect` integrates all of it; rows, summary, run log and manifest are
+   stored as a live job's are (``retry-errors`` continues from them).
 
 Cancelling asks the API to cancel every batch still running, then ends the job as cancelled.
 The request files are rebuilt from the inputs on every visit that needs them (the plan is
