@@ -198,7 +198,7 @@ class BatchRunner:
             if planned is None:  # the first plan: what the ledger answers gets no line
                 loaded["answered"] = await self._claim(job, config, loaded["plan"])
             else:  # as decided then: the files must come out as their digests say
-                loaded["answered"] = {c: "" for c in planned.get("answered") or ()}
+                loaded["answered"] = set(planned.get("answered") or ())
             if not rows:  # nothing submitted yet: the whole run must fit the budget
                 over = await asyncio.to_thread(self._over_budget, job, config, loaded)
                 if over is not None:
@@ -216,7 +216,7 @@ class BatchRunner:
         if not all(r["status"] in ENDED for r in rows):
             return Park(now() + self.settings.batch_poll_seconds)
         loaded = await self._load(job, inputs, config)
-        loaded["answered"] = {c: "" for c in (planned or {}).get("answered") or ()}
+        loaded["answered"] = set((planned or {}).get("answered") or ())
         return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
 
     def _ledger(self, job: Any) -> DatabaseLedger:
@@ -224,9 +224,9 @@ class BatchRunner:
         return self.evaluator.ledger(job, owner=batch_owner(job.id),
                                      lease=BATCH_CLAIM_SECONDS)
 
-    async def _claim(self, job: Any, config: JudgeConfig, plan: Any) -> dict[str, str]:
+    async def _claim(self, job: Any, config: JudgeConfig, plan: Any) -> set[str]:
         """Claim in the project's ledger the requests this job will submit; returns the calls
-        (custom id → ledger key) that need no line: the ledger holds their reply, or another
+        (custom ids) that need no line: the ledger holds their reply, or another
         job holds their request (a live one on the wire, or another batch). A batch job is
         judged from one plan, so this is decided once, before the first request file is
         written."""
@@ -234,7 +234,7 @@ class BatchRunner:
                                           call.prompt.template_hash) for call in plan.calls}
         ours = await asyncio.to_thread(self._ledger(job).claim_many, keys.values(),
                                        until=now() + BATCH_CLAIM_SECONDS)
-        return {custom: key for custom, key in keys.items() if key not in ours}
+        return {custom for custom, key in keys.items() if key not in ours}
 
     async def _release(self, job: Any) -> None:
         """Give up the job's claims (it ends without its batches' replies): nobody waits on
@@ -463,7 +463,7 @@ class BatchRunner:
                 records.update(await asyncio.to_thread(read_output, path, limits=limits,
                                                        secret=config.secret, bodies=bodies))
         plan, ledger = loaded["plan"], self._ledger(job)
-        origin = f"batch:{job.id}"
+        origin = batch_owner(job.id)  # the replies' origin: this job paid for them
         # what the batches paid for is recorded before this job waits on anything, so two
         # batch jobs waiting on each other's requests never wait forever
         await asyncio.to_thread(self._record_paid, origin, config, plan, bodies, ledger)
