@@ -504,8 +504,8 @@ class _Handler(BaseHTTPRequestHandler):
         Each request line is answered (and billed) at creation as a live call would be, or with
         the hostile entry's reply; ``http-401-echo`` refuses every call. The batch shows as
         ``in_progress`` for ``batch_seconds``, then ``completed`` unless it was cancelled
-        (``POST /batches/<id>/cancel``); ``GET /batches`` lists every batch created,
-        newest first.
+        (``POST /batches/<id>/cancel``); ``GET /batches`` lists every batch created
+        under the same path prefix, newest first.
         """
         kind = None
         if path.startswith(HOSTILE_PREFIX):
@@ -539,13 +539,14 @@ class _Handler(BaseHTTPRequestHandler):
                 "status": "completed", "created_at": int(time.time()),
                 "output_file_id": out_id, "error_file_id": None,
                 "request_counts": {"total": len(output), "completed": len(output), "failed": 0},
-                "metadata": request.get("metadata")}
+                "metadata": request.get("metadata"), "hostile_kind": kind}
             server.batches[batch_id]["ready_at"] = time.time() + server.config.batch_seconds
             self._send_json(200, self._batch_view(server.batches[batch_id]))
         elif method == "GET" and parts == ["batches"]:
             newest_first = reversed(list(server.batches.values()))  # as OpenAI lists them
             self._send_json(200, {"object": "list", "has_more": False,
-                                  "data": [self._batch_view(b) for b in newest_first]})
+                                  "data": [self._batch_view(b) for b in newest_first
+                                           if b.get("hostile_kind") == kind]})
         elif method == "GET" and len(parts) == 2 and parts[0] == "batches" \
                 and parts[1] in server.batches:
             self._send_json(200, self._batch_view(server.batches[parts[1]]))
@@ -565,7 +566,8 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _batch_view(batch: dict[str, Any]) -> dict[str, Any]:
         """A batch as the API shows it now: in progress (no output yet), cancelled or done."""
-        view = {k: v for k, v in batch.items() if k not in ("ready_at", "cancelled_at")}
+        view = {k: v for k, v in batch.items()
+                if k not in ("ready_at", "cancelled_at", "hostile_kind")}
         if batch.get("cancelled_at") is not None:
             view.update(status="cancelled", output_file_id=None)
         elif time.time() < batch.get("ready_at", 0.0):

@@ -144,8 +144,10 @@ def run_submit(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
 
     def submitted(entry: dict[str, Any]) -> None:
+        found = " (already at the provider, not recorded: recorded now, not paid again)" \
+            if entry.get("found") else ""
         say(console, f"batch {entry['id']}: {entry['status']} ({entry['requests']} requests "
-                     f"from {entry['file']})")
+                     f"from {entry['file']}){found}")
 
     asyncio.run(submit_files(config, files, record, resubmit=args.resubmit,
                              on_submitted=submitted))

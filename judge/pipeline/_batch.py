@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,15 @@ from .._config import JudgeConfig
 from .._digest import file_digest, text_digest
 from .._errors import InputError, ModelError, OptionError
 from .._io import iter_jsonl_lines, open_output, read_json, write_text
-from ..model import CHAT_URL, Completion, call_key, parse_custom_id, submit, system_custom_id
+from ..model import (
+    CHAT_URL,
+    Completion,
+    call_key,
+    find_batch,
+    parse_custom_id,
+    submit,
+    system_custom_id,
+)
 from ._plan import EvaluationPlan, PlannedCall
 
 BATCH_MAX_REQUESTS = 50_000
@@ -247,6 +256,11 @@ def line_keys(systems: Sequence[System]) -> set[tuple[str, int, str] | None]:
 
 RECORD = "batches.json"
 RECORD_FORMAT = 1
+FILE_TAG = "dst_judge_file"
+"""The metadata key of a batch's request-file sha256."""
+ADOPT_WITHIN = 26 * 3600.0
+"""How old a batch found at the provider for an unrecorded file may be (its 24 h window)."""
+_GONE = ("failed", "expired", "cancelled", "cancelling")
 
 
 def request_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -300,7 +314,11 @@ async def submit_files(config: JudgeConfig, files: Sequence[Path], record: Path,
     exists (a later failure never loses the id of a batch that is already paid for).
 
     A file the record lists as submitted, with the same content, is refused unless
-    ``resubmit``: sending it again would pay for every request twice.
+    ``resubmit``: sending it again would pay for every request twice. Each batch carries its
+    file's sha256 as metadata; a file the record does not list is first looked up at the
+    provider by it (created within :data:`ADOPT_WITHIN` seconds and not failed, expired or
+    cancelled): a batch found there is recorded instead of paying again (its creation's reply
+    was lost, or the record was). ``resubmit`` skips the look-up.
     """
     entries = read_record(record) if record.is_file() else []
     digests = {path: file_digest(path) for path in files}
@@ -313,10 +331,15 @@ async def submit_files(config: JudgeConfig, files: Sequence[Path], record: Path,
                                       "again")
     submitted = []
     for path in files:
-        batch = await submit(config, path, http_client=http_client)
+        tags = {FILE_TAG: digests[path]}
+        found = None if resubmit else await find_batch(
+            config, tags, since=time.time() - ADOPT_WITHIN, http_client=http_client)
+        if found is not None and found.get("status") in _GONE:
+            found = None
+        batch = found or await submit(config, path, http_client=http_client, metadata=tags)
         entry = {"id": batch.get("id"), "file": str(path.resolve()), "sha256": digests[path],
                  "requests": sum(1 for _ in iter_jsonl_lines(path)),
-                 "status": batch.get("status")}
+                 "status": batch.get("status"), **({"found": True} if found else {})}
         entries.append(entry)
         write_text(record, json.dumps({"format": RECORD_FORMAT, "batches": entries}, indent=2,
                                       ensure_ascii=False) + "\n")

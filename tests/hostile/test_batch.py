@@ -85,6 +85,34 @@ def test_split_submit_status_collect_pays_each_distinct_body_once(hostile_server
     assert stats["completed"] == 6 and stats["max_completed_per_body"] == 1
 
 
+def test_a_batch_whose_record_was_lost_is_found_at_the_provider_not_paid_again(
+        hostile_server, twins, tmp_path, run_cli):
+    """The record file is lost after submitting (or the creation's reply was): submitting
+    the same files again records the batches the provider already has, by the file digest
+    each carries; ``--resubmit`` pays again on purpose."""
+    requests = tmp_path / "batch" / "requests.jsonl"
+    assert run_cli("batch", "prepare", *twins.args(), "--model", "fault-model", "--out",
+                   str(requests), "--batch-max-requests", "3").code == 0
+    api = ["--base-url", hostile_server.url, "--max-retries", "0"]
+    record = requests.parent / "batches.json"
+    assert run_cli("batch", "submit", str(requests.parent), *api).code == 0
+    first = json.loads(record.read_text())["batches"]
+    paid = hostile_server.snapshot()["completed"]
+    record.unlink()
+    again = run_cli("batch", "submit", str(requests.parent), *api)
+    check_clean(again, tmp_path)
+    assert again.code == 0, again.err
+    assert again.out.count("not paid again") == len(first) == 2
+    adopted = json.loads(record.read_text())["batches"]
+    assert [b["id"] for b in adopted] == [b["id"] for b in first]
+    assert hostile_server.snapshot()["completed"] == paid
+    record.unlink()
+    assert run_cli("batch", "submit", str(requests.parent), "--resubmit", *api).code == 0
+    fresh = json.loads(record.read_text())["batches"]
+    assert not {b["id"] for b in fresh} & {b["id"] for b in first}
+    assert hostile_server.snapshot()["completed"] == paid + 6
+
+
 def test_one_file_when_under_the_limits_and_stale_parts_removed(hostile_server, twins,
                                                                 tmp_path, run_cli):
     requests = tmp_path / "requests.jsonl"
