@@ -193,6 +193,7 @@ class BatchRunner:
         live.batches.update(_figures(rows, len(planned["files"]) if planned else None))
         if cancel_requested():
             return await self._cancel(config, job, rows, live)
+        loaded: dict[str, Any] | None = None
         if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
             loaded = await self._load(job, inputs, config)
             if planned is None:  # the first plan: what the ledger answers gets no line
@@ -215,8 +216,9 @@ class BatchRunner:
             return await self._cancel(config, job, rows, live)
         if not all(r["status"] in ENDED for r in rows):
             return Park(now() + self.settings.batch_poll_seconds)
-        loaded = await self._load(job, inputs, config)
-        loaded["answered"] = set((planned or {}).get("answered") or ())
+        if loaded is None:  # read once a visit: a job with nothing to submit collects at once
+            loaded = await self._load(job, inputs, config)
+            loaded["answered"] = set((planned or {}).get("answered") or ())
         return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
 
     def _ledger(self, job: Any) -> DatabaseLedger:
@@ -249,20 +251,15 @@ class BatchRunner:
             log.info("job %s: released %d ledger claim(s)", job.id, released)
 
     async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
-        schema_path, schema_row = inputs.path(job.inputs["schema"])
-        dialogues_path, _ = inputs.path(job.inputs["dialogues"])
-        predictions_path, pred_row = inputs.path(job.inputs["predictions"])
-        rules_id = job.inputs.get("rules")
-        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
-        schema, dialogues, predictions, rules = await asyncio.to_thread(
-            self.evaluator._load, schema_path, dialogues_path, predictions_path, pred_row,
-            rules_path, dict(job.options))
-        plan = await asyncio.to_thread(plan_evaluation, config, schema, dialogues, predictions,
-                                       rules=rules)
-        return {"schema": schema, "dialogues": dialogues, "predictions": predictions,
-                "rules": rules, "plan": plan,
-                "sources": {"schema": schema_row["name"],
-                            "rules": rules_row["name"] if rules_row else None}}
+        """The job's inputs and plan, read and made in one thread hop."""
+        def load() -> dict[str, Any]:
+            schema, dialogues, predictions, rules, sources = self.evaluator.read_inputs(
+                job.inputs, dict(job.options), inputs)
+            plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+            return {"schema": schema, "dialogues": dialogues, "predictions": predictions,
+                    "rules": rules, "plan": plan, "sources": sources}
+
+        return await asyncio.to_thread(load)
 
     def _over_budget(self, job: Any, config: JudgeConfig, loaded: dict[str, Any]) -> str | None:
         """Why the job may not submit its batches, if its estimated Batch API cost exceeds

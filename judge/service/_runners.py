@@ -364,15 +364,8 @@ class EvaluateRunner:
         and parsed, its configuration, its run directory rebuilt from the database, its
         ledger."""
         endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
-        inputs.prefetch([source.inputs.get(k) for k in ("schema", "dialogues", "predictions",
-                                                          "rules")])
-        schema_path, schema_row = inputs.path(source.inputs["schema"])
-        dialogues_path, _ = inputs.path(source.inputs["dialogues"])
-        predictions_path, pred_row = inputs.path(source.inputs["predictions"])
-        rules_id = source.inputs.get("rules")
-        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
-        schema, dialogues, predictions, rules = self._load(
-            schema_path, dialogues_path, predictions_path, pred_row, rules_path, options)
+        schema, dialogues, predictions, rules, sources = self.read_inputs(
+            source.inputs, options, inputs)
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
@@ -389,8 +382,6 @@ class EvaluateRunner:
                 self.jobs.store_manifest(job.id, manifest)
                 self.jobs.record_calls(job.id, seed)
         resume = self.prepare_run_dir(job, seed, manifest)
-        sources = {"schema": schema_row["name"],
-                   "rules": rules_row["name"] if rules_row else None}
         return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
                       sources, self.ledger(job))
 
@@ -422,16 +413,26 @@ class EvaluateRunner:
         remaining = max(cap - spent, 1e-9)
         return remaining if job.budget_usd is None else min(job.budget_usd, remaining)
 
-    def _load(self, schema_path: Path, dialogues_path: Path, predictions_path: Path,
-              pred_row: dict[str, Any], rules_path: Path | None, options: dict[str, Any]
-              ) -> tuple[Any, Any, Any, Any]:
+    def read_inputs(self, files: dict[str, Any], options: dict[str, Any], inputs: Inputs
+                    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """A judge run's schema, dialogues (the ``limit``/``dialogue_ids`` subset),
+        predictions and rules from its input file ids (one query), and the names its summary
+        shows as their sources; live and batch jobs read them alike."""
+        inputs.prefetch([files.get(k) for k in ("schema", "dialogues", "predictions", "rules")])
+        schema_path, schema_row = inputs.path(files["schema"])
+        dialogues_path, _ = inputs.path(files["dialogues"])
+        predictions_path, pred_row = inputs.path(files["predictions"])
+        rules_id = files.get("rules")
+        rules_path, rules_row = inputs.path(rules_id) if rules_id else (None, None)
         parsed = self.parsed
         schema = parsed.schema(schema_path)
         dialogues = _subset(parsed.dialogues(dialogues_path), options)
         name = (pred_row.get("info") or {}).get("system_name") or _stem(pred_row["name"])
         predictions = load_predictions(predictions_path, dialogues, schema, name=name)
         rules = parsed.rules(rules_path) if rules_path else parsed.default_rules(schema_path)
-        return schema, dialogues, predictions, rules
+        sources = {"schema": schema_row["name"],
+                   "rules": rules_row["name"] if rules_row else None}
+        return schema, dialogues, predictions, rules, sources
 
 
 class AnalysisRunner:
