@@ -42,7 +42,7 @@ from ..pipeline import Run, RunDirectory, evaluate_async
 from ..store import LEDGER_FILE, SQLiteLedger
 from ._db import Database, files, jobs, tokens
 from ._files import FileStore
-from ._jobs import JobStore
+from ._jobs import JobStore, Records
 from ._jobspec import JUDGE_OPTIONS, endpoint_for
 from ._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from ._limits import JobLimiter
@@ -63,7 +63,7 @@ class Outcome:
     summary: dict[str, Any] | None = None
     rows: list[dict[str, Any]] | None = None
     artifacts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
-    records: tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]] | None = None
+    records: Records | None = None
     """Run-log records the job leaves (manifests, calls), as the journal holds a live job's:
     written in the transaction of the outcome."""
     wrap_up: Callable[[], None] | None = None
