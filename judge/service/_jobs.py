@@ -140,8 +140,7 @@ class JobStore:
         with self.db.read() as conn:
             for where, refers, ref_id in spec.references:
                 if refers == "job":
-                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status, jobs.c.mode,
-                                                 jobs.c.manifest)
+                    row = conn.execute(sa.select(jobs.c.kind, jobs.c.status, jobs.c.mode)
                                        .where(jobs.c.id == ref_id,
                                               jobs.c.project_id == project_id)).first()
                     if row is None:
@@ -151,7 +150,7 @@ class JobStore:
                         raise ServiceError(f"job {ref_id!r} is a {row.kind} job, not a judge "
                                            "run", status=422, field=where)
                     if spec.kind == "retry-errors" and row.mode == "batch" and \
-                            (row.manifest or {}).get("kind") != "evaluate":
+                            not _collected(conn, ref_id):
                         raise ServiceError(f"job {ref_id!r} ran through the Batch API and has "
                                            "no judged calls to retry (it never collected "
                                            "its batches, or a server before this version "
@@ -476,6 +475,13 @@ class JobStore:
         for start in range(0, len(ids), 200):
             self._delete_rows(ids[start:start + 200])
         return ids
+
+
+def _collected(conn: sa.Connection, job_id: str) -> bool:
+    """Whether a batch job stored a run manifest (it collected its batches): only then has it
+    judged calls that ``retry-errors`` can continue from. Its manifest is read only here."""
+    manifest = conn.execute(sa.select(jobs.c.manifest).where(jobs.c.id == job_id)).scalar()
+    return isinstance(manifest, dict) and manifest.get("kind") == "evaluate"
 
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]

@@ -261,6 +261,9 @@ def test_a_batch_job_over_its_budget_submits_nothing_and_resumes_with_more(batch
     assert done["status"] == "stopped" and done["exit_code"] == 3, done
     assert "would cost about" in done["error"] and "0.0001 USD" in done["error"]
     assert _batches(model) == []
+    retry = api.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {"run": job["id"]}})
+    assert retry.status_code == 422 and retry.json()["error"]["field"] == "inputs.run"
+    assert "never collected" in retry.text  # nothing judged yet: resume it instead
     resumed = api.post(f"/v1/jobs/{job['id']}/resume", json={"budget": 100}).json()
     assert resumed["status"] == "queued"
     final = api.wait(job["id"], timeout=60)
