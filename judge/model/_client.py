@@ -214,14 +214,17 @@ class ModelClient:
     With a ``ledger``, a request is claimed (a committed pending row) before it is sent and its
     raw reply committed the moment it arrives, before it is parsed; a request the ledger has a
     reply for is never sent again, and one that another process is sending is awaited.
-    Identical requests in flight in this client are sent once.
+    Identical requests in flight in this client are sent once. A ``transport`` passed in is
+    shared (a service worker's connections to one endpoint, kept alive across its jobs) and
+    stays open when the client closes; without one the client opens and closes its own.
     """
 
     def __init__(self, config: JudgeConfig, *, http_client: httpx.AsyncClient | None = None,
                  ledger: Ledger | None = None, refresh: bool = False,
                  run_id: str | None = None,
                  before_send: Callable[[], None] | None = None,
-                 limiter: SharedLimiter | None = None) -> None:
+                 limiter: SharedLimiter | None = None,
+                 transport: Transport | None = None) -> None:
         self.config = config
         self.before_send = before_send
         """Called before every request goes out, retries included (budget, stop)."""
@@ -243,7 +246,8 @@ class ModelClient:
         if config.project:
             self._headers["OpenAI-Project"] = config.project
         self._limits = ReplyLimits.from_config(config)
-        self._transport = _transport(config, http_client, self._limits.max_bytes)
+        self._owns_transport = transport is None
+        self._transport = transport or _transport(config, http_client, self._limits.max_bytes)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._rpm = AsyncLimiter(config.rpm, 60) if config.rpm else None
         self._tpm = AsyncLimiter(config.tpm, 60) if config.tpm else None
@@ -558,4 +562,5 @@ class ModelClient:
             self._heartbeat.cancel()
             with contextlib.suppress(BaseException):
                 await self._heartbeat
-        await self._transport.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()

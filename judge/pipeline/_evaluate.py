@@ -21,7 +21,15 @@ from .._config import JudgeConfig, load_config
 from .._errors import ModelError, OptionError, RunConflict, RunInterrupted
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
-from ..model import Completion, ModelClient, SharedLimiter, Spend, call_key, load_prices
+from ..model import (
+    Completion,
+    ModelClient,
+    SharedLimiter,
+    Spend,
+    Transport,
+    call_key,
+    load_prices,
+)
 from ..store import LEDGER_FILE, Ledger, SQLiteLedger, open_cache
 from ._answer import (
     CallResult,
@@ -104,8 +112,8 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                          refresh: bool = False, force: bool = False,
                          retry_failed: bool = False, ledger: Ledger | None = None,
                          handle_signals: bool = False, limiter: SharedLimiter | None = None,
-                         on_result: Callable[[CallResult], None] | None = None
-                         ) -> EvaluationResult:
+                         on_result: Callable[[CallResult], None] | None = None,
+                         transport: Transport | None = None) -> EvaluationResult:
     """Judge every turn live (through the ledger) and integrate the verdicts.
 
     With ``out_dir`` the run locks that directory, keeps an append-only log of finished calls
@@ -119,7 +127,8 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
     error (with ``refresh``: ``retry-errors``). ``handle_signals``: Ctrl-C and SIGTERM stop
     the run gracefully with :class:`RunInterrupted`. ``limiter`` is a rate-limit pool shared
     with other runs (the service's); ``on_result`` hears of every call as it is logged (the
-    service keeps a copy of the run log in its database).
+    service keeps a copy of the run log in its database); ``transport`` is a connection pool
+    shared with other runs and left open (the service's, per endpoint).
     """
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
     system = _System(plan, RunDirectory(out_dir) if out_dir is not None else None)
@@ -128,7 +137,7 @@ async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: Dialogu
                                  ledger_dir=out_dir, http_client=http_client,
                                  on_progress=on_progress, refresh=refresh, ledger=ledger,
                                  handle_signals=handle_signals, limiter=limiter,
-                                 on_result=on_result))[0]
+                                 on_result=on_result, transport=transport))[0]
 
 
 async def evaluate_systems_async(
@@ -185,8 +194,8 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
                          on_progress: Callable[[RunProgress], None] | None, refresh: bool,
                          ledger: Ledger | None, handle_signals: bool,
                          limiter: SharedLimiter | None = None,
-                         on_result: Callable[[CallResult], None] | None = None
-                         ) -> list[EvaluationResult]:
+                         on_result: Callable[[CallResult], None] | None = None,
+                         transport: Transport | None = None) -> list[EvaluationResult]:
     """Lock and open every system's run directory, answer all plans through one client and
     ledger, write each system's results."""
     try:
@@ -198,7 +207,7 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
         results = await _run(systems, config, http_client=http_client,
                              on_progress=on_progress, refresh=refresh, ledger=ledger,
                              ledger_dir=ledger_dir, handle_signals=handle_signals,
-                             limiter=limiter, on_result=on_result)
+                             limiter=limiter, on_result=on_result, transport=transport)
         for system, result in zip(systems, results, strict=True):
             if system.run_dir is not None:
                 result.summary["calls"]["retried"] = system.run_dir.dropped
@@ -214,7 +223,8 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
                on_progress: Callable[[RunProgress], None] | None, refresh: bool,
                ledger: Ledger | None, ledger_dir: str | Path | None,
                handle_signals: bool, limiter: SharedLimiter | None,
-               on_result: Callable[[CallResult], None] | None) -> list[EvaluationResult]:
+               on_result: Callable[[CallResult], None] | None,
+               transport: Transport | None) -> list[EvaluationResult]:
     prices = load_prices(config.prices)
     control = RunControl(spend=Spend(prices.price(config.model)), budget=config.budget,
                          grace=config.stop_grace)
@@ -233,7 +243,8 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
     first_dir = systems[0].run_dir
     run_id = (first_dir.run_id if first_dir is not None else None) or uuid.uuid4().hex
     client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
-                         run_id=run_id, before_send=control.before_send, limiter=limiter)
+                         run_id=run_id, before_send=control.before_send, limiter=limiter,
+                         transport=transport)
     try:
         with _signals_stop(control, handle_signals):
             answers = await answer_plans(jobs, LiveSource(client), control)

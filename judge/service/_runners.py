@@ -38,6 +38,7 @@ from ..analysis import agreement_report, audit_items, load_labels, method_table,
 from ..data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ..method import default_rules, load_rules
 from ..metrics import MetricOptions, compute_metrics
+from ..model import AiohttpTransport, ReplyLimits, Transport
 from ..pipeline import Run, RunDirectory, evaluate_async
 from ..store import LEDGER_FILE, SQLiteLedger
 from ._db import Database, files, jobs, tokens
@@ -216,6 +217,7 @@ class EvaluateRunner:
         self.parsed = ParsedFiles()
         self._configs: dict[str, Any] = {}
         self._configs_lock = threading.Lock()
+        self._transports: dict[tuple[Any, ...], Transport] = {}
 
     def ledger_scope(self, project_id: str) -> str:
         """Whose paid replies a project's jobs share: its own, or every project's when the
@@ -257,6 +259,27 @@ class EvaluateRunner:
                 log.warning("could not import the replies of %s: %s", folder, exc)
                 return
         log.info("imported %d paid replies of %s into the service's ledger", added, folder)
+
+    def transport(self, config: Any) -> Transport | None:
+        """The worker's pool of connections to ``config``'s endpoint (aiohttp backend), kept
+        alive across its jobs: a job's first request then needs no new connection, nor does
+        its end close any. One per timeout and reply cap, as those are the pool's; unbounded,
+        as every job bounds its own calls in flight. Event loop only."""
+        if config.http_backend != "aiohttp":
+            return None  # the httpx backend: each job opens its own client, as the CLI does
+        max_bytes = ReplyLimits.from_config(config).max_bytes
+        key = (config.endpoint, config.timeout, max_bytes)
+        transport = self._transports.get(key)
+        if transport is None:
+            transport = self._transports[key] = AiohttpTransport(
+                timeout=config.timeout, connections=0, max_bytes=max_bytes)
+        return transport
+
+    async def aclose(self) -> None:
+        """Close the shared connection pools (the worker stops)."""
+        transports, self._transports = self._transports, {}
+        for transport in transports.values():
+            await transport.aclose()
 
     def run_dir(self, job_id: str) -> Path:
         return self.settings.data_dir / "runs" / job_id
@@ -338,7 +361,8 @@ class EvaluateRunner:
             start.config, start.schema, start.dialogues, start.predictions,
             rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
             on_progress=on_progress, limiter=limiter_for(endpoint_name),
-            on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger)
+            on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger,
+            transport=self.transport(start.config))
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))

@@ -252,6 +252,8 @@ class Worker:
             writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await writer
+            with contextlib.suppress(Exception):
+                await self.evaluator.aclose()
             await asyncio.to_thread(self._unregister)
 
     def _load_tokenizers(self) -> None:

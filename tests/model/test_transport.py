@@ -225,3 +225,34 @@ def test_server_delays_that_are_not_finite_numbers_are_ignored(value):
     assert _seconds(value) in (None, 0.0)
     assert parse_reset(value) is None or parse_reset(value) >= 0
     assert _seconds("3") == 3.0 and _seconds("1000") == 120.0
+
+
+def test_a_shared_transport_outlives_the_clients_that_use_it():
+    """The service's workers keep one pool of connections per endpoint across jobs: a client
+    given a transport uses it and leaves it open; one without opens and closes its own."""
+    with FaultServer(FaultConfig()) as srv:
+        config = _config(srv.url, http_backend="aiohttp")
+        shared = AiohttpTransport(timeout=5, connections=0)
+
+        async def run():
+            sessions = []
+            for _ in range(2):
+                client = ModelClient(config, transport=shared)
+                try:
+                    completion = await client.complete(BODY, template_hash="t")
+                finally:
+                    await client.aclose()
+                assert completion.finish_reason == "stop"
+                assert shared._session is not None and not shared._session.closed
+                sessions.append(shared._session)
+            own = ModelClient(config)
+            await own.complete(BODY, template_hash="t")
+            mine = own._transport._session
+            await own.aclose()
+            await shared.aclose()
+            return sessions, mine
+
+        sessions, mine = asyncio.run(run())
+    assert sessions[0] is sessions[1]  # the second client reused the first one's pool
+    assert mine is not None and mine.closed  # a client's own transport closes with it
+    assert shared._session is None

@@ -11,6 +11,7 @@ import tarfile
 import judge
 from judge.service import Database
 from tests.conftest import EXAMPLES
+from tests.service.conftest import CANARY_KEY, Api, running_service, service_settings
 
 
 def _evaluate(env, **options):
@@ -103,6 +104,42 @@ def test_second_job_of_the_project_is_answered_by_the_project_cache(service_env)
     assert second["progress"]["cache_hits"] == 22
     assert model.snapshot()["completed"] == 22  # paid once for both jobs
     assert first["id"] != second["id"]
+
+
+def test_jobs_of_a_worker_share_its_connections_to_an_endpoint(tmp_path, fake_model):
+    """A worker keeps its connections to an endpoint open across jobs (aiohttp backend): the
+    second job, with predictions of its own (nothing in the ledger), opens none."""
+    endpoint = {"base_url": fake_model.url, "api_key": CANARY_KEY, "http_backend": "aiohttp"}
+    settings = service_settings(tmp_path / "data", fake_model.url, endpoints={"fake": endpoint})
+    rows = [json.loads(line) for line in
+            (EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    for row in rows:
+        for turn in row["turns"]:
+            turn["pred_turn_state"] = {slot: f"{value} again"
+                                       for slot, value in turn["pred_turn_state"].items()}
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with running_service(settings) as (service, app):
+        from judge.service import create_token
+
+        api = Api(app, create_token(service.db, "lab", "read,submit", name="alice")[0])
+        try:
+            files = {kind: api.upload(path, kind).json()["id"] for kind, path in
+                     (("schema", EXAMPLES / "schema.json"),
+                      ("dialogues", EXAMPLES / "dialogues.jsonl"),
+                      ("predictions", EXAMPLES / "predictions.jsonl"))}
+            env = {"api": api, "files": files}
+            first = _evaluate(env, concurrency=2)
+            opened = fake_model.snapshot()["connections"]
+            env["files"] = {**files, "predictions": api.upload(other, "predictions").json()["id"]}
+            second = _evaluate(env, concurrency=2)
+        finally:
+            api.close()
+    assert first["status"] == second["status"] == "succeeded"
+    assert second["progress"]["cache_hits"] < second["progress"]["total"]  # it sent requests
+    stats = fake_model.snapshot()
+    assert stats["completed"] > 22 and 1 <= opened <= 2
+    assert stats["connections"] == opened
 
 
 def test_metrics_agreement_compare_audit_and_retry_errors_jobs(service_env, tmp_path):
