@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import re
@@ -479,12 +480,15 @@ class ModelClient:
     async def _on_ledger(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Call a ledger method: in place (the embedded SQLite ledger answers in microseconds),
         or in a thread when the ledger says it waits on a server (``off_loop``), so that one
-        job's database round-trip never stalls the other jobs of the event loop. A started call
+        job's database round-trip never stalls the other jobs of the event loop: the ledger's
+        own ``executor`` if it names one, else asyncio's default pool. A started call
         is finished even when the caller is cancelled: a reply is committed before its slot is
         given back."""
         if not self._off_loop:
             return method(*args, **kwargs)
-        return await run_to_end(asyncio.to_thread(method, *args, **kwargs))
+        executor = getattr(self.ledger, "executor", None)
+        call = functools.partial(method, *args, **kwargs)
+        return await run_to_end(asyncio.get_running_loop().run_in_executor(executor, call))
 
     def _keep_claims_alive(self) -> None:
         """Renew this client's claims every third of the lease while it runs."""

@@ -15,6 +15,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,10 @@ class Database:
             self.engine = sa.create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10,
                                            max_overflow=20)
         self._writer = threading.Lock() if self.is_sqlite else None
+        self.serial = (ThreadPoolExecutor(1, thread_name_prefix="dst-judge-sqlite")
+                       if self.is_sqlite else None)
+        """On SQLite, one thread for the short statements of async callers (the ledger's):
+        its thread starts on first use and ends with the process."""
 
     def _setup_sqlite(self) -> None:
         @sa.event.listens_for(self.engine, "connect")

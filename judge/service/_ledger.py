@@ -87,6 +87,11 @@ class DatabaseLedger:
         self.scope = scope
         self.owner = owner or new_owner()
         self.lease = lease
+        self.executor = db.serial
+        """Where async callers run its methods: on SQLite the database's one thread for them
+        (SQLite takes one writer at a time, and each write takes a fraction of a millisecond:
+        one thread in turn beats many queueing for the lock and the interpreter); on Postgres
+        asyncio's default pool (None), as transactions there run side by side."""
         dialect = postgresql if db.is_postgres else sqlite
         self._insert = dialect.insert
 

@@ -85,7 +85,8 @@ class Ledger(Protocol):
     instance in claims (one per process and ledger). An implementation whose calls wait on a
     server (the service's, on Postgres) sets a class attribute ``off_loop = True``: the model
     client then runs its methods in threads instead of on the event loop, several at once, so
-    such a ledger must be safe to call from several threads.
+    such a ledger must be safe to call from several threads; one that names an ``executor``
+    (a ``concurrent.futures.Executor``) has them run there instead.
     """
 
     owner: str

@@ -227,6 +227,25 @@ def test_an_off_loop_ledger_is_called_in_threads_and_each_call_is_logged_once(
     ledger.close()
 
 
+def test_an_off_loop_ledger_with_an_executor_of_its_own_is_called_only_there(
+        tmp_path, example_data):
+    """The service's SQLite ledger names one thread for its calls (SQLite takes one writer at a
+    time): every call of every job runs in it, none in asyncio's default pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ledger = _ThreadedLedger(tmp_path / "ledger.sqlite3")
+    ledger.executor = ThreadPoolExecutor(1)
+    own = ledger.executor.submit(threading.get_ident).result()
+    with FaultServer(FaultConfig(latency=0.01)) as server:
+        result = evaluate(_config(server, tmp_path), *example_data, ledger=ledger)
+        paid = server.snapshot()
+    assert ledger.threads == {own}
+    assert paid["completed"] == paid["distinct_bodies"] == ledger.stats()["replies"]
+    assert result.summary["calls"]["failed"] == 0
+    ledger.executor.shutdown()
+    ledger.close()
+
+
 class _TimedLedger(_ThreadedLedger):
     """Notes when each key was claimed and when its reply was recorded."""
 

@@ -218,3 +218,10 @@ def test_retention_deletes_old_replies_and_never_a_claim(ledger_db_url):
         assert replaced == 0
     finally:
         db.dispose()
+
+
+def test_the_service_sqlite_ledger_runs_in_one_thread_and_postgres_in_the_pool(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    assert DatabaseLedger(db, "lab").executor is db.serial
+    assert db.serial is not None and db.serial._max_workers == 1
+    assert Database("postgresql://u@127.0.0.1:1/x").serial is None
