@@ -26,7 +26,7 @@ library run of one job in this process:
   run shows tens of per cent against it.
 
     python bench/service_queue.py [--jobs 100] [--latency 0.3] [--slots 8] [--concurrency 4]
-                                  [--worker-processes 1]
+                                  [--worker-processes N]
 """
 
 from __future__ import annotations
@@ -156,8 +156,9 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--slots", type=int, default=8, help="jobs the server runs at once")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight per job")
-    parser.add_argument("--worker-processes", type=int, default=1,
-                        help="the server's worker processes (its slots split among them)")
+    parser.add_argument("--worker-processes", type=int, default=None,
+                        help="the server's worker processes, its slots split among them "
+                        "(default: the server's own, one per 4 slots up to the cores)")
     parser.add_argument("--readers", type=int, default=4, help="polling client threads")
     parser.add_argument("--poll", type=float, default=0.1, help="seconds between a reader's "
                         "requests (4 readers at 0.1 s: ~40 requests/s)")
@@ -169,11 +170,13 @@ def main() -> int:
     token = create_token(data, "bench")
     with ServerProcess(FaultConfig(latency=args.latency), max_seconds=3600) as model:
         endpoints = {"fake": {"base_url": model.url, "max_concurrency": 64}}
-        server = ServeProcess(data, endpoints=endpoints, max_seconds=3600,
-                              args=["--jobs", str(args.slots), "--worker-processes",
-                                    str(args.worker_processes)])
+        flags = ["--jobs", str(args.slots)]
+        if args.worker_processes is not None:
+            flags += ["--worker-processes", str(args.worker_processes)]
+        server = ServeProcess(data, endpoints=endpoints, max_seconds=3600, args=flags)
         with server:
             client = judge.Client(server.url, token)
+            processes = len(client.health()["worker"].get("processes") or [None])
             common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
                       "dialogues": client.upload(EXAMPLES / "dialogues.jsonl",
                                                  "dialogues")["id"]}
@@ -208,7 +211,7 @@ def main() -> int:
 
     ok = sum(1 for j in finished if j["status"] == "succeeded")
     print(f"{args.jobs} jobs queued at once on SQLite; server runs {args.slots} at a time "
-          f"in {args.worker_processes} worker process(es), {args.concurrency} calls in flight "
+          f"in {processes} worker process(es), {args.concurrency} calls in flight "
           f"each; fake model {args.latency * 1000:.0f} ms; {args.readers} clients polling "
           f"every {args.poll:g} s")
     served = [row for row in stats["timeline"] if row[1] < began_direct]

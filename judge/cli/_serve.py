@@ -83,8 +83,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    dest="worker_mode", help="run jobs in a worker process (default) or a "
                    "thread of the API process")
     p.add_argument("--worker-processes", type=int, metavar="N",
-                   help="worker processes, the job slots split among them (default 1; "
-                   "more use more cores under a full queue)")
+                   help="worker processes, the job slots split among them (default: one "
+                   "per 4 job slots, at most one per core; more use more cores under a full "
+                   "queue)")
     p.add_argument("--lease", type=float, dest="lease_seconds",
                    help="seconds before a silent worker's job is taken over (default 30)")
     p.add_argument("--grace", type=float, dest="grace_seconds",

@@ -19,6 +19,9 @@ from .._config import DEFAULT_BASE_URL
 from .._errors import InputError, OptionError
 
 DEFAULT_PORT = 8765
+SLOTS_PER_PROCESS = 4
+"""Jobs one worker process runs at once by default before another process (core) is used:
+past about four, a process's jobs wait on its one interpreter lock (bench/service_queue.py)."""
 
 
 def default_data_dir() -> Path:
@@ -93,11 +96,12 @@ class ServiceSettings(BaseModel):
     worker_mode: Literal["thread", "process"] = Field(
         "thread", description="Run jobs in a thread of the API process, or in a process of "
         "their own (dst-judge serve's default: judging never slows the API).")
-    worker_processes: int = Field(
-        1, ge=1, le=64, description="Worker processes of this replica (worker_mode process); "
+    worker_processes: int | None = Field(
+        None, ge=1, le=64, description="Worker processes of this replica (worker_mode process); "
         "its job slots are split among them. Each has an interpreter of its own, so on a "
         "machine with spare cores more of them keep a full queue's jobs from waiting on one "
-        "interpreter lock; they share the database like replicas do.")
+        "interpreter lock; they share the database like replicas do. Default: one per "
+        f"{SLOTS_PER_PROCESS} job slots, at most one per core.")
     retention_days: float | None = Field(
         None, gt=0, description="Delete finished jobs, unused files and ledger replies "
         "(cached model answers) older than this (default: keep).")
@@ -108,6 +112,16 @@ class ServiceSettings(BaseModel):
     @property
     def db_url(self) -> str:
         return self.db or f"sqlite:///{self.data_dir / 'dst-judge.db'}"
+
+    @property
+    def worker_process_count(self) -> int:
+        """``worker_processes``, or by default one process per :data:`SLOTS_PER_PROCESS` job
+        slots, at most one per core (and never more processes than slots)."""
+        if self.worker_processes is not None:
+            wanted = self.worker_processes
+        else:
+            wanted = min(-(-self.job_slots // SLOTS_PER_PROCESS), os.cpu_count() or 1)
+        return max(1, min(wanted, self.job_slots))
 
     @property
     def max_upload_bytes(self) -> int:

@@ -522,11 +522,11 @@ class WorkerProcess:
 
 
 class WorkerProcesses:
-    """``worker_processes`` worker processes sharing the replica's job slots (as evenly as
+    """``worker_process_count`` worker processes sharing the replica's job slots (as evenly as
     they divide); each claims from the queue like a replica of its own would."""
 
     def __init__(self, settings: ServiceSettings) -> None:
-        count = min(settings.worker_processes, max(1, settings.job_slots))
+        count = settings.worker_process_count
         share, extra = divmod(settings.job_slots, count)
         self.processes = [WorkerProcess(settings.model_copy(
             update={"job_slots": share + (1 if index < extra else 0)})) for index in range(count)]

@@ -57,3 +57,26 @@ def test_the_client_imports_without_the_serve_extra():
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Client False"
+
+
+def test_worker_processes_default_to_one_per_four_slots_up_to_the_cores(tmp_path, monkeypatch):
+    """A replica that runs many jobs at once spreads them over the machine's cores by default
+    (past about four jobs, one process's jobs wait on its interpreter lock); a number given
+    wins, and no replica has more processes than job slots."""
+    from judge.service import build_settings
+    from judge.service._worker import WorkerProcesses
+
+    def count(cores: int | None, **values) -> int:
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        return build_settings({"data_dir": tmp_path, **values}).worker_process_count
+
+    assert count(8, job_slots=4) == 1  # the default: 4 slots
+    assert count(8, job_slots=5) == 2 and count(8, job_slots=16) == 4
+    assert count(2, job_slots=16) == 2 and count(None, job_slots=16) == 1
+    assert count(8, job_slots=0) == 1  # an API-only replica keeps one idle worker process
+    assert count(2, job_slots=16, worker_processes=3) == 3  # as asked
+    assert count(8, job_slots=2, worker_processes=4) == 2  # never more than the slots
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    settings = build_settings({"data_dir": tmp_path, "job_slots": 8, "worker_mode": "process"})
+    slots = [p.settings.job_slots for p in WorkerProcesses(settings).processes]
+    assert slots == [4, 4]
