@@ -197,11 +197,11 @@ class BatchRunner:
         if planned is None or set(planned["files"]) - {r["sha256"] for r in rows}:
             loaded = await self._load(job, inputs, config)
             if planned is None:  # the first plan: what the ledger answers gets no line
-                loaded["answered"] = await self._claim(job, config, loaded["plan"])
+                loaded["answered"] = await self._claim(job, loaded["keys"])
             else:  # as decided then: the files must come out as their digests say
                 loaded["answered"] = set(planned.get("answered") or ())
             if not rows:  # nothing submitted yet: the whole run must fit the budget
-                over = await asyncio.to_thread(self._over_budget, job, config, loaded)
+                over = await asyncio.to_thread(self._over_budget, job, loaded)
                 if over is not None:
                     await self._release(job)
                     return Outcome("stopped", 3, over)
@@ -226,14 +226,12 @@ class BatchRunner:
         return self.evaluator.ledger(job, owner=batch_owner(job.id),
                                      lease=BATCH_CLAIM_SECONDS)
 
-    async def _claim(self, job: Any, config: JudgeConfig, plan: Any) -> set[str]:
+    async def _claim(self, job: Any, keys: dict[str, str]) -> set[str]:
         """Claim in the project's ledger the requests this job will submit; returns the calls
         (custom ids) that need no line: the ledger holds their reply, or another
         job holds their request (a live one on the wire, or another batch). A batch job is
         judged from one plan, so this is decided once, before the first request file is
         written."""
-        keys = {call.custom_id: cache_key(config.endpoint, call.body,
-                                          call.prompt.template_hash) for call in plan.calls}
         ours = await asyncio.to_thread(self._ledger(job).claim_many, keys.values(),
                                        until=now() + BATCH_CLAIM_SECONDS)
         return {custom for custom, key in keys.items() if key not in ours}
@@ -251,17 +249,20 @@ class BatchRunner:
             log.info("job %s: released %d ledger claim(s)", job.id, released)
 
     async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
-        """The job's inputs and plan, read and made in one thread hop."""
+        """The job's inputs and plan, read and made in one thread hop, and each call's key in
+        the ledger (custom id → key: worked out once, as it hashes the whole request body)."""
         def load() -> dict[str, Any]:
             schema, dialogues, predictions, rules, sources = self.evaluator.read_inputs(
                 job.inputs, dict(job.options), inputs)
             plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
+            keys = {call.custom_id: cache_key(config.endpoint, call.body,
+                                              call.prompt.template_hash) for call in plan.calls}
             return {"schema": schema, "dialogues": dialogues, "predictions": predictions,
-                    "rules": rules, "plan": plan, "sources": sources}
+                    "rules": rules, "plan": plan, "sources": sources, "keys": keys}
 
         return await asyncio.to_thread(load)
 
-    def _over_budget(self, job: Any, config: JudgeConfig, loaded: dict[str, Any]) -> str | None:
+    def _over_budget(self, job: Any, loaded: dict[str, Any]) -> str | None:
         """Why the job may not submit its batches, if its estimated Batch API cost exceeds
         its budget (capped by its token's spending cap). A batch is paid as a whole once it
         runs, so the budget is checked before anything goes out, on the estimate's figures
@@ -269,10 +270,9 @@ class BatchRunner:
         budget = self.evaluator.budget(job)
         if budget is None:
             return None
-        plan = loaded["plan"]
-        answered = {cache_key(config.endpoint, call.body, call.prompt.template_hash)
-                    for call in plan.calls if call.custom_id in loaded["answered"]}
-        cost = estimate(plan, cached_keys=answered)["cost_usd"]["batch"]
+        keys = loaded["keys"]
+        answered = {keys[custom] for custom in loaded["answered"] if custom in keys}
+        cost = estimate(loaded["plan"], cached_keys=answered)["cost_usd"]["batch"]
         if cost is None or cost <= budget:
             return None
         return (f"budget reached before submitting: the batches would cost about "
@@ -463,9 +463,10 @@ class BatchRunner:
         origin = batch_owner(job.id)  # the replies' origin: this job paid for them
         # what the batches paid for is recorded before this job waits on anything, so two
         # batch jobs waiting on each other's requests never wait forever
-        await asyncio.to_thread(self._record_paid, origin, config, plan, bodies, ledger)
+        keys = loaded["keys"]
+        await asyncio.to_thread(self._record_paid, origin, plan, keys, bodies, ledger)
         from_ledger, waiting = await asyncio.to_thread(
-            self._from_ledger, config, plan, loaded["answered"], ledger, limits)
+            self._from_ledger, config, plan, keys, loaded["answered"], ledger, limits)
         if waiting:
             log.info("job %s: %d request(s) it left to other jobs have no reply yet; waiting",
                      job.id, waiting)
@@ -500,7 +501,7 @@ class BatchRunner:
                        out_rows, records=run_log)
 
     @staticmethod
-    def _record_paid(origin: str, config: JudgeConfig, plan: Any, bodies: dict[Any, bytes],
+    def _record_paid(origin: str, plan: Any, keys: dict[str, str], bodies: dict[Any, bytes],
                      ledger: DatabaseLedger) -> None:
         """Put every reply the batches paid for into the project's ledger, before anything
         else can fail: later jobs (live or batch) sending the same request get it free. A key
@@ -510,20 +511,19 @@ class BatchRunner:
         for call in plan.calls:
             body = bodies.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
             if body is not None:
-                paid.setdefault(cache_key(config.endpoint, call.body,
-                                          call.prompt.template_hash), body)
+                paid.setdefault(keys[call.custom_id], body)
         ledger.record_replies(paid.items(), origin=origin)
 
     @staticmethod
-    def _from_ledger(config: JudgeConfig, plan: Any, answered: Collection[str],
+    def _from_ledger(config: JudgeConfig, plan: Any, keys: dict[str, str],
+                     answered: Collection[str],
                      ledger: DatabaseLedger, limits: ReplyLimits) -> tuple[dict[Any, Any], int]:
         """The answers of the calls left out of the request files, read from the ledger with
         the same checks as a live reply (not billed to this job), and how many requests
         another job still holds (their replies are to come: the job waits). A reply that is
         not there and not to come (the other job's request failed, or retention deleted it)
         is the call's error: ``retry-errors`` sends it."""
-        wanted = {call_key(c.dialogue_id, c.turn_index, c.dimension):
-                  cache_key(config.endpoint, c.body, c.prompt.template_hash)
+        wanted = {call_key(c.dialogue_id, c.turn_index, c.dimension): keys[c.custom_id]
                   for c in plan.calls if c.custom_id in answered}
         replies = ledger.replies(wanted.values())
         missing = set(wanted.values()) - set(replies)
