@@ -389,10 +389,8 @@ class ModelClient:
             self.shared += 1
         elif source == "recovered":
             self.recovered += 1
-        completion = parse_chat_reply(content, limits=self._limits, secret=self._secret)
-        completion.cached = source not in ("paid", "recovered")
-        completion.request_key = key
-        return completion
+        return parse_chat_reply(content, limits=self._limits, secret=self._secret,
+                                request_key=key, cached=source not in ("paid", "recovered"))
 
     async def _fetch(self, key: str, body: dict[str, Any], lease: SlotLease,
                      fresh: bool) -> tuple[bytes, str]:

@@ -202,9 +202,11 @@ def _not_completion(exc: ValidationError, secret: str | None) -> ReplyError:
 
 
 def parse_chat_reply(raw: bytes, *, limits: ReplyLimits | None = None,
-                     secret: str | None = None) -> Completion:
+                     secret: str | None = None, request_key: str | None = None,
+                     cached: bool = False) -> Completion:
     """Validate the raw body of an HTTP 200 chat-completions reply (fresh, or read back from
-    where it was recorded) and return it as a :class:`Completion` with the key removed.
+    where it was recorded) and return it as a :class:`Completion` with the key removed,
+    carrying its ledger ``request_key`` and whether it was ``cached`` (not paid by this run).
 
     Raises :class:`~judge.ReplyError` naming the first problem: too large, nested too deep,
     not JSON, a field of the wrong type, content too long.
@@ -222,7 +224,9 @@ def parse_chat_reply(raw: bytes, *, limits: ReplyLimits | None = None,
         reply = _ChatCompletion.model_validate_json(raw)
     except ValidationError as exc:
         raise _not_completion(exc, secret) from None
-    return _completion(reply, limits, secret)
+    completion = _completion(reply, limits, secret)
+    completion.request_key, completion.cached = request_key, cached
+    return completion
 
 
 def completion_from_body(body: Any, *, limits: ReplyLimits | None = None,

@@ -538,14 +538,10 @@ class BatchRunner:
                                        "getting, which never came; retry-errors sends it")
                 continue
             try:
-                completion = parse_chat_reply(reply.content, limits=limits,
-                                              secret=config.secret)
+                out[call] = parse_chat_reply(reply.content, limits=limits, secret=config.secret,
+                                             request_key=key, cached=True)
             except ReplyError as exc:
                 out[call] = exc
-                continue
-            completion.cached = True
-            completion.request_key = key
-            out[call] = completion
         return out, 0
 
 
