@@ -75,6 +75,18 @@ def _chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
         yield items[start:start + size]
 
 
+@contextlib.contextmanager
+def _transaction(db: Database, write: bool, label: str) -> Iterator[sa.Connection]:
+    """A ledger transaction whose database errors become a :class:`StoreError` naming
+    ``label`` (its first line only: no statement or parameters)."""
+    try:
+        with db.write() if write else db.read() as conn:
+            yield conn
+    except sa.exc.SQLAlchemyError as exc:
+        raise StoreError(f"{label}: {exc.__class__.__name__}: "
+                         f"{str(exc).splitlines()[0][:300]}") from None
+
+
 class DatabaseLedger:
     """The ledger of one scope in the service database; one instance per owner (a job)."""
 
@@ -95,14 +107,8 @@ class DatabaseLedger:
         dialect = postgresql if db.is_postgres else sqlite
         self._insert = dialect.insert
 
-    @contextlib.contextmanager
-    def _tx(self, write: bool) -> Iterator[sa.Connection]:
-        try:
-            with self.db.write() if write else self.db.read() as conn:
-                yield conn
-        except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"the service's ledger ({self.scope}): {exc.__class__.__name__}: "
-                             f"{str(exc).splitlines()[0][:300]}") from None
+    def _tx(self, write: bool) -> contextlib.AbstractContextManager[sa.Connection]:
+        return _transaction(self.db, write, f"the service's ledger ({self.scope})")
 
     def _row(self, key: str) -> Any:
         return sa.and_(_t.c.scope == self.scope, _t.c.key == key)
@@ -337,12 +343,8 @@ class DatabaseLedger:
 def purge_ledger(db: Database, before: float) -> int:
     """Retention: delete every scope's replies and failures last written before ``before``
     (and replies they replaced); a claim in flight is never touched. Returns rows deleted."""
-    try:
-        with db.write() as conn:
-            removed = conn.execute(_t.delete().where(_t.c.state != "pending",
-                                                     _t.c.updated_at < before)).rowcount
-            conn.execute(_r.delete().where(_r.c.replaced_at < before))
-    except sa.exc.SQLAlchemyError as exc:
-        raise StoreError(f"the service's ledger: {exc.__class__.__name__}: "
-                         f"{str(exc).splitlines()[0][:300]}") from None
+    with _transaction(db, True, "the service's ledger") as conn:
+        removed = conn.execute(_t.delete().where(_t.c.state != "pending",
+                                                 _t.c.updated_at < before)).rowcount
+        conn.execute(_r.delete().where(_r.c.replaced_at < before))
     return int(removed or 0)

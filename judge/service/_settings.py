@@ -8,6 +8,7 @@ server-side request forgery: the only hosts the server talks to are the ones wri
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -120,7 +121,7 @@ class ServiceSettings(BaseModel):
         if self.worker_processes is not None:
             wanted = self.worker_processes
         else:
-            wanted = min(-(-self.job_slots // SLOTS_PER_PROCESS), os.cpu_count() or 1)
+            wanted = min(math.ceil(self.job_slots / SLOTS_PER_PROCESS), os.cpu_count() or 1)
         return max(1, min(wanted, self.job_slots))
 
     @property

@@ -424,18 +424,22 @@ class Worker:
         if days is None or time.monotonic() - self._last_retention < RETENTION_EVERY:
             return
         self._last_retention = time.monotonic()
-        with contextlib.suppress(Exception):
+        try:
             removed = await asyncio.to_thread(self.jobs.purge, now() - days * 86400)
             for job_id in removed:
                 shutil.rmtree(self.evaluator.run_dir(job_id), ignore_errors=True)
             if removed:
                 log.info("retention: deleted %d finished job(s) older than %g days",
                          len(removed), days)
-        with contextlib.suppress(Exception):
+        except Exception as exc:  # the next pass tries again; jobs run on meanwhile
+            log.warning("retention: could not delete old jobs: %s", exc)
+        try:
             replies = await asyncio.to_thread(purge_ledger, self.db, now() - days * 86400)
             if replies:
                 log.info("retention: deleted %d ledger row(s) older than %g days", replies,
                          days)
+        except Exception as exc:
+            log.warning("retention: could not delete old ledger rows: %s", exc)
 
     # --- the workers table ----------------------------------------------------------------------
 
