@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
-import os
 import re
+import tempfile
 import unicodedata
 import zlib
 from collections.abc import Iterator
@@ -119,9 +119,8 @@ def check_output_dir(path: str | Path) -> Path:
         if folder.exists() and not folder.is_dir():
             raise NotADirectoryError(20, "it is a file, not a directory")
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".dst-judge-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        with tempfile.TemporaryFile(dir=folder, prefix=".dst-judge-write-test-"):
+            pass  # a name of its own: threads that check one folder at once do not collide
     except OSError as exc:
         raise OutputError(f"cannot write into this directory: {exc.strerror or exc}",
                           path=folder) from None

@@ -134,6 +134,20 @@ class ServeProcess:
             self.process.wait(10)
         self._close()
 
+    def errors(self, limit: int = 6000) -> str:
+        """The errors this replica logged (tracebacks included), for a failing assertion's
+        message: a job that failed on a server says only "see its log"."""
+        if not self.log.is_file():
+            return ""
+        lines = self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+        kept, inside = [], False
+        for line in lines:
+            if line[:4].isdigit():  # a new log record: keep it when it is an error
+                inside = " ERROR " in line or " CRITICAL " in line
+            if inside:
+                kept.append(line)
+        return "\n".join(kept)[-limit:]
+
     def _close(self) -> None:
         handle = getattr(self, "_log_handle", None)
         if handle is not None:

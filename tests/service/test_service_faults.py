@@ -56,9 +56,9 @@ def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
             verdicts = {job_id: [(r["dialogue_id"], r["turn_index"], r["verdict"], r["rule"])
                                  for r in client.judgments(job_id)] for job_id in ids}
         stats = model.snapshot()
-    assert all(j["status"] == "succeeded" and j["exit_code"] == 0 for j in finished), [
-        (j["id"], j["status"], j["exit_code"], j.get("error"), j["attempts"]) for j in finished
-        if j["status"] != "succeeded" or j["exit_code"] != 0]
+    unfinished = [(j["id"], j["status"], j["exit_code"], j.get("error"), j["attempts"])
+                  for j in finished if j["status"] != "succeeded" or j["exit_code"] != 0]
+    assert not unfinished, (unfinished, replica_a.errors(), replica_b.errors())
     taken_over = [j for j in finished if j["attempts"] > 1]
     assert taken_over, "no job moved to the surviving replica"
     assert {j["progress"]["worker"] for j in finished} - {a_id}  # the survivor finished jobs
