@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import re
 import tempfile
 import unicodedata
+import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -106,6 +108,22 @@ def write_text(path: str | Path, text: str) -> Path:
     with open_output(path) as handle:
         handle.write(text)
     return Path(path)
+
+
+def replace_whole(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Write a file whole or not at all: ``write`` fills a temporary file in the same folder,
+    which then replaces ``path`` (a kill mid-write leaves the old file). The temporary name is
+    new on every call, so threads or processes writing one path at once never share one: each
+    renames a whole file, and the last one stays."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        write(part)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+    return target
 
 
 def check_output_dir(path: str | Path) -> Path:

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from .._digest import file_digest, text_digest
 from .._errors import InputError, OptionError, RunConflict, RunLocked
-from .._io import iter_jsonl_lines, loads, read_json, validation_error
+from .._io import iter_jsonl_lines, loads, read_json, replace_whole, validation_error
 from ..store import LEDGER_FILE
 from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
@@ -64,9 +64,7 @@ def _json_line(value: Any) -> bytes:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write a file whole or not at all (a kill mid-write leaves the old file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    replace_whole(path, lambda part: part.write_bytes(data))
 
 
 class RunDirectory:
@@ -350,12 +348,14 @@ def write_results(out_dir: str | Path, rows: Sequence[dict[str, Any]],
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     judgments = out / JUDGMENTS
-    tmp = judgments.with_name(f".{JUDGMENTS}.{os.getpid()}.tmp")
-    # a lone surrogate (a reply may hold one) becomes its JSON escape instead of an error
-    with tmp.open("w", encoding="utf-8", errors="backslashreplace") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, judgments)
+
+    def write_rows(part: Path) -> None:
+        # a lone surrogate (a reply may hold one) becomes its JSON escape instead of an error
+        with part.open("w", encoding="utf-8", errors="backslashreplace") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    replace_whole(judgments, write_rows)
     summary_path = out / SUMMARY
     _write_atomic(summary_path, (json.dumps(summary, indent=2, ensure_ascii=False)
                                  + "\n").encode("utf-8", "backslashreplace"))

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import re
 import shutil
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
 
 from .._errors import DSTJudgeError, InputError, ServiceError
+from .._io import replace_whole
 from ..analysis import load_labels
 from ..data import load_dialogues, load_schema, validate_file
 from ..method import load_rules
@@ -128,7 +128,7 @@ class FileStore:
                                   .where(blobs.c.sha256 == sha256)).scalar()
         if packed is None:
             raise ServiceError(f"the content {sha256} is gone (deleted)", status=410)
-        _place(path, lambda part: part.write_bytes(gzip.decompress(packed)))
+        replace_whole(path, lambda part: part.write_bytes(gzip.decompress(packed)))
         return path
 
     def open_content(self, sha256: str) -> Iterable[bytes]:
@@ -140,7 +140,7 @@ class FileStore:
     def _keep_local(self, sha256: str, plain: Path) -> None:
         path = self.root / sha256[:2] / sha256
         if not path.is_file():
-            _place(path, lambda part: shutil.copyfile(plain, part))
+            replace_whole(path, lambda part: shutil.copyfile(plain, part))
 
     # --- deleting ---------------------------------------------------------------------------
 
@@ -154,20 +154,6 @@ class FileStore:
                 conn.execute(blobs.delete().where(blobs.c.sha256 == record["sha256"]))
         if not still:
             (self.root / record["sha256"][:2] / record["sha256"]).unlink(missing_ok=True)
-
-
-def _place(path: Path, write: Callable[[Path], object]) -> None:
-    """Write a content file under a temporary name of its own, then rename it into place: two
-    threads (or processes) that unpack the same content at once each rename a whole copy."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".part")
-    os.close(handle)
-    part = Path(name)
-    try:
-        write(part)
-        part.replace(path)
-    finally:
-        part.unlink(missing_ok=True)
 
 
 def public_file(row: Any) -> dict[str, Any]:
