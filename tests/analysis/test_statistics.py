@@ -183,7 +183,10 @@ def test_published_examples_through_irrcac():
     from irrCAC.raw import CAC
 
     frame = pd.DataFrame([[np.nan if v is None else float(v) for v in r] for r in KRIPP_C])
-    cac = CAC(frame, digits=16)
+    # the categories given, as the handbook's example has them: irrCAC 0.4.4 infers them with
+    # pandas, and under pandas 3 that counts the missing value (NaN) as a sixth category
+    cac = CAC(frame, categories=[float(c) for c in CATEGORIES_C], digits=16)
+    assert cac.categories == [float(c) for c in CATEGORIES_C]
     assert gwet_ac1(KRIPP_C, CATEGORIES_C) == pytest.approx(
         float(cac.gwet()["est"]["coefficient_value"]), abs=1e-9)
     assert krippendorff_alpha(KRIPP_C, CATEGORIES_C) == pytest.approx(
