@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
 from ..._errors import BuildToolMissing, LocalSetupError
+from ..._io import replace_whole
 from ._common import console_for, now, progress_bar, say, tail, write_json_atomic
 from ._registry import LLAMA_CPP_PYTHON_VERSION, cache_root, cpu_key, is_executable, server_binary
 
@@ -175,11 +176,12 @@ def _install_binary(built: Path, dest: Path, log_path: Path) -> None:
     """Copy the fresh binary into its cache slot; the rename makes it appear all at once."""
     if not built.is_file():
         raise LocalSetupError(f"the build finished but {built} does not exist; see {log_path}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.copy2(built, tmp)
-    tmp.chmod(0o755)
-    os.replace(tmp, dest)
+
+    def copy(part: Path) -> None:
+        shutil.copy2(built, part)
+        part.chmod(0o755)
+
+    replace_whole(dest, copy)
 
 
 # --- the whole step ----------------------------------------------------------------------------

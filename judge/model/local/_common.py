@@ -4,7 +4,6 @@ atomic JSON writes (so an interrupted step never leaves a half-written marker be
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+
+from ..._io import replace_whole
 
 
 def console_for(console: Console | None, progress: bool) -> Console | None:
@@ -61,7 +62,5 @@ def now() -> str:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` next to ``path`` and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2) + "\n"
+    replace_whole(path, lambda part: part.write_text(text, encoding="utf-8"))
