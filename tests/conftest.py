@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,13 @@ from judge import (
     load_predictions,
     load_schema,
 )
+from tests.netguard.sitecustomize import FOLDER as NETGUARD
+from tests.netguard.sitecustomize import LOG_VARIABLE, guarded_socket
 
 pytest_plugins = ["pytester"]  # tests of the hooks below run an inner pytest session
 
 FIXTURES = Path(__file__).parent / "fixtures"
+_NETLOG = pytest.StashKey[Path]()
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -120,11 +124,6 @@ def pytest_runtest_makereport(item, call):
 # --- recorded model traffic ------------------------------------------------------------------
 
 
-class NetworkBlocked(OSError):
-    """A test tried to open a connection beyond the loopback interface."""
-
-
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
 DEFAULT_HOST = "api.openai.com"
 BLOCKED: list[str] = []
 """Hosts the guard refused, in order (tests check that the guard, not chance, stopped them)."""
@@ -139,7 +138,33 @@ def _refused(host: str) -> None:
         UNREPLAYED.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0])
 
 
+def pytest_configure(config):
+    """Python subprocesses of the tests run under the guard too (tests/netguard): their
+    refusals go to a file of this session, read when it ends."""
+    if os.environ.get(LOG_VARIABLE):  # an inner pytester session: the outer one's file
+        return
+    handle, log = tempfile.mkstemp(prefix="dst-judge-netlog-", suffix=".tsv")
+    os.close(handle)
+    os.environ[LOG_VARIABLE] = log
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(NETGUARD), os.environ.get("PYTHONPATH", "")) if p)
+    config.stash[_NETLOG] = Path(log)
+
+
+def _subprocess_refusals(config) -> list[str]:
+    log = config.stash.get(_NETLOG, None)
+    if log is None or not log.is_file():
+        return []
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    return [f"a subprocess ({argv})" for host, _, argv in (line.partition("\t") for line in lines)
+            if host == DEFAULT_HOST]
+
+
 def pytest_sessionfinish(session, exitstatus):
+    UNREPLAYED.extend(_subprocess_refusals(session.config))
+    log = session.config.stash.get(_NETLOG, None)
+    if log is not None:
+        log.unlink(missing_ok=True)
     if UNREPLAYED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -151,45 +176,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             "cassettes/: " + ", ".join(sorted(set(UNREPLAYED))), red=True)
 
 
-def _loopback_only(address: object) -> None:
-    host = address[0] if isinstance(address, tuple) else None
-    if isinstance(address, (str, bytes)):  # AF_UNIX socket paths
-        return
-    if host not in _LOOPBACK:
-        _refused(str(host))
-        raise NetworkBlocked(f"tests never reach the network: connection to {address!r} "
-                             "refused (replay it from cassettes/ or use a local server)")
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _no_network():
     """Every request to api.openai.com (the default endpoint) must come from a cassette; this
     guard makes any other attempt, over httpx or aiohttp alike, fail at connect time."""
     import socket
 
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_getaddrinfo = socket.getaddrinfo
-
-    def connect(self, address):
-        _loopback_only(address)
-        return real_connect(self, address)
-
-    def connect_ex(self, address):
-        _loopback_only(address)
-        return real_connect_ex(self, address)
-
-    def getaddrinfo(host, *args, **kwargs):
-        name = host.decode() if isinstance(host, bytes) else host
-        if name is not None and name not in _LOOPBACK:
-            _refused(name)
-            raise NetworkBlocked(f"tests never reach the network: lookup of {name!r} refused "
-                                 "(replay it from cassettes/ or use a local server)")
-        return real_getaddrinfo(host, *args, **kwargs)
-
+    stand_ins = guarded_socket(_refused)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket.socket, "connect", connect)
-        patch.setattr(socket.socket, "connect_ex", connect_ex)
-        patch.setattr(socket, "getaddrinfo", getaddrinfo)
+        patch.setattr(socket.socket, "connect", stand_ins["connect"])
+        patch.setattr(socket.socket, "connect_ex", stand_ins["connect_ex"])
+        patch.setattr(socket, "getaddrinfo", stand_ins["getaddrinfo"])
         yield
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.netguard.sitecustomize import subprocess_pythonpath
+
 from .conftest import (
     DIALOGUE,
     PREDICTION,
@@ -704,7 +706,7 @@ def test_the_console_script_prints_no_traceback(tmp_path, data, canary):
 
     built = CASES[name](tmp_path / "case", data)
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(root)}
     done = subprocess.run([sys.executable, "-m", "judge", *built.argv], capture_output=True,
                           text=True, env=env, timeout=120, check=False)
     assert done.returncode == 2, done.stderr

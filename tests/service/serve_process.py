@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.netguard.sitecustomize import subprocess_pythonpath
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
@@ -34,7 +36,7 @@ def free_port() -> int:
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0,
         check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``python -m judge ARGS`` with this checkout on the path."""
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    environment = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), **(env or {})}
     done = subprocess.run([sys.executable, "-m", "judge", *args], capture_output=True,
                           text=True, env=environment, timeout=timeout, cwd=ROOT)
     if check and done.returncode != 0:
@@ -89,7 +91,7 @@ class ServeProcess:
             command += ["--endpoints", str(file)]
         if self.db:
             command += ["--db", self.db]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1"}
+        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1"}
         self._log_handle = self.log.open("ab")
         self.process = subprocess.Popen(command, stdout=self._log_handle,
                                         stderr=subprocess.STDOUT, env=env, cwd=ROOT,

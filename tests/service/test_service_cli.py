@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from judge.cli import main
+from tests.netguard.sitecustomize import subprocess_pythonpath
 
 from .serve_process import ROOT
 
@@ -54,7 +55,8 @@ def test_the_client_imports_without_the_serve_extra():
                "client = judge.Client('http://127.0.0.1:9', 'dsj_x')\n"
                "print(type(client).__name__, 'fastapi' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                          env={**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT)},
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Client False"
 

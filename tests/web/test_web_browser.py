@@ -26,6 +26,7 @@ from judge.analysis import load_labels
 from tests.analysis.test_audit_browser import CHROMIUM, CHROMIUM_ARGS, _install_chromium
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
+from tests.netguard.sitecustomize import subprocess_pythonpath
 
 from .live import LiveServer
 from .synthetic import XSS, XSS_LINK, bundle, synthetic_rows
@@ -195,7 +196,7 @@ def test_scenario_run_label_agree_export(watched, live, tmp_path):
     run = tmp_path / "run"
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         tar.extractall(run, filter="data")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "COLUMNS": "200"}
     done = subprocess.run([sys.executable, "-m", "judge", "agreement", str(run), "--human",
                            str(labels), "--n-boot", "50"], capture_output=True, text=True,
                           env=env, timeout=120, check=False)
