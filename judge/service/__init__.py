@@ -2,7 +2,7 @@
 durable job queue in SQLite or Postgres, with projects and scoped tokens, content-addressed
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
-from ._app import Service, create_app
+from ._app import create_app
 from ._auth import SCOPES, Principal, create_token, ensure_project, list_tokens, revoke_token
 from ._bundles import export_bundle
 from ._db import Database
@@ -11,6 +11,7 @@ from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
 from ._migrate import copy_database
 from ._server import run_server
+from ._service import Service
 from ._settings import (
     DEFAULT_PORT,
     EndpointConfig,
@@ -18,6 +19,15 @@ from ._settings import (
     build_settings,
     default_data_dir,
     read_endpoints_file,
+)
+from ._streams import (
+    GzipResponse,
+    NDJSONResponse,
+    ServerEvent,
+    attachment,
+    event_stream,
+    json_lines,
+    server_sent_events,
 )
 
 __all__ = [
@@ -27,10 +37,14 @@ __all__ = [
     "STATUSES",
     "Database",
     "EndpointConfig",
+    "GzipResponse",
     "JobRequest",
+    "NDJSONResponse",
     "Principal",
+    "ServerEvent",
     "Service",
     "ServiceSettings",
+    "attachment",
     "build_settings",
     "check_job",
     "copy_database",
@@ -38,11 +52,14 @@ __all__ = [
     "create_token",
     "default_data_dir",
     "ensure_project",
+    "event_stream",
     "export_bundle",
     "job_subject",
+    "json_lines",
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
     "revoke_token",
     "run_server",
+    "server_sent_events",
 ]

@@ -25,7 +25,7 @@ from ._jobs import judgment_row
 from ._labels import predictions_sha256
 
 if TYPE_CHECKING:
-    from ._app import Service
+    from ._service import Service
 
 BUNDLE_FORMAT = 1
 MEMBERS = ("bundle.json", "manifest.json", "summary.json", "judgments.jsonl", "calls.jsonl")

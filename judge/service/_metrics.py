@@ -20,7 +20,7 @@ from ._db import now, workers
 from ._jobs import STATUSES
 
 if TYPE_CHECKING:
-    from ._app import Service
+    from ._service import Service
 
 
 class _QueueCollector(Collector):

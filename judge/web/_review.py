@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
-from ..service import job_subject
+from ..service import attachment, job_subject
 from ._common import WebRoute, render
 from ._detail import turn_view
 from ._index import RunIndex
@@ -340,7 +339,5 @@ def export_labels(request: Request, job_id: str, reviewer: str | None = None) ->
             predicted[(dialogue_id, int(row["turn_index"]))] = row.get("pred_turn_state") or {}
     records = label_records(items, predicted)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)
     return Response(text, media_type="application/x-ndjson",
-                    headers={"Content-Disposition":
-                             f'attachment; filename="{safe}-labels.jsonl"'})
+                    headers=attachment(f"{job_id}-labels.jsonl"))

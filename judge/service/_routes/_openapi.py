@@ -1,0 +1,67 @@
+"""The finishing touches of ``/openapi.json`` that depend on the server's settings or are
+derived from the routes themselves: each operation's required scope (read off its
+dependencies, so the document cannot disagree with the code) and the size limit of each
+request body."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+
+from .._guard import JSON_LIMIT, UPLOAD_PATHS
+from .._settings import ServiceSettings
+from ._common import require_scope
+
+
+def operation_id(route: APIRoute) -> str:
+    """Operation ids are the handlers' names (``list_jobs``, ``create_job``): stable,
+    readable, and what a generated client names its functions after."""
+    return route.name
+
+
+def scopes_of(dependant: Dependant) -> Iterator[str]:
+    """The scopes ``require_scope`` asks for anywhere among a route's dependencies."""
+    for dependency in dependant.dependencies:
+        if isinstance(dependency.call, require_scope):
+            yield dependency.call.scope
+        yield from scopes_of(dependency)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MB"
+
+
+def build_openapi(app: FastAPI, routers: Sequence[APIRouter], settings: ServiceSettings
+                  ) -> dict[str, Any]:
+    """The app's document, with each operation of ``routers`` finished (once per app)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                         routes=app.routes, tags=app.openapi_tags)
+    for router in routers:
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.include_in_schema:
+                for method in route.methods:
+                    _finish(schema["paths"][route.path_format][method.lower()], route,
+                            settings)
+    app.openapi_schema = schema
+    return schema
+
+
+def _finish(operation: dict[str, Any], route: APIRoute, settings: ServiceSettings) -> None:
+    scopes = sorted(set(scopes_of(route.dependant)))
+    if scopes:
+        operation["x-required-scopes"] = scopes
+        operation["description"] = (operation.get("description", "") +
+                                    f"\n\nScope: `{'`, `'.join(scopes)}`.").strip()
+    body = operation.get("requestBody")
+    if body is not None:
+        limit = settings.max_upload_bytes if route.path in UPLOAD_PATHS else JSON_LIMIT
+        body["x-max-bytes"] = limit
+        body["description"] = (body.get("description", "") +
+                               f" At most {_megabytes(limit)} (else 413).").strip()
