@@ -295,6 +295,10 @@ class LabelList(ApiModel):
 class LabelRequest(RequestModel):
     """The body of ``PUT /v1/labels``: give ``job_id`` or ``predictions`` (or both)."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
+        {"required": [name], "properties": {name: {"type": "string"}}}
+        for name in ("job_id", "predictions")]})
+
     dialogue_id: str = Field(min_length=1, max_length=300)
     turn_index: int = Field(ge=0, le=MAX_TURN_INDEX)
     slot: str = Field("", max_length=200, description="'' labels the whole turn.")

@@ -55,7 +55,7 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
                   generate_unique_id_function=operation_id)
     app.state.service = service
     app.add_middleware(RequestGuard, service=service)
-    install_error_handlers(app)
+    install_error_handlers(app, [route for router in ROUTERS for route in router.routes])
     for router in ROUTERS:
         app.include_router(router)
     install_docs(app)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ..._api_models import Error, Scope
+from ..._api_models import Scope
 from .._auth import Principal
 from .._service import Service
 
@@ -53,6 +53,7 @@ Reviewer = Annotated[Principal, Depends(require_scope("review"))]
 Admin = Annotated[Principal, Depends(require_scope("admin"))]
 
 _MEANINGS = {
+    400: "The body cannot be parsed (malformed multipart data or encoding).",
     401: "No token, or an invalid or revoked one.",
     403: "The token lacks the scope (or its spending cap is reached).",
     404: "No such thing in the token's project (another project's is the same as none).",
@@ -65,9 +66,16 @@ _MEANINGS = {
 }
 
 
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+"""The :class:`Error` schema (put in the document's components by ``build_openapi``)."""
+
+
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI responses for these error statuses, each with the :class:`Error` body."""
-    return {code: {"model": Error, "description": _MEANINGS[code]} for code in codes}
+    """OpenAPI responses for these error statuses, each with the :class:`Error` body as JSON
+    (named explicitly: FastAPI would give a ``model`` the media type of the route's own
+    response, ``text/event-stream`` say)."""
+    return {code: {"description": _MEANINGS[code],
+                   "content": {"application/json": {"schema": ERROR_REF}}} for code in codes}
 
 
 def api_router(tag: str) -> APIRouter:

@@ -13,9 +13,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
+from ..._api_models import Error
 from .._guard import JSON_LIMIT, UPLOAD_PATHS
 from .._settings import ServiceSettings
-from ._common import require_scope
+from ._common import errors, require_scope
 
 
 def operation_id(route: APIRoute) -> str:
@@ -43,6 +44,10 @@ def build_openapi(app: FastAPI, routers: Sequence[APIRouter], settings: ServiceS
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, description=app.description,
                          routes=app.routes, tags=app.openapi_tags)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    error = Error.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(error.pop("$defs", {}))
+    components["Error"] = error
     for router in routers:
         for route in router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema:
@@ -65,3 +70,6 @@ def _finish(operation: dict[str, Any], route: APIRoute, settings: ServiceSetting
         body["x-max-bytes"] = limit
         body["description"] = (body.get("description", "") +
                                f" At most {_megabytes(limit)} (else 413).").strip()
+        for code, response in errors(400, 413).items():
+            operation["responses"].setdefault(str(code), response)
+    operation["responses"] = dict(sorted(operation["responses"].items()))

@@ -18,9 +18,10 @@ router = api_router("results")
              responses={201: {"description": "The imported job (`imported: true`).",
                               "links": {name: JOB_LINKS[name] for name in (
                                   "get_job", "get_job_results", "delete_job")}},
-                        **errors(403, 413, 422)})
+                        **errors(403, 422)})
 def import_bundle(principal: Submitter, service: ServiceDep,
                       file: Annotated[UploadFile, File(description=(
                           "A bundle (`.tar.gz`) from `GET /v1/jobs/{job_id}/export`."))]
                       ) -> Job:
+    """Multipart `file`: import a bundle as a finished job (`imported: true`)."""
     return Job.model_validate(_bundles.import_bundle(service, principal, file.file))

@@ -22,7 +22,8 @@ router = api_router("jobs")
                        **errors(404, 422)})
 async def get_job_events(principal: Reader, service: ServiceDep, job_id: JobId,
                     request: Request) -> EventStreamResponse:
-    """Read from the database, so any replica can serve the stream of any job."""
+    """Server-sent events: `progress` on every change, `end` with the final job. Read from
+    the database, so any replica can serve the stream of any job."""
     await asyncio.to_thread(service.jobs.row, principal.project_id, job_id)
     last: tuple[object, ...] | None = None
 

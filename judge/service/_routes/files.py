@@ -18,13 +18,14 @@ FileId = Annotated[str, Path(max_length=40, description="A file id (`file_...`).
              responses={200: {"model": UploadedFile,
                               "description": "The same content was uploaded as this kind "
                               "before: that file."},
-                        **errors(403, 413, 422)})
+                        **errors(403, 422)})
 def upload_file(principal: Submitter, service: ServiceDep, response: Response,
                 file: Annotated[UploadFile, File(description=(
                     "The content; `.gz` is unpacked. Validated as the CLI validates it."))],
                 kind: Annotated[FileKind, Form()],
                 name: Annotated[str | None, Form(max_length=300)] = None) -> UploadedFile:
-    """Upload a schema, dialogues, predictions, labels or rules file (201 new, 200 known)."""
+    """Multipart: `file`, `kind`, optional `name`; `.gz` is unpacked. 201 new; 200 when the
+    same content (sha256 of the unpacked bytes) was uploaded as that kind before."""
     record, new = service.files.add(principal.project_id, kind, name or file.filename,
                                     file.file, principal.token_id)
     if not new:
@@ -44,6 +45,7 @@ def list_files(principal: Reader, service: ServiceDep, kind: FileKind | None = N
 
 @router.get("/files/{file_id}", response_model=UploadedFile, responses=errors(404, 422))
 def get_file(principal: Reader, service: ServiceDep, file_id: FileId) -> UploadedFile:
+    """The file's record; `info` describes it (dialogues, turns, versions, system name...)."""
     return UploadedFile.model_validate(service.files.get(principal.project_id, file_id))
 
 
@@ -52,6 +54,7 @@ def get_file(principal: Reader, service: ServiceDep, file_id: FileId) -> Uploade
                        **errors(404, 410, 422)})
 def get_file_content(principal: Reader, service: ServiceDep,
                      file_id: FileId) -> OctetStreamResponse:
+    """The unpacked content, as an attachment."""
     record = service.files.get(principal.project_id, file_id)
     return OctetStreamResponse(service.files.open_content(record["sha256"]),
                                headers=attachment(record["name"]))

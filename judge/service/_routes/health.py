@@ -16,6 +16,8 @@ router = APIRouter(tags=["service"])
             responses={503: {"model": Health, "description": "The database is unreachable or "
                              "the replica is draining: send requests elsewhere."}})
 def get_health(service: ServiceDep) -> JSONResponse:
+    """Whether this replica can serve: 503 when the database is unreachable or the replica
+    is draining."""
     ok = service.db.ping()
     worker = service.worker
     health = Health(status="ok" if ok else "unavailable", version=__version__,
@@ -30,5 +32,7 @@ def get_health(service: ServiceDep) -> JSONResponse:
                              "jobs by status, live workers, this replica's running jobs, calls "
                              "in flight, pool grants."}})
 def get_metrics(service: ServiceDep) -> Response:
+    """Prometheus text: requests and latency by route, jobs by status, live workers, this
+    replica's running jobs, calls in flight, pool grants."""
     data, content_type = service.metrics.render()
     return Response(data, media_type=content_type)

@@ -32,10 +32,11 @@ def _links(*names: str) -> dict[str, Link]:
 @router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=Job,
              responses={201: {"description": "The job, queued; `Location` names it.",
                               "links": _links("get_job", "cancel_job")},
-                        **errors(403, 413, 422)})
+                        **errors(403, 422)})
 def create_job(principal: Submitter, service: ServiceDep, request: JobRequest,
                response: Response) -> Job:
-    """Queue a job (403 when the token's spending cap is reached)."""
+    """`{"kind", "inputs", "options", "mode"}` → the queued job (403 when the token's
+    spending cap is reached)."""
     spec = check_job(request, service.settings)
     job = Job.model_validate(service.jobs.submit(principal, spec))
     service.nudge()
@@ -60,6 +61,7 @@ def list_jobs(principal: Reader, service: ServiceDep, status: JobStatus | None =
                                              "delete_job")},
                        **errors(404, 422)})
 def get_job(principal: Reader, service: ServiceDep, job_id: JobId) -> Job:
+    """The job: status, progress, exit code and, once it has finished, its headline."""
     return Job.model_validate(service.jobs.get(principal.project_id, job_id))
 
 
@@ -70,10 +72,11 @@ def cancel_job(principal: Submitter, service: ServiceDep, job_id: JobId) -> Job:
 
 
 @router.post("/jobs/{job_id}/resume", response_model=Job,
-             responses=errors(403, 404, 409, 413, 422))
+             responses=errors(403, 404, 409, 422))
 def resume_job(principal: Submitter, service: ServiceDep, job_id: JobId,
                request: Annotated[ResumeRequest | None, Body()] = None) -> Job:
-    """Queue a stopped, failed or cancelled job again; it resumes from its run log."""
+    """`{"budget": USD}` optional; a stopped, failed or cancelled job is queued again and
+    resumes from its run log (409 otherwise)."""
     job = service.jobs.resume(principal.project_id, job_id, request.budget if request else None)
     service.nudge()
     return Job.model_validate(job)

@@ -32,10 +32,11 @@ def subject_of(service: Service, project_id: str, job_id: str | None,
     return subject
 
 
-@router.put("/labels", response_model=Label, responses=errors(403, 404, 413, 422))
+@router.put("/labels", response_model=Label, responses=errors(403, 404, 422))
 def put_label(principal: Reviewer, service: ServiceDep, request: LabelRequest) -> Label:
-    """Record (or replace) the caller's label of one turn or slot; say what was judged with
-    `job_id` (a judge run) or `predictions` (a predictions file id)."""
+    """One label per reviewer (token name) per turn or slot of one predictions file,
+    replaced on PUT. Say what was judged with `job_id` (a judge run) or `predictions` (a
+    predictions file id); 422 naming `job_id` when neither does."""
     subject = subject_of(service, principal.project_id, request.job_id, request.predictions)
     if subject is None:
         raise ServiceError("say what the label judges: job_id (a judge run) or "
@@ -53,7 +54,9 @@ def list_labels(principal: Reader, service: ServiceDep, job_id: _Id = None,
                 predictions: _Id = None,
                 reviewer: Annotated[str | None, Query(max_length=200)] = None,
                 format: Literal["json", "labels"] = "json") -> LabelList | Response:
-    """The labels of a run's (or a file's) predictions, or of the whole project."""
+    """The labels of a run's (or a file's) predictions, or of the whole project;
+    `format=labels` (which needs `job_id` or `predictions`) gives the labels file that
+    `dst-judge agreement --human` reads, with `predictions_sha256`."""
     subject = subject_of(service, principal.project_id, job_id, predictions)
     if subject is None and format == "labels":
         raise ServiceError("a labels file holds the labels of one predictions file: give "

@@ -26,6 +26,8 @@ _NDJSON = {"application/x-ndjson": {"schema": {
                              "audit: the item list)."},
                        **errors(404, 409, 422)})
 def get_job_results(principal: Reader, service: ServiceDep, job_id: JobId) -> dict[str, Any]:
+    """The summary JSON (evaluate: `summary.json`; metrics: the `--json` report; agreement,
+    compare: their JSON; audit: the item list); 409 until the job has finished."""
     row = service.jobs.row(principal.project_id, job_id)
     if row.summary is None:
         raise ServiceError(f"job is {row.status}; results exist once it has finished",
@@ -43,7 +45,8 @@ def list_job_judgments(principal: Reader, service: ServiceDep, job_id: JobId,
                        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
                        limit: Annotated[int | None, Query(ge=1, le=MAX_OFFSET)] = None
                        ) -> NDJSONResponse:
-    """Per-turn rows as JSON Lines, streamed; filtered by verdict, error or dialogue."""
+    """JSON Lines, streamed, in run order: one row per turn as in `judgments.jsonl`;
+    filtered by verdict, error or dialogue."""
     rows = service.jobs.judgments(principal.project_id, job_id, verdict=verdict, error=error,
                                   dialogue_id=dialogue_id, offset=offset, limit=limit)
     first = next(rows, None)  # a missing job is a 404 before the stream starts
@@ -59,7 +62,7 @@ def list_job_judgments(principal: Reader, service: ServiceDep, job_id: JobId,
                        **errors(404, 422)})
 def get_job_artifact(principal: Reader, service: ServiceDep, job_id: JobId,
                      name: Annotated[str, Path(max_length=200)]) -> Response:
-    """A file the job made (audit: `audit.html`)."""
+    """A file the job made (audit: `audit.html`), as an attachment with a sandboxing CSP."""
     content_type, data = service.jobs.artifact(principal.project_id, job_id, name)
     headers = {**attachment(name), "Content-Security-Policy": "sandbox allow-scripts",
                "X-Content-Type-Options": "nosniff"}
@@ -71,5 +74,7 @@ def get_job_artifact(principal: Reader, service: ServiceDep, job_id: JobId,
                              "manifest.json, summary.json, judgments.jsonl, calls.jsonl."},
                        **errors(404, 409, 422)})
 def export_job(principal: Reader, service: ServiceDep, job_id: JobId) -> GzipResponse:
+    """The bundle (`.tar.gz`): `bundle.json` (kind, options, inputs' names and sha256),
+    `manifest.json`, `summary.json`, `judgments.jsonl`, `calls.jsonl`."""
     name, data = export_bundle(service, principal.project_id, job_id)
     return GzipResponse(data, headers=attachment(name))

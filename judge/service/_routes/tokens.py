@@ -32,6 +32,7 @@ def get_usage(principal: Reader, service: ServiceDep) -> Usage:
 
 @router.get("/tokens", response_model=TokenList, responses=errors(403))
 def list_tokens(principal: Admin, service: ServiceDep) -> TokenList:
+    """The project's tokens (never their secrets)."""
     return TokenList(tokens=[Token.model_validate(t)
                              for t in _auth.list_tokens(service.db, principal.project_name)])
 
@@ -42,9 +43,10 @@ def list_tokens(principal: Admin, service: ServiceDep) -> TokenList:
                                   operationId="revoke_token",
                                   parameters={"token_id": "$response.body#/id"},
                                   description="Revoke the token just made.")}},
-                        **errors(403, 413, 422)})
+                        **errors(403, 422)})
 def create_token(principal: Admin, service: ServiceDep,
                          request: TokenRequest) -> NewToken:
+    """A new token of the project; its secret is in this answer only."""
     token, record = _auth.create_token(service.db, principal.project_name, list(request.scopes),
                                  name=request.name, spend_cap_usd=request.spend_cap_usd)
     return NewToken.model_validate({**record, "token": token})
@@ -54,6 +56,7 @@ def create_token(principal: Admin, service: ServiceDep,
                response_class=Response, responses=errors(403, 404, 422))
 def revoke_token(principal: Admin, service: ServiceDep,
                             token_id: Annotated[str, Path(max_length=40)]) -> Response:
+    """Revoke a token of the project."""
     if not _auth.revoke_token(service.db, token_id, project_id=principal.project_id):
         raise ServiceError(f"no active token {token_id!r} in this project", status=404)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
