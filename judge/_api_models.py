@@ -293,11 +293,9 @@ class LabelList(ApiModel):
 
 
 class LabelRequest(RequestModel):
-    """The body of ``PUT /v1/labels``: give ``job_id`` or ``predictions`` (or both)."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"anyOf": [
-        {"required": [name], "properties": {name: {"type": "string"}}}
-        for name in ("job_id", "predictions")]})
+    """The body of ``PUT /v1/labels``: give ``job_id`` or ``predictions`` (or both; a 422
+    naming ``job_id`` when neither is given). Not stated as an ``anyOf`` in the schema:
+    generators would make two partial models of it."""
 
     dialogue_id: str = Field(min_length=1, max_length=300)
     turn_index: int = Field(ge=0, le=MAX_TURN_INDEX)

@@ -48,6 +48,9 @@ def build_openapi(app: FastAPI, routers: Sequence[APIRouter], settings: ServiceS
     error = Error.model_json_schema(ref_template="#/components/schemas/{model}")
     components.update(error.pop("$defs", {}))
     components["Error"] = error
+    for name, component in components.items():
+        if name.startswith("Body_"):
+            _mark_binary(component)
     for router in routers:
         for route in router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema:
@@ -56,6 +59,14 @@ def build_openapi(app: FastAPI, routers: Sequence[APIRouter], settings: ServiceS
                             settings)
     app.openapi_schema = schema
     return schema
+
+
+def _mark_binary(component: dict[str, Any]) -> None:
+    """Upload fields as ``format: binary`` too: OpenAPI 3.1 says ``contentMediaType``, which
+    generators (openapi-python-client) read as a plain string field, not a file."""
+    for field in component.get("properties", {}).values():
+        if "contentMediaType" in field:
+            field["format"] = "binary"
 
 
 def _finish(operation: dict[str, Any], route: APIRoute, settings: ServiceSettings) -> None:
