@@ -1,5 +1,6 @@
-"""``/docs`` (Swagger UI) and ``/redoc`` served from files in an installed package
-(``fastapi-offline`` ships both bundles), so the API reference works with no internet."""
+"""``/docs`` (Swagger UI) served from files in an installed package (``fastapi-offline`` ships
+the bundle), so the API reference works with no internet. There is no ``/redoc``: ReDoc's
+bundle fetches its logo from cdn.redoc.ly on every page, which no option turns off."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ from pathlib import Path
 
 import fastapi_offline
 from fastapi import FastAPI
-from fastapi.openapi.docs import (
-    get_redoc_html,
-    get_swagger_ui_html,
-    get_swagger_ui_oauth2_redirect_html,
-)
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -39,10 +36,3 @@ def install_docs(app: FastAPI, openapi_url: str = "/openapi.json") -> None:
     @app.get(redirect, include_in_schema=False)
     def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
-
-    @app.get("/redoc", include_in_schema=False)
-    def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url=openapi_url, title=f"{app.title} · API reference",
-                              redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
-                              redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
-                              with_google_fonts=False)
