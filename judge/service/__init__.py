@@ -10,6 +10,7 @@ from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
+from ._reads import JudgmentReads
 from ._server import run_server
 from ._settings import (
     DEFAULT_PORT,
@@ -28,6 +29,7 @@ __all__ = [
     "Database",
     "EndpointConfig",
     "JobRequest",
+    "JudgmentReads",
     "Principal",
     "Service",
     "ServiceSettings",
