@@ -49,7 +49,7 @@ class Service:
         self.db.migrate()
         if self.run_worker:
             # imported here: an API-only replica never loads the model client and the runners
-            from ._worker import Worker, WorkerProcesses
+            from .queue import Worker, WorkerProcesses
 
             worker: WorkerControl
             if self.settings.worker_mode == "process":
