@@ -28,14 +28,15 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")
 class Run:
     operations: set[str] = field(default_factory=set)
     cases: int = 0
+    by_phase: collections.Counter[str] = field(default_factory=collections.Counter)
     phases: dict[str, str] = field(default_factory=dict)
     failures: collections.Counter[tuple[str, str, str, str]] = field(
         default_factory=collections.Counter)
     errors: list[str] = field(default_factory=list)
 
     def figures(self) -> str:
-        return (f"{len(self.operations)} operations, {self.cases} cases, "
-                f"{sum(self.failures.values())} failures")
+        return (f"{len(self.operations)} operations, {self.cases} cases "
+                f"({dict(self.by_phase)}), {sum(self.failures.values())} failures")
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,7 @@ def run_schemathesis(url: str, token: str | None) -> Run:
             if event.phase.value != "stateful":
                 run.operations.add(recorder.label)
             run.cases += len(recorder.cases)
+            run.by_phase[event.phase.value] += len(recorder.cases)
             for checks in recorder.checks.values():
                 for check in checks:
                     if check.failure_info is not None:
@@ -89,3 +91,4 @@ def test_schemathesis_finds_nothing(server, who):
     for phase in ("examples", "coverage", "fuzzing"):
         assert run.phases.get(phase) in ("success", "skip"), run.phases
     assert run.phases.get("stateful") == "success", run.phases
+    assert run.by_phase["stateful"] > 0  # the links were followed
