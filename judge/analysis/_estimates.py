@@ -57,8 +57,26 @@ JUDGE_NOTE = ("the judge's own figure over every unit: no sampling error, but it
               "judge's bias, and no interval computed from the judge alone can cover that bias")
 
 
+CORNERS: tuple[tuple[float, float, float], ...] = (
+    (0.0, 0.0, 0.25), (0.0, 1.0, 0.25), (1.0, 0.0, 0.25), (1.0, 1.0, 0.25))
+"""One run: every cell of the label × judge 2×2 table, equally."""
+
+DIFFERENCE_CORNERS: tuple[tuple[float, float, float], ...] = tuple(
+    (dy, df, wy * wf) for dy, wy in ((-1.0, 0.25), (0.0, 0.5), (1.0, 0.25))
+    for df, wf in ((-1.0, 0.25), (0.0, 0.5), (1.0, 0.25)))
+"""Two runs: every cell of the (label A, label B, judge A, judge B) table equally, seen
+through the differences ``y_A − y_B`` and ``f_A − f_B``."""
+
 PSEUDO_UNITS = 2.0
-"""Total weight of the corner pseudo-units of the small-sample variance device."""
+"""Total weight of the corner pseudo-units for one run: Agresti–Min's 0.5 per cell."""
+
+DIFFERENCE_PSEUDO_UNITS = 0.25
+"""Total weight for a difference of two runs. Differences of two systems are mostly 0, so a
+full Agresti–Min weight (0.5 for each of 16 cells) swamps their small residual variance (the
+bench measured 98-99 % coverage at 50 labels); without any device a sample whose judge
+differences happen to match the human ones everywhere gets a width near 0 (92-93 %). This
+value was chosen by measuring coverage with ``bench/ppi_coverage.py`` on the shared MultiWOZ
+stand-ins, so it is tuned on that data."""
 
 
 def z_value(confidence: float) -> float:
@@ -142,7 +160,8 @@ def _covariance(s: dict[str, np.ndarray], m: int | np.ndarray) -> np.ndarray:
 def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
                     groups: Sequence[np.ndarray | slice], strata: Sequence[Stratum], *,
                     tuning: Tuning = "loo",
-                    corners: tuple[float, float] | None = None) -> DesignEstimate:
+                    corners: Sequence[tuple[float, float, float]] | None = None,
+                    pseudo_units: float = PSEUDO_UNITS) -> DesignEstimate:
     """The stratified difference estimate of ``Σ y / Σ t`` over the population.
 
     ``y``, ``f``, ``t`` have shape ``(..., n)``: the human total, judge total and size of each
@@ -151,10 +170,10 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     fixed λ (0 = labels only). A stratum with one labelled unit of several has no variance
     estimate: its standard error is NaN. A stratum without labels is an error.
 
-    ``corners`` ``(low, high)``, the range of a unit's label and judge value (turn units only):
-    the variance estimate adds pseudo-units at the four corners ``(y, f) ∈ {low, high}²``
-    with total weight :data:`PSEUDO_UNITS` (spread over strata by their labelled share), as
-    Agresti and Min (2005) add 0.5 to each cell of a paired 2×2 table. A small sample in which
+    ``corners`` (turn units only): pseudo-units ``(y, f, share)`` that the variance estimate
+    adds with total weight ``pseudo_units`` (spread over strata by their labelled share),
+    as Agresti and Min (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS`
+    for one run, :data:`DIFFERENCE_CORNERS` for the difference of two. A small sample in which
     judge and people never disagree otherwise gets a residual variance of 0 and an interval
     of width 0; the point estimate is unchanged.
     """
@@ -184,11 +203,10 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         residual = terms - theta[..., None] * th
         squares, dof = (residual ** 2).sum(-1), m - 1.0
         if corners is not None and m >= 2:
-            pseudo = PSEUDO_UNITS * m / labelled
-            for corner_y in corners:
-                for corner_f in corners:
-                    corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
-                    squares = squares + pseudo / 4.0 * corner ** 2
+            pseudo = pseudo_units * m / labelled
+            for corner_y, corner_f, corner_share in corners:
+                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
+                squares = squares + pseudo * corner_share * corner ** 2
             dof += pseudo
         spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
         value = value + share * theta
@@ -386,9 +404,13 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
         out["ppi"] = {"value": None, "ci": None, **common, "note": reason}
         return out
     y, f, t = np.array(ys), np.array(fs), np.array(ts)
-    corners = None if units[0].unit != "turn" else (-1.0, 1.0) if difference else (0.0, 1.0)
-    plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners)
-    ppi = design_estimate(y, f, t, groups, population, tuning=tuning, corners=corners)
+    corners = (None if units[0].unit != "turn" else DIFFERENCE_CORNERS if difference
+               else CORNERS)
+    pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
+    plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners,
+                            pseudo_units=pseudo)
+    ppi = design_estimate(y, f, t, groups, population, tuning=tuning, corners=corners,
+                          pseudo_units=pseudo)
     out["labels"] = _figure(plain, confidence, scale, low, **common)
     out["ppi"] = _figure(ppi, confidence, scale, low, **common, **{
         "lambda": float(ppi.lam), "tuning": tuning if isinstance(tuning, str) else "fixed"})

@@ -10,6 +10,7 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from judge import DataMismatchError, OptionError
 from judge.analysis import (
+    CORNERS,
     JUDGE_NOTE,
     Stratum,
     design_estimate,
@@ -125,7 +126,7 @@ def test_corner_pseudo_units_keep_an_interval_when_no_one_disagrees():
     population = Stratum.of(np.concatenate([f, (np.arange(400) % 3 > 0).astype(float)]))
     bare = design_estimate(f, f, None, [slice(None)], [population], tuning=1.0)
     guarded = design_estimate(f, f, None, [slice(None)], [population], tuning=1.0,
-                              corners=(0.0, 1.0))
+                              corners=CORNERS)
     assert float(bare.se) == 0.0
     assert float(guarded.se) > 0.0
     assert float(guarded.value) == float(bare.value)  # the point estimate is unchanged
@@ -137,11 +138,11 @@ def test_batches_give_the_same_figures_as_one_sample_at_a_time():
     population_y = np.where(rng.random(300) < 0.9, population_f, 1 - population_f)
     drawn = np.array([rng.choice(300, 25, replace=False) for _ in range(6)])
     batch = design_estimate(population_y[drawn], population_f[drawn], None, [slice(None)],
-                            [Stratum.of(population_f)], tuning="loo", corners=(0.0, 1.0))
+                            [Stratum.of(population_f)], tuning="loo", corners=CORNERS)
     for row in range(6):
         one = design_estimate(population_y[drawn[row]], population_f[drawn[row]], None,
                               [slice(None)], [Stratum.of(population_f)], tuning="loo",
-                              corners=(0.0, 1.0))
+                              corners=CORNERS)
         assert float(batch.value[row]) == pytest.approx(float(one.value))
         assert float(batch.se[row]) == pytest.approx(float(one.se))
 
