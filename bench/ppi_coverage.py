@@ -13,7 +13,9 @@ each, ``judge.analysis.design_estimate`` (the code the reports use) gives the la
 the PPI estimate with their 95 % intervals. Reported: coverage of the truth, median width, and
 the median per-sample width ratio PPI / labels. Differences of two systems labelled on one
 shared sample are simulated the same way. A device table compares the small-sample devices
-(plain λ vs leave-one-out λ, with and without the corner pseudo-units) for the 2.1 stand-in.
+(plain λ vs leave-one-out λ, with and without the corner pseudo-units) for the 2.1 stand-in,
+and a last table (informational, no target) draws whole dialogues: TSA and JGA with intervals
+clustered by dialogue, and dialogue success.
 
 Targets (issue 26): coverage 93-97 % for every labels and PPI interval; PPI width <= 0.8 x
 labels at 50 and <= 0.85 x at 100 (2.1 stand-in, simple random); never wider with noisier
@@ -26,6 +28,7 @@ stand-ins.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -55,6 +58,7 @@ SIZES = (50, 100, 200)
 DESIGNS = ("random", "domain")
 FLIPS = (0.0, 0.1, 0.2, 0.3)
 PAIRS = (("da", "original"), ("da-p", "original"), ("da-p", "da"))
+DIALOGUE_SIZES = (25, 50)
 LEVEL = 0.95
 
 
@@ -204,6 +208,59 @@ def simulate(population: dict[str, dict[str, Any]], samples: int, seed: int = 0,
     return results
 
 
+def dialogue_units(population: dict[str, dict[str, Any]], system: str,
+                   metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per dialogue of a system: the human total, the judge total and the size under a metric
+    (tsa: correct turns of turns; jga: turns whose every turn so far is correct; success: the
+    whole dialogue correct, size 1)."""
+    data = population[system]
+    order = [str(r["dialogue_id"]) for r in data["rows"]]
+    bounds = [0] + [i for i in range(1, len(order)) if order[i] != order[i - 1]] + [len(order)]
+    out = []
+    for values in (data["human"], data["judge"]):
+        totals = []
+        for start, stop in itertools.pairwise(bounds):
+            turns = values[start:stop]
+            totals.append(turns.sum() if metric == "tsa" else np.cumprod(turns).sum()
+                          if metric == "jga" else float(turns.all()))
+        out.append(np.array(totals, dtype=float))
+    sizes = np.array([stop - start for start, stop in itertools.pairwise(bounds)],
+                     dtype=float)
+    return out[0], out[1], sizes if metric != "success" else np.ones_like(sizes)
+
+
+def simulate_dialogues(population: dict[str, dict[str, Any]], samples: int,
+                       seed: int = 1) -> list[dict[str, Any]]:
+    """Whole-dialogue simple random samples (every turn of a drawn dialogue labelled): TSA and
+    JGA as ratios over turns with intervals clustered by dialogue, and dialogue success."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for m in DIALOGUE_SIZES:
+        for system in SYSTEMS:
+            y_any = dialogue_units(population, system, "success")[0]
+            index, groups = draw([np.arange(y_any.size)], m, samples, rng)
+            for metric in ("tsa", "jga", "success"):
+                y, f, t = dialogue_units(population, system, metric)
+                truth = float(y.sum() / t.sum())
+                figures: dict[str, Any] = {}
+                widths = {}
+                for name, lam in (("labels", 0.0), ("ppi", "loo")):
+                    estimate = design_estimate(
+                        y[index], f[index], t[index], groups, [Stratum.of(f, t)], tuning=lam,
+                        corners=CORNERS if metric == "success" else None)
+                    low, high = estimate.interval(LEVEL)
+                    widths[name] = high - low
+                    figures[name] = {
+                        "coverage": float(np.mean((low <= truth) & (truth <= high))),
+                        "median_width": float(np.median(high - low))}
+                zero = widths["labels"] <= 0
+                figures["width_ratio"] = float(np.median(np.where(
+                    zero, 1.0, widths["ppi"] / np.where(zero, 1.0, widths["labels"]))))
+                out.append({"dialogues": m, "system": system, "metric": metric,
+                            "truth": truth, **figures})
+    return out
+
+
 def check_targets(results: dict[str, Any]) -> list[str]:
     """Every missed target, in words (empty when all are met)."""
     misses = []
@@ -245,6 +302,15 @@ def report(results: dict[str, Any], samples: int) -> None:
               f"{100 * e['truth']:>6.2f} {e['labels']['coverage']:>8.3f} "
               f"{e['ppi']['coverage']:>8.3f} {100 * e['labels']['median_width']:>6.1f} "
               f"{100 * e['ppi']['median_width']:>6.1f} {e['width_ratio']:>6.3f}")
+    if results.get("dialogues"):
+        print("\nwhole dialogues, simple random (informational: no target), 2.1 stand-in")
+        print(f"{'dialogues':>9} {'system':<9} {'metric':<8} {'truth':>6} {'cov lab':>8} "
+              f"{'cov ppi':>8} {'w lab':>6} {'w ppi':>6} {'ratio':>6}")
+        for e in results["dialogues"]:
+            print(f"{e['dialogues']:>9} {e['system']:<9} {e['metric']:<8} "
+                  f"{100 * e['truth']:>6.2f} {e['labels']['coverage']:>8.3f} "
+                  f"{e['ppi']['coverage']:>8.3f} {100 * e['labels']['median_width']:>6.1f} "
+                  f"{100 * e['ppi']['median_width']:>6.1f} {e['width_ratio']:>6.3f}")
     if results["devices"]:
         print("\nsmall-sample devices (simple random, 2.1 stand-in): PPI coverage / median width")
         for e in results["devices"]:
@@ -270,6 +336,7 @@ def main() -> int:
     population = load_population(args.data)
     loaded = time.perf_counter() - start
     results = simulate(population, args.samples, args.seed)
+    results["dialogues"] = simulate_dialogues(population, args.samples, args.seed + 1)
     elapsed = time.perf_counter() - start
     report(results, args.samples)
     misses = check_targets(results)

@@ -404,8 +404,8 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
         out["ppi"] = {"value": None, "ci": None, **common, "note": reason}
         return out
     y, f, t = np.array(ys), np.array(fs), np.array(ts)
-    corners = (None if units[0].unit != "turn" else DIFFERENCE_CORNERS if difference
-               else CORNERS)
+    binary = units[0].unit == "turn" or metric == "success"  # one 0/1 value per unit
+    corners = None if not binary else DIFFERENCE_CORNERS if difference else CORNERS
     pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
     plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners,
                             pseudo_units=pseudo)
