@@ -586,3 +586,40 @@ def _when_prepared(client: Any, url: str, timeout: float = 30) -> Any:
             return page
         assert time.monotonic() < deadline, "still preparing"
         time.sleep(0.1)
+
+
+def test_a_large_run_is_indexed_in_the_background_while_its_pages_say_so(web, synthetic_run,
+                                                                        monkeypatch):
+    import threading
+
+    from judge.web import _index
+
+    monkeypatch.setattr(_index, "SYNC_INDEX", 10)  # the 160-turn run counts as large
+    release = threading.Event()
+    build = _index.build_index
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(30)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(_index, "build_index", held)
+    client = web["client"]()
+    client.login(web["tokens"]["alice"])
+    page = client.get(f"/ui/runs/{synthetic_run}")  # unfiltered: painted from rows by position
+    assert page.status_code == 200 and "SYN00001.json" in page.text
+    facets = client.get(f"/ui/runs/{synthetic_run}/facets",
+                        headers={"Accept": "application/json"})
+    assert facets.status_code == 202 and facets.headers["retry-after"] == "2"
+    for url in (f"/ui/review/{synthetic_run}", f"/ui/compare?run={synthetic_run}",
+                f"/ui/runs/{synthetic_run}?verdict=incorrect"):
+        waiting = client.get(url)
+        assert waiting.status_code == 202 and "Preparing" in waiting.text, url
+        assert synthetic_run in waiting.text
+    release.set()
+    deadline = time.monotonic() + 30
+    while client.get(f"/ui/runs/{synthetic_run}/facets").status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert client.get(f"/ui/review/{synthetic_run}").status_code == 200
+    filtered = client.get(f"/ui/runs/{synthetic_run}?verdict=incorrect")
+    assert filtered.status_code == 200 and "Preparing" not in filtered.text
