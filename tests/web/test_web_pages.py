@@ -393,14 +393,24 @@ def test_agreement_panel_grows_with_labels(web, synthetic_run):
     assert pair and int(pair.group(1)) == 6
     judge_row = re.search(r"<td>judge vs human</td><td>(\d+)</td><td>([\d.]+)", html)
     assert judge_row and int(judge_row.group(1)) >= 1
-    assert "12</strong> labels on <strong>6</strong> turns" in html
+    assert _counted(html, "labels") == (12, "labels") and _counted(html, "turns") == (6, "turns")
+    assert _counted(html, "reviewers") == (2, "reviewers")
     # the compare page puts the judge beside the humans' majority of this run's labels
     compare = alice.get(f"/ui/compare?run={synthetic_run}").text
     majority = {}
     for row in rows[:6]:  # alice follows the judge, bob says correct: ties are left out
         if row["verdict"] is not None and row["verdict"]:
             majority[(row["dialogue_id"], row["turn_index"])] = 1
-    assert f"100.0 % <span class=\"muted small\">({len(majority)} turns)</span>" in compare
+    turns = f"{len(majority)} turn{'' if len(majority) == 1 else 's'}"
+    assert f"100.0 % <span class=\"muted small\">({turns})</span>" in compare
+
+
+def _counted(html: str, field: str) -> tuple[int, str]:
+    """A count of the agreement panel and its noun (``1 label``, ``3 labels``)."""
+    found = re.search(rf'data-count="{field}"[^>]*><strong>([\d,]+)</strong> '
+                      r'<span class="unit">([^<]+)</span>', html)
+    assert found, html
+    return int(found.group(1).replace(",", "")), found.group(2)
 
 
 def test_labels_belong_to_the_predictions_not_to_the_run(web):
@@ -431,9 +441,9 @@ def test_labels_belong_to_the_predictions_not_to_the_run(web):
                 f"/ui/review/{job_id}/agreement").text):
             assert time.monotonic() < deadline, html
             time.sleep(0.1)
-        counts[job_id] = (re.search(r'data-field="label-count">(\d+)<', html).group(1),
-                          board.results[job_id].human_turns)
-    assert counts == {job_a: ("3", 3), job_b: ("1", 1), job_a_direct: ("3", 3)}
+        counts[job_id] = (_counted(html, "labels"), board.results[job_id].human_turns)
+    assert counts == {job_a: ((3, "labels"), 3), job_b: ((1, "label"), 1),
+                      job_a_direct: ((3, "labels"), 3)}
     exported = {job_id: [json.loads(line) for line in alice.get(
         f"/ui/review/{job_id}/labels.jsonl").text.splitlines()]
         for job_id in (job_a_direct, job_b)}
