@@ -633,3 +633,22 @@ def test_a_large_run_is_indexed_in_the_background_while_its_pages_say_so(web, sy
     assert client.get(f"/ui/review/{synthetic_run}").status_code == 200
     filtered = client.get(f"/ui/runs/{synthetic_run}?verdict=incorrect")
     assert filtered.status_code == 200 and "Preparing" not in filtered.text
+
+
+def test_a_save_answers_with_the_panels_new_counts_in_the_right_number(web, synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    rows = synthetic_rows(160, seed=3)
+    first = _label(client, csrf, synthetic_run, dialogue_id=rows[0]["dialogue_id"],
+                   turn_index=rows[0]["turn_index"], label="unsure")
+    assert first.status_code == 200
+    assert first.json()["counts"] == {"labels": 1, "turns": 1, "reviewers": 1, "mine": 1}
+    html = client.get(f"/ui/review/{synthetic_run}/agreement").text
+    assert _counted(html, "labels") == (1, "label") and _counted(html, "turns") == (1, "turn")
+    assert _counted(html, "reviewers") == (1, "reviewer")
+    slot = next(iter(rows[1]["pred_turn_state"]))
+    second = _label(client, csrf, synthetic_run, dialogue_id=rows[1]["dialogue_id"],
+                    turn_index=rows[1]["turn_index"], slot=slot, label="correct")
+    assert second.json()["counts"] == {"labels": 2, "turns": 2, "reviewers": 1, "mine": 1}
+    html = client.get(f"/ui/review/{synthetic_run}/agreement").text
+    assert _counted(html, "labels") == (2, "labels") and "1 slot." in html
