@@ -22,7 +22,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
-from ..service import job_subject
+from ..service import Service, job_subject
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -88,7 +88,7 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
 
 
 class AgreementBoard:
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
         self.results: dict[str, Computed] = {}
         self.pending: set[str] = set()
