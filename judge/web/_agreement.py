@@ -59,6 +59,15 @@ def _kappa(a: list[int], b: list[int]) -> float | None:
     return None if value != value else value  # NaN: no variation
 
 
+def label_counts(labels: list[dict[str, Any]], me: str) -> dict[str, int]:
+    """The panel's headline counts (what a save answers with): labels, labelled turns,
+    reviewers, and the turns ``me`` labelled."""
+    return {"labels": len(labels),
+            "turns": len({(i["dialogue_id"], int(i["turn_index"])) for i in labels}),
+            "reviewers": len({i["reviewer"] for i in labels}),
+            "mine": sum(1 for i in labels if i["reviewer"] == me and not i["slot"])}
+
+
 def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
     """Label counts per reviewer and pairwise agreement of reviewers on turn labels."""
     reviewers: dict[str, dict[str, int]] = {}

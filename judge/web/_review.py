@@ -38,7 +38,7 @@ from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import JudgmentReads, Service, job_subject
-from ._agreement import AgreementBoard, quick_stats
+from ._agreement import AgreementBoard, label_counts
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
@@ -343,10 +343,8 @@ async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Re
         service = request.app.state.service
         _consistent(service, viewer, values)
         saved = service.labels.put(viewer.principal, {**values, "job_id": job_id})
-        quick = quick_stats(service.labels.list(viewer.project_id, subject=values["subject"]),
-                            viewer.name)
-        return saved, {"labels": quick["labels"], "turns": quick["turns"],
-                       "reviewers": len(quick["reviewers"]), "mine": quick["mine"]["turns"]}
+        return saved, label_counts(service.labels.list(viewer.project_id,
+                                                       subject=values["subject"]), viewer.name)
 
     saved, counts = await run_in_threadpool(save)
     return JSONResponse({"saved": {k: saved[k] for k in ("id", "dialogue_id", "turn_index",

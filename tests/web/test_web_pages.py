@@ -652,3 +652,4 @@ def test_a_save_answers_with_the_panels_new_counts_in_the_right_number(web, synt
     assert second.json()["counts"] == {"labels": 2, "turns": 2, "reviewers": 1, "mine": 1}
     html = client.get(f"/ui/review/{synthetic_run}/agreement").text
     assert _counted(html, "labels") == (2, "labels") and "1 slot." in html
+    assert _counted(html, "mine") == (1, "turn")  # the panel counts as the save did
