@@ -28,7 +28,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
-from ..service import job_subject
+from ..service import Service, job_subject
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -65,6 +65,15 @@ def _kappa(a: list[int], b: list[int]) -> float | None:
     return None if value != value else value  # NaN: no variation
 
 
+def label_counts(labels: list[dict[str, Any]], me: str) -> dict[str, int]:
+    """The panel's headline counts (what a save answers with): labels, labelled turns,
+    reviewers, and the turns ``me`` labelled."""
+    return {"labels": len(labels),
+            "turns": len({(i["dialogue_id"], int(i["turn_index"])) for i in labels}),
+            "reviewers": len({i["reviewer"] for i in labels}),
+            "mine": sum(1 for i in labels if i["reviewer"] == me and not i["slot"])}
+
+
 def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
     """Label counts per reviewer and pairwise agreement of reviewers on turn labels."""
     reviewers: dict[str, dict[str, int]] = {}
@@ -99,13 +108,17 @@ def sample_name(job_id: str) -> str:
 
 
 def store_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:
-    """Keep the sample reviewers of this run label in the project's file store (the same
-    sample is stored once: the store is content-addressed)."""
+    """Keep the sample reviewers of this run label in the project's file store, named after
+    the run. The store is content-addressed per kind, so a byte-identical sample stored for
+    another run (two runs of the same predictions can draw the same turns) would keep that
+    run's name: the copy for this run then ends in blank lines (which readers skip)."""
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
-    record, new = service.files.add(project_id, "sample", sample_name(job_id),
-                                    io.BytesIO(text.encode("utf-8")))
-    if not new and record["name"] != sample_name(job_id):
-        log.info("review sample of job %s equals stored file %s", job_id, record["id"])
+    for padding in range(8):
+        record, _ = service.files.add(project_id, "sample", sample_name(job_id),
+                                      io.BytesIO((text + "\n" * padding).encode("utf-8")))
+        if record["name"] == sample_name(job_id):
+            return
+    log.warning("could not store the review sample of job %s under its own name", job_id)
 
 
 def stored_sample(service: Any, project_id: str, job_id: str) -> tuple[str | None, Any]:
@@ -118,7 +131,7 @@ def stored_sample(service: Any, project_id: str, job_id: str) -> tuple[str | Non
 
 
 class AgreementBoard:
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
         self.results: dict[str, Computed] = {}
         self.pending: set[str] = set()

@@ -43,3 +43,20 @@ def test_review_sample_is_stored_and_the_panel_shows_the_estimates(web, syntheti
         assert stored_sample(board.service, project, synthetic_run)[0] == file_id
     finally:
         board.close()
+
+
+def test_identical_samples_of_two_runs_are_stored_under_each_run(web, synthetic_run):
+    from judge.web._agreement import store_sample
+    from judge.web._index import build_index
+    from judge.web._review import draw
+
+    from .synthetic import synthetic_rows
+
+    service = web["service"]
+    project = service.tokens.resolve_token(web["tokens"]["alice"]).project_id
+    sample = draw(build_index("j", None, iter(synthetic_rows(160, seed=3)), {}), 10, seed=1)
+    store_sample(service, project, "job_first", sample)
+    store_sample(service, project, "job_second", sample)  # byte-identical content
+    first, second = (stored_sample(service, project, j) for j in ("job_first", "job_second"))
+    assert first[0] != second[0] and first[0] is not None and second[0] is not None
+    assert first[1].turns == second[1].turns == sample.turns
