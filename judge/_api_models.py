@@ -22,7 +22,7 @@ JobStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "canc
 FINAL_STATUSES: tuple[JobStatus, ...] = ("succeeded", "failed", "cancelled", "stopped")
 JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
 JobMode = Literal["live", "batch"]
-FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules"]
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules", "sample"]
 LabelValue = Literal["correct", "incorrect", "unsure"]
 
 MAX_PAGE = 1000

@@ -10,7 +10,8 @@ Queues:
 * ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
   stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
   agreement without the bias of labelling disagreements only; the agreement panel then adds
-  the population estimates of that sample.
+  the population estimates of that sample (and the judge, labels-only and prediction-powered
+  TSA estimates). The sample is kept in the project's file store, so every replica sees it.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -37,8 +38,8 @@ from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import JudgmentReads, Service, attachment, job_subject
-from ._agreement import AgreementBoard
-from ._common import Preparing, WebRoute, render
+from ._agreement import AgreementBoard, label_counts, store_sample
+from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import label_records
@@ -90,7 +91,7 @@ def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
     """The sample's turns in a seeded random order (strata mixed, so a reviewer cannot tell
     a turn's stratum from its place in the queue)."""
     items = [(t.dialogue_id, t.turn_index, f"sample: {t.stratum} (weight {t.weight:.1f}: "
-              f"{t.stratum_sample} of {t.stratum_size} turns)") for t in sample.turns]
+              f"{t.stratum_sample} of {plural(t.stratum_size, 'turn')})") for t in sample.turns]
     random.Random(seed).shuffle(items)
     return items
 
@@ -142,7 +143,6 @@ class Queues:
         self.reads = reads
         self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
-        self.samples: dict[tuple[Any, ...], Any] = {}
         self.ranking: dict[tuple[Any, ...], Future[list[QueueItem]]] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
@@ -163,13 +163,10 @@ class Queues:
         key = (row.id, index.key, kind, n if kind == "sample" else 0,
                seed if kind == "sample" else 0)
         found = self.items.get(key)
-        if kind == "sample" and key in self.samples:
-            self.board.use_sample(row.id, self.samples[key])
         if found is None:
             if kind == "sample":
-                sample = draw(index, n, seed)
-                self.samples[key] = sample
-                self.board.use_sample(row.id, sample)
+                sample = draw(index, n, seed)  # seeded: the same on every replica
+                store_sample(self.service, row.project_id, row.id, sample)
                 found = sample_queue(sample, seed)
             elif kind == "candidates":
                 found = self._candidates(key, row, index)
@@ -177,7 +174,6 @@ class Queues:
                 found = disagreement_queue(index)
             if len(self.items) > 32:
                 self.items.clear()
-                self.samples.clear()
             self.items[key] = found
         return found
 
@@ -336,17 +332,20 @@ async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Re
     except ValueError:
         raise ServiceError("expected a JSON body", status=422) from None
 
-    def save() -> dict[str, Any]:
+    def save() -> tuple[dict[str, Any], dict[str, int]]:
         row, index = _judge_run(request, viewer, job_id)
         values = {**_check_label(body, index), "subject": job_subject(row)}
         service = request.app.state.service
         _consistent(service, viewer, values)
-        return service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        saved = service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        return saved, label_counts(service.labels.list(viewer.project_id,
+                                                       subject=values["subject"]), viewer.name)
 
-    saved = await run_in_threadpool(save)
+    saved, counts = await run_in_threadpool(save)
     return JSONResponse({"saved": {k: saved[k] for k in ("id", "dialogue_id", "turn_index",
                                                           "slot", "label", "note", "reviewer",
-                                                          "updated_at")}})
+                                                          "updated_at")},
+                         "counts": counts})
 
 
 @router.get("/review/{job_id}/labels.jsonl")
