@@ -68,6 +68,11 @@ _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co"})
 _KEPT_CONTROLS = frozenset("\n\t")
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 label``, ``2 labels``, ``0 labels`` (``many`` when adding an s is wrong)."""
+    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
+
+
 def printable(text: object, *, newlines: bool = True) -> str:
     """Text from data or from a server, safe to print on a terminal: control characters
     (ANSI escapes, bells, carriage returns), format characters (bidirectional overrides,

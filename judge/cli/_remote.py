@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._errors import OptionError
+from .._io import printable
 from ..client import Client
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
@@ -139,6 +140,8 @@ def _run_submit(args: argparse.Namespace, console: Console) -> int:
     with _client(args) as client:
         job = client.submit(args.kind, _inputs(client, args), _options(args), mode=args.mode)
         console.print(f"queued {job['id']} ({job['kind']})", highlight=False)
+        for warning in job.get("warnings") or ():
+            print(printable(f"dst-judge: warning: {warning['message']}"), file=sys.stderr)
         if not args.wait:
             print(job["id"])
             return 0
