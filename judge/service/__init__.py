@@ -18,6 +18,7 @@ from ._settings import (
     build_settings,
     default_data_dir,
     read_endpoints_file,
+    replay_endpoint,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
+    "replay_endpoint",
     "revoke_token",
     "run_server",
 ]

@@ -1,0 +1,78 @@
+"""Try the service without a key: ``dst-judge serve --replay cassettes/`` answers exactly the
+recorded requests, so the example submitted over HTTP gets the TSA the README's first command
+prints; a request the cassettes do not hold is an error row naming it, never a verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import judge
+from judge.cli import main as cli_main
+from judge.model import ReplayTransport
+from tests.conftest import EXAMPLES
+
+from .serve_process import ROOT, ServeProcess, cli, create_token
+
+README_COMMAND = ["evaluate", "--schema", "examples/schema.json", "--dialogues",
+                  "examples/dialogues.jsonl", "--predictions", "examples/predictions.jsonl",
+                  "--model", "local", "--replay", "cassettes/example-two-dim.json"]
+
+
+def _readme_first_command() -> list[str]:
+    """The arguments of the README's first command (checked, so the test follows it)."""
+    first = (ROOT / "README.md").read_text(encoding="utf-8").split("dst-judge ", 1)[1]
+    words = first.split("\n", 1)[0].split()
+    assert words[:-2] == README_COMMAND, words  # ... --out runs/example
+    return words[:-2]
+
+
+def test_submit_to_a_replay_server_gives_the_readme_tsa(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert cli_main([*_readme_first_command(), "--out", str(tmp_path / "local"),
+                     "--no-progress"]) == 0
+    local = judge.load_run(tmp_path / "local").summary
+    data = tmp_path / "server"
+    token = create_token(data, "lab")
+    with ServeProcess(data, args=["--replay", "cassettes/"]) as server:
+        env = {"DST_JUDGE_TOKEN": token, "DST_JUDGE_SERVER": server.url,
+               "OPENAI_API_KEY": ""}
+        done = cli("submit", "evaluate", "--schema", str(EXAMPLES / "schema.json"),
+                   "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                   "--predictions", str(EXAMPLES / "predictions.jsonl"), "--wait", env=env)
+        assert "succeeded (exit 0" in done.stdout, done.stdout + done.stderr + server.errors()
+        # submit names the slot outside the schema, as evaluate does
+        assert "train-book time (1 turn; closest schema slot:" in done.stderr
+        job_id = done.stdout.split()[1]
+        remote = judge.Client(server.url, token).results(job_id)
+        assert remote["tsa"] == local["tsa"] and remote["judge_jga"] == local["judge_jga"]
+        assert f"TSA {local['tsa']:.1f} %" in done.stdout
+        assert remote["calls"]["failed"] == 0 and remote["error_turns"] == 0
+        # the weak system's prompts were recorded in another cassette of the folder; a
+        # changed utterance was recorded nowhere: its turns are error rows, not verdicts
+        changed = tmp_path / "changed.jsonl"
+        lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()
+        first = json.loads(lines[0])
+        first["turns"][0]["user"] += " (never recorded)"
+        changed.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n",
+                           encoding="utf-8")
+        done = cli("submit", "evaluate", "--schema", str(EXAMPLES / "schema.json"),
+                   "--dialogues", str(changed), "--predictions",
+                   str(EXAMPLES / "predictions.jsonl"), "--wait", env=env, check=False)
+        assert "succeeded (exit 1" in done.stdout, done.stdout + done.stderr
+        rows = list(judge.Client(server.url, token).judgments(done.stdout.split()[1]))
+        errors = [r for r in rows if r["error"]]
+        assert errors and all(r["verdict"] is None for r in errors)
+        assert all("not recorded: POST /chat/completions" in r["error"] for r in errors)
+
+
+def test_an_unrecorded_request_is_a_400_naming_it():
+    transport = ReplayTransport(ROOT / "cassettes")
+    assert transport.recorded > 100
+    body = json.dumps({"model": "local", "messages": [{"role": "user", "content": "hello"}]})
+    reply = asyncio.run(transport.post("http://replay.invalid/v1/chat/completions",
+                                       body.encode(), {}))
+    assert reply.status == 400
+    message = json.loads(reply.content)["error"]["message"]
+    assert "not recorded: POST /chat/completions (model 'local'" in message
+    assert "ending 'hello'" in message and "never makes up a verdict" in message
