@@ -70,8 +70,12 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     results = commands.add_parser("results", help="fetch a finished job's results")
     results.add_argument("job_id")
     _server(results)
-    results.add_argument("--out", metavar="DIR", help="write summary.json and judgments.jsonl "
-                         "(a run directory for agreement, compare, systems, audit)")
+    results.add_argument("--out", metavar="DIR", help="write summary.json, judgments.jsonl "
+                         "and the job's schema, dialogues and predictions (inputs/, listed in "
+                         "inputs.json): a run directory for agreement, compare, systems, audit")
+    results.add_argument("--no-inputs", action="store_true",
+                         help="with --out: leave the input files out (audit then needs "
+                         "--dialogues)")
     results.add_argument("--export", metavar="FILE", help="save the job's bundle (.tar.gz)")
     results.add_argument("--json", action="store_true", help="print the summary JSON")
     results.set_defaults(handler=_run_results)
@@ -225,9 +229,11 @@ def _run_results(args: argparse.Namespace, console: Console) -> int:
             client.export(args.job_id, args.export)
             console.print(f"wrote {escape(args.export)}")
         if args.out:
-            folder = client.download_run(args.job_id, args.out)
+            folder = client.download_run(args.job_id, args.out, inputs=not args.no_inputs)
             console.print(f"wrote {escape(str(folder / 'judgments.jsonl'))} and "
-                          f"{escape(str(folder / 'summary.json'))}")
+                          f"{escape(str(folder / 'summary.json'))}"
+                          + ("" if args.no_inputs else
+                             f", inputs in {escape(str(folder / 'inputs'))}"))
         summary = client.results(args.job_id)
         if args.json or job["kind"] not in ("evaluate", "retry-errors"):
             print(json.dumps(summary, indent=2, ensure_ascii=False))

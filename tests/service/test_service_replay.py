@@ -48,6 +48,18 @@ def test_submit_to_a_replay_server_gives_the_readme_tsa(tmp_path, monkeypatch):
         assert remote["tsa"] == local["tsa"] and remote["judge_jga"] == local["judge_jga"]
         assert f"TSA {local['tsa']:.1f} %" in done.stdout
         assert remote["calls"]["failed"] == 0 and remote["error_turns"] == 0
+        # a results directory carries what audit needs: the job's dialogues and schema
+        fetched = tmp_path / "fetched"
+        cli("results", job_id, "--out", str(fetched), env=env)
+        pointer = json.loads((fetched / "inputs.json").read_text(encoding="utf-8"))
+        assert (fetched / pointer["dialogues"]).read_bytes() == \
+            (EXAMPLES / "dialogues.jsonl").read_bytes()
+        audited = cli("audit", str(fetched), "--gold", "2.1", "--candidates",
+                      str(tmp_path / "candidates.jsonl"), "--out", str(tmp_path / "a.html"),
+                      env=env, check=False)
+        assert audited.returncode == 0, audited.stdout + audited.stderr
+        assert "ranked candidates" in audited.stdout and (tmp_path / "a.html").is_file()
+        assert (tmp_path / "candidates.jsonl").read_text(encoding="utf-8").strip()
         # the weak system's prompts were recorded in another cassette of the folder; a
         # changed utterance was recorded nowhere: its turns are error rows, not verdicts
         changed = tmp_path / "changed.jsonl"
