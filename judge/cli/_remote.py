@@ -200,16 +200,25 @@ def _run_jobs(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             print(json.dumps(items, indent=2))
             return 0
-        from rich.table import Table
-
-        table = Table("id", "kind", "status", "progress", "cost", "created")
-        for job in items:
-            p = job["progress"]
-            done = f"{p['done']}/{p['total']}" if p.get("total") else ""
-            table.add_row(job["id"], job["kind"], job["status"], done,
-                          f"${p['cost_usd']:.4f}", job["created_at"])
-        console.print(table)
+        console.print(jobs_table(items))
     return 0
+
+
+def jobs_table(items: list[dict[str, Any]]) -> Any:
+    """The job list. Ids are printed whole on any terminal (``results`` needs them): the id
+    column never wraps or shrinks; the others give way, the creation time first."""
+    from rich.table import Column, Table
+
+    width = max((len(str(job["id"])) for job in items), default=2)
+    table = Table(Column("id", no_wrap=True, min_width=width), "kind", "status", "progress",
+                  "cost", Column("created", overflow="fold"))
+    for job in items:
+        p = job["progress"]
+        done = f"{p['done']}/{p['total']}" if p.get("total") else ""
+        created = str(job["created_at"] or "").replace("T", " ")[:19]  # to the second
+        table.add_row(printable(job["id"]), job["kind"], job["status"], done,
+                      f"${p['cost_usd']:.4f}", created)
+    return table
 
 
 def _show(job: dict[str, Any], console: Console) -> int:
