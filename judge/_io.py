@@ -255,7 +255,7 @@ def validation_error(exc: ValidationError, *, path: str | Path, line: int | None
             shown = shown[:57] + "..."
         message += f" (got {shown})"
     if extra > 0:
-        message += f"; {extra} more problem(s) on this line"
+        message += f"; {plural(extra, 'more problem', 'more problems')} on this line"
     return InputError(message, path=path, line=line, field=format_loc(loc) or None)
 
 

@@ -39,6 +39,7 @@ from ._compare import (
     system_table,
     systems_figure,
 )
+from ._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._labels import (
     HumanLabel,
     HumanLabels,
@@ -65,6 +66,8 @@ __all__ = [
     "AGREEMENT_HEADER",
     "ALLOCATIONS",
     "COEFFICIENT_HEADER",
+    "JUDGE_JGA_DEFINITION",
+    "JUDGE_JGA_SHORT",
     "POPULATION_HEADER",
     "REEVALUATION_HEADER",
     "REEVALUATION_NOTE",

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._io import printable
+from .._io import plural, printable
 from ..metrics import MetricsReport
 
 
@@ -111,17 +111,18 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
         if oos:
             names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
             console.print(line((printable(system.name), "yellow"),
-                               f": {len(oos)} predicted slot name(s) outside the schema in "
-                               f"{inputs['turns_with_out_of_schema_slots']} turns ({names}); "
+                               f": {plural(len(oos), 'predicted slot name')} outside the schema "
+                               f"in {plural(inputs['turns_with_out_of_schema_slots'], 'turn')} "
+                               f"({names}); "
                                "they count as errors."))
         if inputs.get("renamed_slots"):
             count = sum(inputs["renamed_slots"].values())
             console.print(line((printable(system.name), "cyan"),
-                               f": {count} predicted slot name(s) read as the schema's "
+                               f": {plural(count, 'predicted slot name')} read as the schema's "
                                f"({', '.join(list(inputs['renamed_slots'])[:3])})."))
         if inputs["integration_mismatches"]:
             console.print(line((printable(system.name), "yellow"),
-                               f": {inputs['integration_mismatches']} turn(s) whose "
+                               f": {plural(inputs['integration_mismatches'], 'turn')} whose "
                                "pred_turn_state does not integrate into pred_state, e.g. "
                                f"{inputs['integration_examples'][0]}"))
 
@@ -161,6 +162,11 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     share = summary.get("static_prompt_share")
     _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
+    if summary.get("judge_jga") is not None:
+        from ..analysis import JUDGE_JGA_SHORT
+
+        console.print(JUDGE_JGA_SHORT + " (dst-judge evaluate --help defines it)",
+                      style="dim", highlight=False)
     for example in summary["errors"]["examples"]:
         console.print(line(("error row", "yellow"), " ", example), highlight=False)
 
@@ -222,11 +228,12 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
                                "no labelled turn; the estimates leave them out", style="yellow"))
     human = report.get("human")
     if human and human["unknown"]["count"]:
-        console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
-                           "run does not contain", style="yellow"))
+        console.print(text(f"{plural(human['unknown']['count'], 'human label')} "
+                           f"{'refers' if human['unknown']['count'] == 1 else 'refer'} to turns "
+                           "this run does not contain", style="yellow"))
     if human and human.get("unsure"):
-        console.print(text(f"{human['unsure']} label(s) marked unsure are left out of every "
-                           "figure"))
+        console.print(text(f"{plural(human['unsure'], 'label')} marked unsure "
+                           f"{'is' if human['unsure'] == 1 else 'are'} left out of every figure"))
 
 
 def _kappa_cell(figure: dict[str, Any] | None) -> str:

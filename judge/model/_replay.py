@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError
+from .._io import plural
 from ._cassette import Cassette, _body_json, api_path, response_from_record
 from ._transport import RawResponse
 
@@ -83,7 +84,8 @@ class ReplayTransport:
         model = body.get("model") if isinstance(body, dict) else None
         digest = hashlib.sha256(content).hexdigest()[:12]
         message = (f"not recorded: POST {path} (model {model!r}, body sha256 {digest}...)"
-                   f"{_last_words(body)} is in none of the {len(self.files)} cassette(s) of "
+                   f"{_last_words(body)} is in none of the "
+                   f"{plural(len(self.files), 'cassette')} of "
                    f"{self.source.name}; a replay endpoint answers only recorded requests "
                    "(the same data, options and prompts as the recording) and never makes "
                    "up a verdict")
