@@ -263,8 +263,20 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
             out.add_row(text(f"  {label}"), text(value),
                         text(_kappa_cell((m.get("kappa") or {}).get(version))), "", "", "")
     console.print(out)
+    for m in methods:  # what each row judged: two runs of one method may be of two systems
+        console.print(text(f"{m['method']}: {_run_names(m)} ({m['run']})"))
     console.print(text("calls / tokens: " + "; ".join(
         f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
+    if table.get("warning"):
+        console.print(text(f"warning: {table['warning']}", style="yellow"))
+
+
+def _run_names(method: dict[str, Any]) -> str:
+    """Under a method's name: the system, the predictions file and the model of its run."""
+    parts = [f"system {method.get('system') or '?'}", method.get("predictions_file") or "?"]
+    if method.get("model"):
+        parts.append(f"model {method['model']}")
+    return " · ".join(str(p) for p in parts)
 
 
 def print_systems(table: dict[str, Any], console: Console | None = None) -> None:
