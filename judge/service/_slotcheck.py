@@ -10,13 +10,20 @@ A warning never refuses the job: the slots count as wrong predictions, as on the
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from .._errors import DSTJudgeError
 from ..data import describe_out_of_schema, load_schema, out_of_schema_slots, predicted_slot_names
 
-if TYPE_CHECKING:
-    from ._files import FileStore
+
+class StoredFiles(Protocol):
+    """What the check reads of the file store (``_files.FileStore``, which imports this
+    module for :func:`upload_slot_names`)."""
+
+    def get(self, project_id: str, file_id: str) -> dict[str, Any]: ...
+
+    def local_path(self, sha256: str) -> Path: ...
 
 log = logging.getLogger("dst_judge.service")
 MAX_NAMES_KEPT = 500
@@ -29,7 +36,7 @@ def upload_slot_names(path: Any) -> dict[str, int]:
     return dict(predicted_slot_names(path).most_common(MAX_NAMES_KEPT))
 
 
-def job_warnings(files: FileStore, project_id: str, kind: str,
+def job_warnings(files: StoredFiles, project_id: str, kind: str,
                  inputs: dict[str, Any]) -> list[dict[str, Any]]:
     """For an evaluate or metrics job: one warning per predictions file that holds slot names
     outside the job's schema (file id and name, the slots with turn counts and suggestions, and
