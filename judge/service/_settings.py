@@ -26,7 +26,7 @@ from pydantic import (
 
 from .._config import DEFAULT_BASE_URL
 from .._errors import InputError, OptionError
-from ..model import REPLAY_BASE_URL, cassette_files
+from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
 DEFAULT_PORT = 8765
 SLOTS_PER_PROCESS = 4
@@ -78,8 +78,9 @@ class EndpointConfig(BaseModel):
     @classmethod
     def _cassettes_exist(cls, value: Path | None) -> Path | None:
         if value is not None:
-            try:
-                cassette_files(value)
+            try:  # every cassette read now: a broken one is the operator's error at start
+                for file in cassette_files(value):
+                    Cassette.load(file)
             except InputError as exc:
                 raise ValueError(str(exc)) from None
             return value.resolve()  # worker processes may start elsewhere
@@ -221,7 +222,8 @@ def build_settings(values: dict[str, Any]) -> ServiceSettings:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise OptionError(f"{where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise OptionError(f"{where}: {message}") from None
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

@@ -88,3 +88,25 @@ def test_an_unrecorded_request_is_a_400_naming_it():
     message = json.loads(reply.content)["error"]["message"]
     assert "not recorded: POST /chat/completions (model 'local'" in message
     assert "ending 'hello'" in message and "never makes up a verdict" in message
+
+
+def test_a_replay_endpoint_is_checked_at_start_and_talks_to_no_server(tmp_path):
+    from judge import OptionError
+    from judge.service import build_settings, replay_endpoint
+
+    settings = build_settings({"data_dir": tmp_path,
+                               "endpoints": {"replay": replay_endpoint(ROOT / "cassettes")}})
+    endpoint = settings.all_endpoints()["replay"]
+    assert endpoint.base_url == "http://replay.invalid/v1" and endpoint.default_model == "local"
+    assert not endpoint.offers_batch() and endpoint.replay.is_absolute()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "x.json").write_text('{"x": 1}', encoding="utf-8")
+    for source, message in ((tmp_path / "nowhere", "no cassette file or folder here"),
+                            (tmp_path / "broken", "'interactions' list")):
+        try:
+            build_settings({"data_dir": tmp_path,
+                            "endpoints": {"replay": replay_endpoint(source)}})
+        except OptionError as exc:
+            assert message in str(exc) and "Value error" not in str(exc)
+        else:
+            raise AssertionError(f"{source} was accepted")
