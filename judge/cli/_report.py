@@ -109,7 +109,10 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
         inputs = system.inputs
         oos = inputs["out_of_schema_slots"]
         if oos:
-            names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
+            hints = inputs.get("out_of_schema_suggestions") or {}
+            names = ", ".join(
+                name + (f": closest schema slot {hints[name]}" if hints.get(name) else "")
+                for name in list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
             console.print(line((printable(system.name), "yellow"),
                                f": {plural(len(oos), 'predicted slot name')} outside the schema "
                                f"in {plural(inputs['turns_with_out_of_schema_slots'], 'turn')} "

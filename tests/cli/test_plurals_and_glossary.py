@@ -56,5 +56,6 @@ def test_counts_of_one_are_singular_in_the_metrics_notes():
     console = Console(width=300, record=True, color_system=None)
     print_metrics(report, console)
     text = console.export_text()
-    assert "1 predicted slot name outside the schema in 1 turn (train-book time)" in text
+    assert ("1 predicted slot name outside the schema in 1 turn (train-book time: closest "
+            "schema slot restaurant-book time)") in text
     assert "name(s)" not in text and not re.search(r"\b1 turns\b", text)
