@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -39,11 +39,18 @@ def _decoded(value: Any) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else dict(value)
 
 
-class JudgmentReads:
-    """Read-only access to judgment rows, for pages."""
+class DatabaseHost(Protocol):
+    """Anything holding the service database (the service itself)."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    db: Database
+
+
+class JudgmentReads:
+    """Read-only access to judgment rows, for pages (made from the service, so callers never
+    handle the database)."""
+
+    def __init__(self, host: DatabaseHost) -> None:
+        self.db = host.db
 
     def _of_project(self, project_id: str, job_id: str) -> Any:
         return sa.and_(judgments.c.job_id == job_id, judgments.c.job_id.in_(

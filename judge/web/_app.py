@@ -33,7 +33,7 @@ class WebState:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self.reads = JudgmentReads(service.db)
+        self.reads = JudgmentReads(service)
         self.index = IndexCache(self.reads)
         self.agreement = AgreementBoard(service)
         self.queues = Queues(service, self.reads, self.agreement)

@@ -80,6 +80,12 @@ def _seconds(value: Any) -> str:
     return f"{value / 60:.0f} min"
 
 
+def plural(value: Any, one: str, many: str | None = None) -> str:
+    """``1 label``, ``3 labels``, ``1,204 turns``: a count with its noun in the right number."""
+    count = int(value or 0)
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
@@ -116,7 +122,7 @@ def make_environment() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True, auto_reload=False)
     env.filters.update(percent=_percent, money=_money, when=_when, count=_count,
-                       seconds=_seconds, pretty=_pretty, short=_short)
+                       seconds=_seconds, pretty=_pretty, short=_short, plural=plural)
     env.globals.update(url=_url, turn_url=_turn_url, part=_part, version=__version__,
                        prefix=PREFIX)
     return env

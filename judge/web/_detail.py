@@ -15,7 +15,6 @@ from ._common import WebRoute, render
 from ._index import (
     DISAGREE_CHOICES,
     ERROR_CHOICES,
-    SYNC_INDEX,
     VERDICT_CHOICES,
     Filters,
     RunIndex,
@@ -60,7 +59,7 @@ def run_page(request: Request, viewer: CurrentViewer, job_id: str,
     if row.summary is None:
         entries: list[TurnEntry] = []
         total = 0
-    elif index is None and not filters.active and int(summary.get("turns") or 0) > SYNC_INDEX:
+    elif index is None and not filters.active and web.index.large(row):
         # First paint of a large run: this page's rows by position; the index (which adds
         # the disagreement kinds and serves filters) is built meanwhile.
         offset = (page - 1) * PAGE

@@ -294,13 +294,18 @@ class IndexCache:
                     self.items.popitem(last=False)
         return index
 
+    @staticmethod
+    def large(row: Any) -> bool:
+        """Whether the run is indexed in the background (more than :data:`SYNC_INDEX`)."""
+        return int((row.summary or {}).get("turns") or 0) > SYNC_INDEX
+
     def ready(self, row: Any) -> RunIndex:
         """The index of a finished run for a page that needs it: built here for a small run,
         in the background for a large one (:class:`Preparing` until it is there)."""
         index = self.peek(row)
         if index is not None:
             return index
-        if int((row.summary or {}).get("turns") or 0) <= SYNC_INDEX:
+        if not self.large(row):
             return self.get(row)
         self.warm(row)
         raise Preparing(f"the turn index of run {row.id}")

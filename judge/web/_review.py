@@ -38,8 +38,8 @@ from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import JudgmentReads, Service, job_subject
-from ._agreement import AgreementBoard
-from ._common import Preparing, WebRoute, render
+from ._agreement import AgreementBoard, label_counts
+from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import label_records
@@ -91,7 +91,7 @@ def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
     """The sample's turns in a seeded random order (strata mixed, so a reviewer cannot tell
     a turn's stratum from its place in the queue)."""
     items = [(t.dialogue_id, t.turn_index, f"sample: {t.stratum} (weight {t.weight:.1f}: "
-              f"{t.stratum_sample} of {t.stratum_size} turns)") for t in sample.turns]
+              f"{t.stratum_sample} of {plural(t.stratum_size, 'turn')})") for t in sample.turns]
     random.Random(seed).shuffle(items)
     return items
 
@@ -337,17 +337,20 @@ async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Re
     except ValueError:
         raise ServiceError("expected a JSON body", status=422) from None
 
-    def save() -> dict[str, Any]:
+    def save() -> tuple[dict[str, Any], dict[str, int]]:
         row, index = _judge_run(request, viewer, job_id)
         values = {**_check_label(body, index), "subject": job_subject(row)}
         service = request.app.state.service
         _consistent(service, viewer, values)
-        return service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        saved = service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        return saved, label_counts(service.labels.list(viewer.project_id,
+                                                       subject=values["subject"]), viewer.name)
 
-    saved = await run_in_threadpool(save)
+    saved, counts = await run_in_threadpool(save)
     return JSONResponse({"saved": {k: saved[k] for k in ("id", "dialogue_id", "turn_index",
                                                           "slot", "label", "note", "reviewer",
-                                                          "updated_at")}})
+                                                          "updated_at")},
+                         "counts": counts})
 
 
 @router.get("/review/{job_id}/labels.jsonl")

@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 from .._config import JudgeConfig
 from .._errors import ServiceError
 from ..service import STATUSES, JobRequest, check_job, export_bundle
-from ._common import PREFIX, WebRoute, render
+from ._common import PREFIX, WebRoute, plural, render
 from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
@@ -62,7 +62,7 @@ def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
     if job["kind"] in ("agreement", "audit"):
         return f"{job['kind']} of {inputs.get('run')}"
     if job["kind"] == "compare":
-        return f"compare {len(inputs.get('runs') or [])} runs"
+        return f"compare {plural(len(inputs.get('runs') or []), 'run')}"
     return job["kind"]
 
 
