@@ -19,6 +19,7 @@ from ._settings import (
     build_settings,
     default_data_dir,
     read_endpoints_file,
+    replay_endpoint,
 )
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
+    "replay_endpoint",
     "revoke_token",
     "run_server",
 ]

@@ -37,6 +37,7 @@ from ._jobspec import JobRequest, check_job
 from ._labels import LabelStore
 from ._metrics import ServiceMetrics
 from ._settings import ServiceSettings
+from ._slotcheck import job_warnings
 
 log = logging.getLogger("dst_judge.service")
 JSON_LIMIT = 16 * 1024 * 1024
@@ -288,6 +289,8 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
     def submit(principal: Submitter, request: JobRequest) -> JSONResponse:
         spec = check_job(request, settings)
         job = service.jobs.submit(principal, spec)
+        job["warnings"] = job_warnings(service.files, principal.project_id, spec.kind,
+                                       spec.inputs)
         if service.worker is not None:
             service.worker.nudge()
         return JSONResponse(job, status_code=201,
