@@ -46,7 +46,8 @@ def write_results(name: str, tables: list[dict], **facts: object) -> str:
         "benchmark": name,
         "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
         "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+        "machine": (f"{os.cpu_count()} cores, {platform.machine()}, "
+                    f"Python {platform.python_version()}"),
         **facts,
         "tables": tables,
     }

@@ -36,7 +36,8 @@ def _cell(value: Any) -> str:
 
 
 def operations_table(spec: dict[str, Any]) -> str:
-    rows = ["| method | path | operation | scope | what it does |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| method | path | operation | scope | what it does |",
+            "| --- | --- | --- | --- | --- |"]
     for path, item in spec.get("paths", {}).items():
         for method, op in item.items():
             if method not in ("get", "post", "put", "patch", "delete"):
