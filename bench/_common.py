@@ -48,6 +48,7 @@ def write_results(name: str, tables: list[dict], **facts: object) -> str:
         "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": (f"{os.cpu_count()} cores, {platform.machine()}, "
                     f"Python {platform.python_version()}"),
+        "load_average": round(os.getloadavg()[0], 1),
         **facts,
         "tables": tables,
     }

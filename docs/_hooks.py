@@ -63,7 +63,9 @@ def bench_tables(name: str) -> str:
         if table.get("note"):
             parts.append(f"\n{table['note']}")
         parts.append("")
-    parts.append(f"*Measured {record['measured_at']} on {record['machine']} with "
+    load = record.get("load_average")
+    busy = f" (load average {load} at the end)" if load is not None else ""
+    parts.append(f"*Measured {record['measured_at']} on {record['machine']}{busy} with "
                  f"`{record['command']}`.*")
     return "\n".join(parts)
 
