@@ -95,6 +95,7 @@ def template_sections(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> l
     counter = counter_for(args.model)
     parts: dict[str, dict[str, Any]] = defaultdict(dict)  # two-dim: part -> dimension -> tokens
     totals_rows: list[list[Any]] = []
+    order: list[str] = []
     for method in ("two-dim", "two-dim-cot", "direct", "cot"):
         plan = _plan(_config(args, method), data, args.prompts)
         by_dimension: dict[str, list[Any]] = defaultdict(list)
@@ -126,15 +127,18 @@ def template_sections(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> l
                    f"{len(calls)} calls on the sample)", ("section", "tokens"), rows)
             totals_rows.append([method, dimension, len(calls), f"{statistics.fmean(totals):,.0f}"])
             if method == "two-dim":
+                after = -1  # a part only one dimension has goes after its predecessor there
                 for label, tokens in rows:
+                    if label not in order:
+                        order.insert(after + 1, label)
+                    after = order.index(label)
                     parts[label][dimension] = tokens
     dimensions = sorted({d for by_dim in parts.values() for d in by_dim})
     return [{
         "title": (f"Tokens per call of the two-dim template ({args.variant}, {counter.encoding}), "
                   "by part of the request; dialogue parts are means over the sample's calls"),
         "columns": ["part", *dimensions],
-        "rows": [[label, *(by_dim.get(d, "—") for d in dimensions)]
-                 for label, by_dim in parts.items()],
+        "rows": [[label, *(parts[label].get(d, "—") for d in dimensions)] for label in order],
     }, {
         "title": "Whole request, mean tokens per call, every method",
         "columns": ["method", "dimension", "calls on the sample", "tokens per call (mean)"],
