@@ -143,8 +143,9 @@ def main() -> int:
                     f".dataset.pos === '{position + 1}'")
             saves = page.evaluate("window.dstReview.saves")
             shown = page.evaluate("window.__marks")
-            stored = len(live.service.labels.list(
-                live.service.tokens.resolve_token(token).project_id, job_id=job_id))
+            project_id = live.service.tokens.resolve_token(token).project_id
+            stored = len(live.service.labels.list(project_id, subject=live.service.labels
+                                                  .subject_of_job(project_id, job_id)))
             print(f"\nlabelling on the review page ({size} turns in the queue): "
                   f"{labelled} turns, one key press each, {stored} labels stored")
             print(f"  save (POST to response)     median {median(saves):5.1f} ms   "
