@@ -112,7 +112,8 @@ def rss(replies: list[str]) -> list[list[str]]:
                 figures = json.loads(done.stdout.strip().splitlines()[-1])
                 print(f"  {backend:<8} {kind:<10} peak RSS {figures['rss_mb']:6.1f} MB  "
                       f"({figures['outcome']})")
-                rows.append([backend, kind, f"{figures['rss_mb']:.0f}", figures["outcome"]])
+                rows.append([backend, kind, f"{figures['rss_mb']:.0f}",
+                             figures["outcome"].rstrip("; ")])
     return rows
 
 
