@@ -49,6 +49,25 @@ def test_site_builds_without_a_warning(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "glossary" / "index.html").is_file()
 
 
+def test_every_benchmark_result_is_on_a_site_page_and_well_formed() -> None:
+    """Each ``bench/results/NAME.json`` is rendered by some page (no figures nobody sees), and
+    each page's marker names a file that exists, with rows as wide as their columns."""
+    import json
+
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
+    shown = set(re.findall(r"<!-- generated:bench ([\w.-]+) -->", pages))
+    written = {p.stem for p in (ROOT / "bench" / "results").glob("*.json")}
+    assert written - shown == set(), "results no page shows"
+    assert shown - written == set(), "pages name results no benchmark wrote"
+    for name in written:
+        record = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text("utf-8"))
+        assert record["benchmark"] == name and record["command"].startswith("python bench/")
+        assert record["tables"], name
+        for table in record["tables"]:
+            assert table["rows"], (name, table["title"])
+            assert all(len(row) == len(table["columns"]) for row in table["rows"]), name
+
+
 def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 150, f"README.md has {len(lines)} lines (at most 150)"
