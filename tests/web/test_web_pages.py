@@ -563,10 +563,26 @@ def test_candidates_queue_ranks_label_error_candidates_of_a_judged_run(web):
                             [source_from_run(Run(job_id, summary, rows))],
                             schema=load_schema(EXAMPLES / "schema.json"))
     assert found, "the example has suspect gold values"
-    page = client.get(f"/ui/review/{job_id}?queue=candidates")
+    page = _when_prepared(client, f"/ui/review/{job_id}?queue=candidates")
     assert page.status_code == 200 and "candidate #1: " + found[0].slot in page.text
     assert (f'data-dialogue="{found[0].dialogue_id}" data-turn="{found[0].turn_index}"'
             in page.text)
     imported = import_run(web, bundle(synthetic_rows(20, seed=1)))
-    refused = client.get(f"/ui/review/{imported}?queue=candidates")
+    refused = _when_prepared(client, f"/ui/review/{imported}?queue=candidates")
     assert refused.status_code == 409 and "dialogues file" in refused.text
+
+
+def _when_prepared(client: Any, url: str, timeout: float = 30) -> Any:
+    """The page once what it needs is computed: first a 202 page that reloads itself (the
+    ranking runs in the background, never in the request), then the page."""
+    first = client.get(url)
+    assert first.status_code == 202 and "Preparing" in first.text, first.text[:300]
+    assert first.headers["retry-after"] == "2"
+    assert '<meta http-equiv="refresh" content="2">' in first.text
+    deadline = time.monotonic() + timeout
+    while True:
+        page = client.get(url)
+        if page.status_code != 202:
+            return page
+        assert time.monotonic() < deadline, "still preparing"
+        time.sleep(0.1)

@@ -104,11 +104,18 @@
   }
 
   /* --- run page: filter values once the index is ready ------------------------------------- */
-  function facets() {
+  function facets(attempt) {
     const form = $("form[data-facets]");
     if (!form) return;
     fetch(form.dataset.facets, { headers: { Accept: "application/json" }, credentials: "same-origin" })
-      .then((r) => (r.ok ? r.json() : null))
+      .then((r) => {
+        // 202: the run's index is being built in the background; ask again shortly
+        if (r.status === 202 && (attempt || 0) < 60) {
+          window.setTimeout(() => facets((attempt || 0) + 1), 2000);
+          return null;
+        }
+        return r.ok && r.status === 200 ? r.json() : null;
+      })
       .then((data) => {
         if (!data) return;
         const fill = (id, values) => {
@@ -349,7 +356,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     autosubmit();
     live();
-    facets();
+    facets(0);
     charts();
     sortable();
     review();
