@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import local_only  # noqa: E402
+from bench._common import local_only, write_results  # noqa: E402
 
 KEY = "sk-bench-0000000000000000000000000000"
 
@@ -73,11 +73,12 @@ def unchecked(raw: bytes) -> tuple:
             int(usage.get("prompt_tokens") or 0), body.get("model"), body.get("id"))
 
 
-def parse_cost(replies: int) -> None:
+def parse_cost(replies: int) -> list[list[str]]:
     from judge.model import ReplyLimits, parse_chat_reply
 
     raw = typical_reply()
     limits = ReplyLimits()
+    rows = []
     for name, parse in (("unchecked json.loads", unchecked),
                         ("parse_chat_reply", lambda r: parse_chat_reply(r, limits=limits,
                                                                         secret=KEY))):
@@ -87,12 +88,15 @@ def parse_cost(replies: int) -> None:
             parse(raw)
         per = (time.process_time() - start) / replies * 1e6
         print(f"  {name:<22} {per:7.1f} µs CPU per reply ({len(raw)} bytes)")
+        rows.append([name, f"{per:.1f}"])
+    return rows
 
 
-def rss(replies: list[str]) -> None:
+def rss(replies: list[str]) -> list[list[str]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from fault_server import FaultConfig, ServerProcess
 
+    rows = []
     with ServerProcess(FaultConfig()) as server:
         base = server.url.removesuffix("/v1")
         for backend in ("aiohttp", "httpx"):
@@ -103,10 +107,14 @@ def rss(replies: list[str]) -> None:
                                       text=True, timeout=300, check=False)
                 if done.returncode != 0:
                     print(f"  {backend:<8} {kind:<10} failed: {done.stderr.strip()[-200:]}")
+                    rows.append([backend, kind, "—", "the child failed"])
                     continue
                 figures = json.loads(done.stdout.strip().splitlines()[-1])
                 print(f"  {backend:<8} {kind:<10} peak RSS {figures['rss_mb']:6.1f} MB  "
                       f"({figures['outcome']})")
+                rows.append([backend, kind, f"{figures['rss_mb']:.0f}",
+                             figures["outcome"].rstrip("; ")])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,10 +124,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     local_only()
     print("reply checking:")
-    parse_cost(args.replies)
+    tables = [{"title": "CPU per typical judge reply "
+               f"({len(typical_reply()):,} bytes, {args.replies:,} replies)",
+               "columns": ["parse", "µs CPU per reply"], "rows": parse_cost(args.replies),
+               "note": "parse_chat_reply checks every field, the depth and removes the key; "
+                       "the unchecked parse is the one it replaced, for comparison."}]
     if not args.skip_rss:
         print("one call, peak RSS of a fresh interpreter (cap: max_reply_bytes = 1 MB):")
-        rss(["normal", "size-50mb", "gzip-bomb"])
+        tables.append({"title": "One call in a fresh interpreter: peak RSS (cap: "
+                                "max_reply_bytes = 1 MB)",
+                       "columns": ["transport", "reply", "peak RSS (MB)", "outcome"],
+                       "rows": rss(["normal", "size-50mb", "gzip-bomb"]),
+                       "note": "Most of a fresh interpreter's memory is its imports; the "
+                               "hostile replies should cost no more than a normal one."})
+        write_results("hostile", tables)
     return 0
 
 

@@ -258,6 +258,27 @@ class Job(ApiModel):
         return self.status in FINAL_STATUSES
 
 
+class SlotOutsideSchema(ApiModel):
+    slot: str = Field(description="A predicted slot name the job's schema does not have.")
+    turns: int = Field(description="Turns predicting it.")
+    suggestion: str | None = Field(description="The closest schema slot, if one is close.")
+
+
+class JobWarning(ApiModel):
+    """Something the job will run with, but that looks wrong (it is queued all the same)."""
+
+    file: str = Field(description="The file id it is about.")
+    name: str
+    slots: list[SlotOutsideSchema]
+    message: str = Field(description="The sentence the CLI prints.")
+
+
+class CreatedJob(Job):
+    """The answer to a submission: the job, and what looked wrong in its inputs."""
+
+    warnings: list[JobWarning] = Field(default_factory=list)
+
+
 class JobList(Page):
     jobs: list[Job]
 

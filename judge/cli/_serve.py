@@ -77,6 +77,11 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    "endpoints: base_url, api_key_env, models, rpm, tpm, max_concurrency")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL",
                    help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
+    p.add_argument("--replay", metavar="CASSETTES",
+                   help="add an endpoint 'replay' (the default one) that answers exactly the "
+                   "requests recorded in this cassette file or folder, e.g. cassettes/: try "
+                   "the service without a key (model 'local'; other requests become error "
+                   "rows)")
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
                    "(default 4; 0 = API only)")
     p.add_argument("--worker", choices=("process", "thread"), default="process",
@@ -131,6 +136,11 @@ def _settings(args: argparse.Namespace) -> Any:
             raise OptionError(f"--endpoint expects NAME=URL (got {item!r})")
         endpoints[name] = {"base_url": url,
                            "api_key_env": f"DST_JUDGE_KEY_{name.upper().replace('-', '_')}"}
+    if getattr(args, "replay", None):
+        from ..service import replay_endpoint
+
+        endpoints["replay"] = replay_endpoint(args.replay)
+        values["default_endpoint"] = "replay"
     if endpoints:
         values["endpoints"] = endpoints
     return build_settings(values)

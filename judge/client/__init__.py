@@ -7,11 +7,13 @@ the API's models, exported here for type hints (``judge.client.Job``).
 
 from .._api_models import (
     BatchProgress,
+    CreatedJob,
     Endpoint,
     Headline,
     Health,
     Job,
     JobProgress,
+    JobWarning,
     Label,
     LabelRequest,
     Me,
@@ -25,11 +27,13 @@ from ._client import Client
 __all__ = [
     "BatchProgress",
     "Client",
+    "CreatedJob",
     "Endpoint",
     "Headline",
     "Health",
     "Job",
     "JobProgress",
+    "JobWarning",
     "Label",
     "LabelRequest",
     "Me",

@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from .._api_models import (
+    CreatedJob,
     Endpoint,
     EndpointList,
     FileKind,
@@ -39,6 +40,9 @@ from .._api_models import (
 from .._errors import ServiceError
 
 Model = TypeVar("Model", bound=BaseModel)
+INPUTS_FILE = "inputs.json"
+"""In a run directory written by :meth:`Client.download_run`: kind → path of the job's input
+file, relative to the directory (``audit`` reads its dialogues and schema from there)."""
 
 
 class Client:
@@ -115,12 +119,14 @@ class Client:
         self._request("DELETE", f"/v1/files/{file_id}")
 
     def submit(self, kind: JobKind, inputs: Mapping[str, str | Sequence[str]],
-               options: Mapping[str, Any] | None = None, *, mode: JobMode = "live") -> Job:
-        """Queue a job; returns it (``id``, ``status`` ...)."""
+               options: Mapping[str, Any] | None = None, *, mode: JobMode = "live"
+               ) -> CreatedJob:
+        """Queue a job; returns it (``id``, ``status`` ...) with ``warnings`` about its
+        inputs."""
         body = {"kind": kind, "inputs": {k: v if isinstance(v, str) else list(v)
                                          for k, v in inputs.items()},
                 "options": dict(options or {}), "mode": mode}
-        return self._model(Job, "POST", "/v1/jobs", json=body)
+        return self._model(CreatedJob, "POST", "/v1/jobs", json=body)
 
     def job(self, job_id: str) -> Job:
         return self._model(Job, "GET", f"/v1/jobs/{job_id}")
@@ -194,11 +200,16 @@ class Client:
                 if line.strip():
                     yield json.loads(line)
 
-    def download_run(self, job_id: str, out_dir: str | Path) -> Path:
+    def download_run(self, job_id: str, out_dir: str | Path, *, inputs: bool = True) -> Path:
         """Write ``summary.json`` and ``judgments.jsonl``: a run directory that ``agreement``,
-        ``compare``, ``systems`` and ``audit`` read."""
+        ``compare``, ``systems`` and ``audit`` read. With ``inputs`` (the default), also the
+        job's schema, dialogues and predictions under ``inputs/<kind>/<name>`` and their paths
+        in ``inputs.json`` (:data:`INPUTS_FILE`), where ``audit`` finds its dialogues and
+        schema."""
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
+        if inputs:
+            self._download_inputs(job_id, folder)
         summary = self.results(job_id)
         with (folder / "judgments.jsonl").open("w", encoding="utf-8") as handle:
             for row in self.judgments(job_id):
@@ -206,6 +217,33 @@ class Client:
         (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False)
                                              + "\n", encoding="utf-8")
         return folder
+
+    def _download_inputs(self, job_id: str, folder: Path) -> None:
+        """The files an evaluate job read (a retry's: those of the run it retried)."""
+        job = self.job(job_id)
+        seen = {job_id}
+        while job.kind == "retry-errors" and job.inputs.get("run") not in seen:
+            seen.add(job.inputs["run"])
+            job = self.job(job.inputs["run"])
+        written: dict[str, str] = {}
+        for kind in ("schema", "dialogues", "predictions"):
+            file_id = job.inputs.get(kind)
+            if not isinstance(file_id, str):
+                continue
+            record = self._model(UploadedFile, "GET", f"/v1/files/{file_id}")
+            name = Path(record.name or kind).name or kind  # no folder from afar
+            target = folder / "inputs" / kind / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._http.stream("GET", f"/v1/files/{file_id}/content") as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                with target.open("wb") as handle:
+                    for block in response.iter_bytes():
+                        handle.write(block)
+            written[kind] = target.relative_to(folder).as_posix()
+        (folder / INPUTS_FILE).write_text(json.dumps({"job": job_id, **written}, indent=2)
+                                          + "\n", encoding="utf-8")
 
     def export(self, job_id: str, path: str | Path) -> Path:
         """Save the job's bundle (``.tar.gz``) to ``path``."""

@@ -47,6 +47,13 @@ from ._schema import (
     normalize_key,
     prompt_text,
 )
+from ._slotnames import (
+    OutOfSchemaSlot,
+    closest_slot,
+    describe_out_of_schema,
+    out_of_schema_slots,
+    predicted_slot_names,
+)
 from ._states import (
     NONE,
     State,
@@ -78,6 +85,7 @@ __all__ = [
     "Hypotheses",
     "IntegrationIssue",
     "KeyIndex",
+    "OutOfSchemaSlot",
     "PredDialogue",
     "PredTurn",
     "PredictionSet",
@@ -87,8 +95,10 @@ __all__ = [
     "Turn",
     "apply_turn_state",
     "check_integration",
+    "closest_slot",
     "convert",
     "cumulative_states",
+    "describe_out_of_schema",
     "detect",
     "detect_kind",
     "dialogue_key",
@@ -102,6 +112,8 @@ __all__ = [
     "merge_gold",
     "normalize_key",
     "open_source",
+    "out_of_schema_slots",
+    "predicted_slot_names",
     "prompt_text",
     "read_foreign",
     "read_id_list",

@@ -20,6 +20,7 @@ from ._settings import (
     build_settings,
     default_data_dir,
     read_endpoints_file,
+    replay_endpoint,
 )
 from ._streams import (
     GzipResponse,
@@ -61,6 +62,7 @@ __all__ = [
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
+    "replay_endpoint",
     "revoke_token",
     "run_server",
     "server_sent_events",

@@ -27,6 +27,7 @@ from ..data import load_dialogues, load_schema, validate_file
 from ..method import load_rules
 from ._auth import new_id
 from ._db import Database, blobs, files, now
+from ._slotcheck import upload_slot_names
 
 FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample")
 _CHUNK = 1 << 20
@@ -210,7 +211,8 @@ def _describe_predictions(path: Path) -> dict[str, Any]:
         record = json.loads(text)
         if isinstance(record, dict) and isinstance(record.get("system_name"), str):
             names.add(record["system_name"])
-    return {"dialogues": count, "system_name": names.pop() if len(names) == 1 else None}
+    return {"dialogues": count, "system_name": names.pop() if len(names) == 1 else None,
+            "slot_names": upload_slot_names(path)}
 
 
 def _strip(text: str, prefix: str) -> str:

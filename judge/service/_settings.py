@@ -14,10 +14,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .._config import DEFAULT_BASE_URL
 from .._errors import InputError, OptionError
+from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
 DEFAULT_PORT = 8765
 SLOTS_PER_PROCESS = 4
@@ -52,6 +61,30 @@ class EndpointConfig(BaseModel):
     batch_api: bool | None = Field(
         None, description="Whether jobs may use mode 'batch' (the OpenAI Batch API) here; "
         "unset: only when base_url is OpenAI's own API (local servers have no Batch API).")
+    replay: Path | None = Field(
+        None, description="A cassette file or a folder of them: this endpoint answers exactly "
+        "the recorded requests and nothing else (an unrecorded request is an error row "
+        "naming it); no key, no network. Its base_url is " + REPLAY_BASE_URL + ".")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_url(cls, values: Any) -> Any:
+        """A replay endpoint talks to no server: its base URL is one that never resolves."""
+        if isinstance(values, dict) and values.get("replay") and not values.get("base_url"):
+            return {**values, "base_url": REPLAY_BASE_URL}
+        return values
+
+    @field_validator("replay")
+    @classmethod
+    def _cassettes_exist(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:  # every cassette read now: a broken one is the operator's error at start
+                for file in cassette_files(value):
+                    Cassette.load(file)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            return value.resolve()  # worker processes may start elsewhere
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -62,6 +95,8 @@ class EndpointConfig(BaseModel):
 
     def offers_batch(self) -> bool:
         """Whether batch jobs may run on this endpoint."""
+        if self.replay is not None:
+            return False  # cassettes hold chat completions, not batches
         if self.batch_api is not None:
             return self.batch_api
         return self.base_url.rstrip("/") == DEFAULT_BASE_URL.rstrip("/")
@@ -173,6 +208,12 @@ def read_endpoints_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
+def replay_endpoint(source: str | Path, model: str = "local") -> dict[str, Any]:
+    """The endpoint ``dst-judge serve --replay SOURCE`` adds (named ``replay``): the cassettes
+    of SOURCE, jobs' model defaulting to the one the project's cassettes were recorded with."""
+    return {"replay": str(source), "default_model": model}
+
+
 def build_settings(values: dict[str, Any]) -> ServiceSettings:
     """Settings from CLI values (None = not given); an invalid value is an OptionError."""
     given = {k: v for k, v in values.items() if v is not None}
@@ -181,7 +222,8 @@ def build_settings(values: dict[str, Any]) -> ServiceSettings:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise OptionError(f"{where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise OptionError(f"{where}: {message}") from None
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

@@ -7,8 +7,18 @@ from typing import Annotated
 from fastapi import Body, Path, Query, Response, status
 from fastapi.openapi.models import Link
 
-from ..._api_models import MAX_OFFSET, MAX_PAGE, Job, JobKind, JobList, JobStatus, ResumeRequest
+from ..._api_models import (
+    MAX_OFFSET,
+    MAX_PAGE,
+    CreatedJob,
+    Job,
+    JobKind,
+    JobList,
+    JobStatus,
+    ResumeRequest,
+)
 from .._jobspec import JobRequest, check_job
+from .._slotcheck import job_warnings
 from ._common import Reader, ServiceDep, Submitter, api_router, errors
 
 router = api_router("jobs")
@@ -29,16 +39,19 @@ def _links(*names: str) -> dict[str, Link]:
     return {name: JOB_LINKS[name] for name in names}
 
 
-@router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=Job,
+@router.post("/jobs", status_code=status.HTTP_201_CREATED, response_model=CreatedJob,
              responses={201: {"description": "The job, queued; `Location` names it.",
                               "links": _links("get_job", "cancel_job")},
                         **errors(403, 422)})
 def create_job(principal: Submitter, service: ServiceDep, request: JobRequest,
-               response: Response) -> Job:
+               response: Response) -> CreatedJob:
     """`{"kind", "inputs", "options", "mode"}` → the queued job (403 when the token's
-    spending cap is reached)."""
+    spending cap is reached), with `warnings` about its inputs (predicted slot names outside
+    the schema)."""
     spec = check_job(request, service.settings)
-    job = Job.model_validate(service.jobs.submit(principal, spec))
+    record = service.jobs.submit(principal, spec)
+    warnings = job_warnings(service.files, principal.project_id, spec.kind, spec.inputs)
+    job = CreatedJob.model_validate({**record, "warnings": warnings})
     service.nudge()
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job
