@@ -19,6 +19,10 @@ from rich.table import Table
 from .._errors import OptionError
 
 _EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
+LIMIT_FLAGS = ("max_unpacked_mb", "max_ratio", "max_record_mb", "max_json_mb",
+               "project_quota_gb", "body_timeout_seconds", "body_idle_seconds",
+               "header_timeout_seconds", "auth_failures_per_minute", "requests_per_minute",
+               "trusted_proxies")
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -95,7 +99,30 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retention-days", type=float,
                    help="delete finished jobs, unused files and ledger replies older than "
                    "this (default: keep)")
-    p.add_argument("--max-upload-mb", type=float, help="largest upload (default 200)")
+    p.add_argument("--max-upload-mb", type=float, help="largest upload body as sent, in MB "
+                   "(default 200)")
+    p.add_argument("--max-unpacked-mb", type=float, help="largest upload once unpacked, a "
+                   "bundle's members together (default 512)")
+    p.add_argument("--max-ratio", type=float, help="largest compression ratio of a .gz upload "
+                   "(default 100)")
+    p.add_argument("--max-record-mb", type=float, help="largest JSON Lines line, or file that "
+                   "is one JSON document, in MB (default 16)")
+    p.add_argument("--max-json-mb", type=float, help="largest JSON request body (default 2)")
+    p.add_argument("--project-quota-gb", type=float, help="unpacked size of one project's "
+                   "files (default 10)")
+    p.add_argument("--body-timeout", type=float, dest="body_timeout_seconds",
+                   help="seconds a client may take to send a request body (default 300)")
+    p.add_argument("--body-idle", type=float, dest="body_idle_seconds",
+                   help="seconds between two parts of a request body (default 30)")
+    p.add_argument("--header-timeout", type=float, dest="header_timeout_seconds",
+                   help="seconds a connection may take to send its request head (default 10)")
+    p.add_argument("--auth-failures-per-minute", type=int, help="failed authentications per "
+                   "client address and minute before 429 (default 30; 0: no limit)")
+    p.add_argument("--requests-per-minute", type=int, help="requests per token and minute "
+                   "before 429 (default 1200; 0: no limit)")
+    p.add_argument("--trusted-proxy", action="append", dest="trusted_proxies", metavar="ADDR",
+                   help="address or network of a reverse proxy whose X-Forwarded-For is "
+                   "believed (repeat for several; default none)")
     p.add_argument("--max-job-budget", type=float, metavar="USD",
                    help="spending cap of every job")
     p.add_argument("--share-cache", action="store_true", default=None,
@@ -119,7 +146,7 @@ def _settings(args: argparse.Namespace) -> Any:
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
-                 "worker_mode", "worker_processes", "batch_poll_seconds"):
+                 "worker_mode", "worker_processes", "batch_poll_seconds", *LIMIT_FLAGS):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, Literal
 
@@ -32,6 +31,7 @@ from ._auth import Principal, TokenBook, create_token, list_tokens, revoke_token
 from ._bundles import export_bundle, import_bundle
 from ._db import Database
 from ._files import FileStore
+from ._guard import RequestGuard
 from ._jobs import FINAL, JobStore, public_job
 from ._jobspec import JobRequest, check_job
 from ._labels import LabelStore
@@ -39,8 +39,6 @@ from ._metrics import ServiceMetrics
 from ._settings import ServiceSettings
 
 log = logging.getLogger("dst_judge.service")
-JSON_LIMIT = 16 * 1024 * 1024
-UPLOAD_PATHS = ("/v1/files", "/v1/bundles")
 
 
 class Service:
@@ -83,67 +81,6 @@ class Service:
         if self.worker is not None:
             self.worker.stop()
         self.db.dispose()
-
-
-# --- request guard: body limits and metrics -----------------------------------------------------
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class RequestGuard:
-    """ASGI middleware: refuse bodies over the limit with 413 (by Content-Length at once,
-    else while reading), and time every request for ``/metrics``."""
-
-    def __init__(self, app: Any, service: Service) -> None:
-        self.app = app
-        self.service = service
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        limit = (self.service.settings.max_upload_bytes if path in UPLOAD_PATHS else JSON_LIMIT)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        started = time.perf_counter()
-        status = {"code": 500}
-
-        async def send_wrapper(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        try:
-            if length is not None and length.isdigit() and int(length) > limit:
-                raise _TooLarge
-            seen = 0
-
-            async def limited_receive() -> dict[str, Any]:
-                nonlocal seen
-                message = await receive()
-                if message["type"] == "http.request":
-                    seen += len(message.get("body", b""))
-                    if seen > limit:
-                        raise _TooLarge
-                return message
-
-            await self.app(scope, limited_receive, send_wrapper)
-        except _TooLarge:
-            status["code"] = 413
-            body = json.dumps(_error_body(413, f"the request body is larger than the server's "
-                                          f"limit of {limit // (1024 * 1024)} MB")).encode()
-            await send({"type": "http.response.start", "status": 413,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode()),
-                                    (b"connection", b"close")]})
-            await send({"type": "http.response.body", "body": body})
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            self.service.metrics.observe(scope.get("method", "?"), template, status["code"],
-                                         time.perf_counter() - started)
 
 
 def _error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:
@@ -191,6 +128,7 @@ def _caller(scope: str) -> Any:
         principal = request.app.state.service.tokens.resolve(authorization)
         principal.require(scope)
         return principal
+    dependency.required_scope = scope  # type: ignore[attr-defined]  # read by RequestGuard
     return Depends(dependency)
 
 
