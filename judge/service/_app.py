@@ -95,21 +95,22 @@ def _type_part(part: Any) -> bool:
 
 
 class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     name: str = Field(min_length=1, max_length=200)
-    scopes: list[Literal["read", "submit", "review", "admin"]] = Field(min_length=1)
-    spend_cap_usd: float | None = Field(None, ge=0)
+    scopes: list[Literal["read", "submit", "review", "admin"]] = Field(min_length=1, max_length=4)
+    spend_cap_usd: float | None = Field(None, ge=0, le=1_000_000_000)
 
 
 class ResumeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    budget: float | None = Field(None, gt=0, description="New budget in USD (stopped jobs).")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    budget: float | None = Field(None, gt=0, le=1_000_000,
+                                 description="New budget in USD (stopped jobs).")
 
 
 class LabelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     dialogue_id: str = Field(min_length=1, max_length=300)
-    turn_index: int = Field(ge=0)
+    turn_index: int = Field(ge=0, le=2 ** 31 - 1)
     slot: str = Field("", max_length=200, description="'' labels the whole turn.")
     label: Literal["correct", "incorrect", "unsure"]
     note: str | None = Field(None, max_length=5000)
