@@ -266,6 +266,8 @@ def json_problem(body: bytes) -> tuple[str, str | None] | None:
         if isinstance(item, int) and not isinstance(item, bool) and \
                 not INT64_MIN <= item <= INT64_MAX:
             return "an integer outside what the database holds (64 bits)", where or None
+        if isinstance(item, float) and not math.isfinite(item):
+            return "a number too large to hold (it reads as Infinity)", where or None
         if isinstance(item, dict):
             stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
         elif isinstance(item, list):

@@ -157,9 +157,20 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
     return spec
 
 
+def _is_bool_field(name: str) -> bool:
+    for model in (JudgeConfig, MetricOptions):
+        info = model.model_fields.get(name)
+        if info is not None:
+            return info.annotation in (bool, bool | None)
+    return False
+
+
 def check_numbers(options: dict[str, Any]) -> None:
-    """Every numeric option of the right type (strictly) and within its range (422)."""
+    """Every numeric option of the right type (strictly) and within its range, every flag a
+    JSON true or false (422): the library's settings object would read ``"yes"`` as true."""
     for name, value in options.items():
+        if _is_bool_field(name) and not isinstance(value, bool) and value is not None:
+            raise ServiceError("must be true or false", status=422, field=f"options.{name}")
         if name == "fga_lambdas":
             _check_list(value, name, number=True)
         elif name == "none_values":
