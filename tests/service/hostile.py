@@ -176,3 +176,47 @@ def announced_upload(port: int, method: str, target: str, *, headers: dict[str, 
         return (int(match.group(1)) if match else None), first, sent
     finally:
         sock.close()
+
+
+class PeakRss:
+    """The largest RSS of a process while the block runs (sampled every 5 ms), and its
+    growth over the RSS before: what one request made the server hold at its worst."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.process = psutil.Process(pid)
+        self.before = self.peak = self.process.memory_info().rss
+        self._stop = False
+        self._thread: Any = None
+
+    def _sample(self) -> None:
+        while not self._stop:
+            try:
+                self.peak = max(self.peak, self.process.memory_info().rss)
+            except Exception:  # the process ended
+                return
+            time.sleep(0.005)
+
+    def __enter__(self) -> PeakRss:
+        import threading
+
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop = True
+        self._thread.join(5)
+        self.peak = max(self.peak, self.process.memory_info().rss)
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.before) / 2 ** 20
+
+
+def written_bytes(pid: int) -> int:
+    """Bytes the process passed to write() so far (files and sockets alike; /proc io)."""
+    import psutil
+
+    return int(psutil.Process(pid).io_counters().write_chars)

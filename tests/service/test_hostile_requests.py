@@ -436,14 +436,13 @@ OWN = [
 
 
 def run(env: Env, case: Case) -> httpx.Response:
-    process = psutil.Process(env.pid)
     before_rows = hostile.row_counts(env.db_path)
-    before_rss = process.memory_info().rss
     request: dict[str, Any] = case.body(env) if case.body is not None else {}
     headers = {**env.token(case.who), **case.headers, **request.pop("headers", {})}
     path = case.path(env) if callable(case.path) else case.path
-    response = env.client.request(case.method, path, headers=headers, **request)
-    growth = (process.memory_info().rss - before_rss) / 2 ** 20
+    with hostile.PeakRss(env.pid) as rss:
+        response = env.client.request(case.method, path, headers=headers, **request)
+    growth = rss.growth_mb
     log = env.new_log()
     assert response.status_code == case.status, (case.id, response.text[:500])
     assert "Traceback" not in log, log[-3000:]
