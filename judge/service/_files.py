@@ -8,7 +8,6 @@ bomb is refused (413) instead of filling the disk.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
@@ -157,7 +156,7 @@ class FileStore:
                                   .where(blobs.c.sha256 == sha256)).scalar()
         if packed is None:
             raise ServiceError(f"the content {sha256} is gone (deleted)", status=410)
-        replace_whole(path, lambda part: part.write_bytes(gzip.decompress(packed)))
+        replace_whole(path, lambda part: _gunzip_to(packed, part))
         return path
 
     def open_content(self, sha256: str) -> Iterable[bytes]:
@@ -183,6 +182,21 @@ class FileStore:
                 conn.execute(blobs.delete().where(blobs.c.sha256 == record["sha256"]))
         if not still:
             (self.root / record["sha256"][:2] / record["sha256"]).unlink(missing_ok=True)
+
+
+def _gunzip_to(packed: bytes, target: Path) -> None:
+    """Unpack a stored blob block by block (never its unpacked size in memory)."""
+    with target.open("wb") as out:
+        pending = packed
+        while pending:
+            unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while not unpacker.eof:
+                block = unpacker.decompress(pending, _CHUNK)
+                pending = unpacker.unconsumed_tail
+                if not block and not pending:
+                    break
+                out.write(block)
+            pending = unpacker.unused_data
 
 
 def public_file(row: Any) -> dict[str, Any]:
@@ -397,6 +411,8 @@ def _gunzip_stream(stream: IO[bytes], head: bytes, writer: _Writer, copy: IO[byt
                 raise ServiceError(
                     f"the upload unpacks to more than {caps.ratio:g} times its packed size "
                     f"(the server's limit; a gzip bomb?)", status=413)
+        while not unpacker.eof and (block := unpacker.decompress(b"", _CHUNK)):
+            writer.write(block)  # output zlib still held when the input ran out
         if not unpacker.eof:
             raise EOFError("the gzip stream ends early")
     except (zlib.error, EOFError) as exc:

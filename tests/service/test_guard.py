@@ -72,3 +72,66 @@ def test_fine_or_foreign_json_is_left_to_the_route(body):
 def test_json_nested_past_the_limit_is_refused():
     problem = json_problem(b"[" * 1000 + b"]" * 1000)
     assert problem is not None and "nested" in problem[0]
+
+
+def _client(app, base: str = "http://testserver"):
+    import httpx
+
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base)
+
+
+def test_an_escaped_error_is_one_log_line_a_500_with_its_id_and_a_closed_connection(
+        tmp_path, caplog):
+    import asyncio
+    import logging
+
+    app = create_app(build_settings({"data_dir": tmp_path, "job_slots": 0}))
+
+    @app.get("/v1/boom")
+    def boom() -> None:  # a bug no handler expected
+        raise RuntimeError("kaputt\nsecond line")
+
+    async def ask():
+        async with _client(app) as client:
+            return await client.get("/v1/boom", headers={"X-Request-ID": "req-7"})
+
+    service = app.state.service
+    service.start()
+    try:
+        from judge.service import create_token
+        token = create_token(service.db, "lab", "read", name="r")[0]
+
+        async def ask_with_token():
+            async with _client(app) as client:
+                return await client.get("/v1/boom", headers={"X-Request-ID": "req-7",
+                                                             "Authorization": f"Bearer {token}"})
+
+        caplog.set_level(logging.WARNING)
+        unauthenticated = asyncio.run(ask())
+        response = asyncio.run(ask_with_token())
+    finally:
+        service.stop()
+    assert unauthenticated.status_code == 401  # the guard asks for a token first
+    assert response.status_code == 500
+    assert response.headers["x-request-id"] == "req-7"
+    assert response.headers["connection"] == "close"
+    assert "req-7" in response.json()["error"]["message"]
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "req-7" in errors[0].getMessage()
+    assert "\n" not in errors[0].getMessage() and errors[0].exc_info is None
+    assert "kaputt" not in response.text  # the client learns the id, not the internals
+
+
+def test_hsts_only_over_https(tmp_path):
+    import asyncio
+
+    app = create_app(build_settings({"data_dir": tmp_path, "job_slots": 0}))
+
+    async def ask(base: str):
+        async with _client(app, base) as client:
+            return await client.get("/v1/me")
+
+    plain, secure = asyncio.run(ask("http://testserver")), asyncio.run(ask("https://testserver"))
+    assert plain.status_code == secure.status_code == 401
+    assert "strict-transport-security" not in plain.headers
+    assert secure.headers["strict-transport-security"].startswith("max-age=")
