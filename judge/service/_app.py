@@ -126,7 +126,9 @@ class LabelRequest(BaseModel):
 def _caller(scope: str) -> Any:
     def dependency(request: Request,
                    authorization: Annotated[str | None, Header()] = None) -> Principal:
-        principal = request.app.state.service.tokens.resolve(authorization)
+        principal = request.scope.get("state", {}).get("principal")  # RequestGuard's
+        if principal is None:
+            principal = request.app.state.service.tokens.resolve(authorization)
         principal.require(scope)
         return principal
     dependency.required_scope = scope  # type: ignore[attr-defined]  # read by RequestGuard
