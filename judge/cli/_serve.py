@@ -135,8 +135,9 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests-per-minute", type=int, help="requests per token and minute "
                    "before 429 (default 1200; 0: no limit)")
     p.add_argument("--trusted-proxy", action="append", dest="trusted_proxies", metavar="ADDR",
-                   help="address or network of a reverse proxy whose X-Forwarded-For is "
-                   "believed (repeat for several; default none)")
+                   help="address or network of a reverse proxy whose X-Forwarded-For and "
+                   "-Proto are believed (repeat for several; default: loopback; 'none': "
+                   "nobody)")
     p.add_argument("--max-job-budget", type=float, metavar="USD",
                    help="spending cap of every job")
     p.add_argument("--share-cache", action="store_true", default=None,

@@ -131,8 +131,9 @@ class ServiceSettings(BaseModel):
         1200, ge=0, le=10_000_000, description="Requests allowed per token and minute before "
         "429 (0: no limit); per replica.")
     trusted_proxies: list[str] = Field(
-        default_factory=list, description="Addresses (or networks) of reverse proxies whose "
-        "X-Forwarded-For / X-Forwarded-Proto are believed; nobody's by default.")
+        default_factory=lambda: ["127.0.0.1", "::1"], description="Addresses (or networks) "
+        "of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (default: "
+        "loopback, a proxy on this machine; ['none']: nobody).")
     lease_seconds: float = Field(30.0, ge=1.0, description="A job whose worker stops renewing "
                                  "its lease this long is taken over by another worker.")
     job_slots: int = Field(4, ge=0, description="Jobs run at once by this replica (0: API only).")
@@ -160,6 +161,8 @@ class ServiceSettings(BaseModel):
     @field_validator("trusted_proxies")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
+        if value == ["none"]:
+            return []
         for item in value:
             try:
                 ipaddress.ip_network(item, strict=False)
