@@ -36,6 +36,7 @@ from ._dialogues import (
     dialogue_key,
     load_dialogues,
     load_predictions,
+    load_schema,
     read_id_list,
     version_label,
 )
@@ -44,7 +45,6 @@ from ._schema import (
     KeyIndex,
     Schema,
     SlotSpec,
-    load_schema,
     normalize_key,
     prompt_text,
 )

@@ -14,11 +14,12 @@ from ._auth import (
     rotate_token,
 )
 from ._bundles import export_bundle
+from ._copy import copy_database
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
-from ._migrate import copy_database
+from ._reads import JudgmentReads
 from ._server import run_server
 from ._settings import (
     DEFAULT_PORT,
@@ -37,6 +38,7 @@ __all__ = [
     "Database",
     "EndpointConfig",
     "JobRequest",
+    "JudgmentReads",
     "Principal",
     "Service",
     "ServiceSettings",

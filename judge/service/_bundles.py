@@ -18,20 +18,26 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 import sqlalchemy as sa
 
 from .._errors import ServiceError
 from ._auth import Principal, new_id
-from ._db import files, job_calls, jobs, judgments
+from ._db import Database, files, job_calls, jobs, judgments
 from ._files import unpack_upload
-from ._jobs import judgment_row
+from ._jobs import JobStore, judgment_row
 from ._labels import predictions_sha256
-from ._settings import UploadCaps
+from ._settings import ServiceSettings, UploadCaps
 
-if TYPE_CHECKING:
-    from ._app import Service
+
+class BundleHost(Protocol):
+    """What export and import need of the service (``_app.Service`` has it; this module does
+    not import the app, which imports it)."""
+
+    settings: ServiceSettings
+    db: Database
+    jobs: JobStore
 
 BUNDLE_FORMAT = 1
 MEMBERS = ("bundle.json", "manifest.json", "summary.json", "judgments.jsonl", "calls.jsonl")
@@ -41,7 +47,7 @@ INT32_MAX = 2 ** 31 - 1
 INT64_MAX = 2 ** 63 - 1
 
 
-def export_bundle(service: Service, project_id: str, job_id: str) -> tuple[str, bytes]:
+def export_bundle(service: BundleHost, project_id: str, job_id: str) -> tuple[str, bytes]:
     row = service.jobs.row(project_id, job_id)
     if row.status not in ("succeeded", "stopped", "failed") or row.summary is None:
         raise ServiceError(f"job is {row.status} without results; nothing to export",
@@ -111,7 +117,8 @@ def _lines(rows: Any) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def import_bundle(service: Service, principal: Principal, stream: IO[bytes]) -> dict[str, Any]:
+def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
+                  ) -> dict[str, Any]:
     """Create a finished job from a bundle exported by this or another server.
 
     The bundle is unpacked to disk under the upload caps (its members together within the
@@ -120,8 +127,9 @@ def import_bundle(service: Service, principal: Principal, stream: IO[bytes]) -> 
     the one transaction that writes the job, its judgments and calls; rows are read from
     disk a batch at a time."""
     caps = service.settings.upload_caps()
-    service.files.tmp.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=service.files.tmp) as folder:
+    scratch = service.settings.data_dir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch) as folder:
         members = _unpack_members(stream, Path(folder), caps)
         missing = [m for m in ("bundle.json", "summary.json", "judgments.jsonl")
                    if m not in members]

@@ -31,7 +31,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl
 
 from prometheus_client.core import CounterMetricFamily
@@ -42,8 +42,18 @@ from .._errors import ServiceError
 from .._io import MAX_JSON_DEPTH, nesting_exceeds, printable
 
 if TYPE_CHECKING:
-    from ._app import Service
-    from ._auth import Principal
+    from ._auth import Principal, TokenBook
+    from ._metrics import ServiceMetrics
+    from ._settings import ServiceSettings
+
+
+class GuardHost(Protocol):
+    """What the guard needs of the service (``_app.Service`` has it; this module does not
+    import the app, which installs it)."""
+
+    settings: ServiceSettings
+    tokens: TokenBook
+    metrics: ServiceMetrics
 
 log = logging.getLogger("dst_judge.service")
 
@@ -320,7 +330,7 @@ class Exchange:
 class RequestGuard:
     """The ASGI middleware (installed by :func:`judge.service.create_app`)."""
 
-    def __init__(self, app: Any, service: Service) -> None:
+    def __init__(self, app: Any, service: GuardHost) -> None:
         self.app = app
         self.service = service
         settings = service.settings
