@@ -633,3 +633,33 @@ def test_the_suite_has_at_least_200_cases() -> None:
     cases = (len(AMPLIFICATION) + len(BODY_BEFORE_TOKEN) + len(ANNOUNCED) + len(LOOSE_TYPES)
              + len(OVERFLOW) + len(NAN) + len(HEADERS) + len(IDENTITY) + len(OWN))
     assert cases >= 200, cases
+
+
+def test_an_upload_announced_past_the_limit_is_413_before_its_body(env: Env) -> None:
+    before = hostile.received_bytes(env.server.url)
+    answered, seconds, _ = hostile.announced_upload(
+        env.server.port, "POST", "/v1/files", length=300 << 20,
+        headers={**env.token("alice"), "Content-Type": "multipart/form-data; boundary=b"})
+    time.sleep(0.2)
+    received = hostile.received_bytes(env.server.url) - before
+    assert answered == 413 and seconds is not None
+    assert received <= 1 << 20
+    assert "Traceback" not in env.new_log()
+
+
+def test_an_event_stream_outlives_the_body_time_limits(env: Env) -> None:
+    """The body limits (1 s idle, 3 s in all on this server) are for request bodies: a client
+    following a job's events for longer is not cut off."""
+    with socket.create_connection(("127.0.0.1", env.server.port), timeout=10) as sock:
+        sock.sendall(f"GET /v1/jobs/{env.job}/events HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: Bearer {env.tokens['alice']}\r\n\r\n".encode())
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200") and b"text/event-stream" in first
+        time.sleep(4.5)
+        sock.settimeout(0.5)
+        try:
+            more = sock.recv(65536)
+        except TimeoutError:
+            more = None  # nothing new (the job waits in the queue), and still open
+        assert more != b"", "the server closed the event stream"
+    assert "Traceback" not in env.new_log()
