@@ -24,14 +24,14 @@ from pydantic import ValidationError
 
 from .._errors import DSTJudgeError, InputError, ServiceError
 from .._io import iter_jsonl_lines, parse_line, replace_whole, validation_error
-from ..analysis import load_labels
+from ..analysis import load_labels, load_sample
 from ..data import DialogueScan, PredDialogue, load_schema, read_foreign
 from ..method import load_rules
 from ._auth import new_id
 from ._db import Database, blobs, files, now
 from ._settings import UploadCaps
 
-FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules")
+FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample")
 _CHUNK = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
 _RATIO_AFTER = 1 << 20
@@ -207,9 +207,9 @@ def public_file(row: Any) -> dict[str, Any]:
 def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
     """The loaders' checks on one file (the CLI's messages, naming file, line and field),
     record by record where the file is a list of records: dialogues and predictions (each
-    record as ``evaluate`` reads it; predictions meet their dialogues in a job), labels, a
-    schema or a rules file (one document each, within the record cap). Raises 422 with the
-    message; returns a short description of the content."""
+    record as ``evaluate`` reads it; predictions meet their dialogues in a job), labels and
+    review samples (their loaders), a schema or a rules file (one document each, within the
+    record cap). Raises 422 with the message; returns a short description of the content."""
     prefix = folder.rstrip("/") + "/"
     try:
         if kind == "dialogues":
@@ -220,6 +220,9 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         if kind == "labels":
             labels = load_labels(path)
             return {"labels": len(labels.records), "annotators": list(labels.annotators)}
+        if kind == "sample":
+            sample = load_sample(path)
+            return {**sample.describe(), "strata": len(sample.strata())}
         if kind == "rules":
             rules = load_rules(path)
             return {"source": Path(rules.source).name}
