@@ -234,6 +234,12 @@ def _database(args: argparse.Namespace) -> Any:
     return db
 
 
+def _note(text: str) -> None:
+    """What a token command says about the token goes to stderr: stdout holds the token alone,
+    so ``TOKEN=$(dst-judge serve token create ...)`` works."""
+    Console(stderr=True, highlight=False).print(text)
+
+
 def _run_token_create(args: argparse.Namespace, console: Console) -> int:
     from ..service import create_token
 
@@ -243,9 +249,8 @@ def _run_token_create(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({**record, "token": token}, indent=2))
     else:
-        console.print(f"token {record['id']} for project {escape(args.project)} "
-                      f"({', '.join(record['scopes'])}); store it now, it is not shown again:",
-                      highlight=False)
+        _note(f"token {record['id']} for project {escape(args.project)} "
+              f"({', '.join(record['scopes'])}); store it now, it is not shown again:")
         print(token)
     return 0
 
@@ -283,9 +288,9 @@ def _run_token_rotate(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({**record, "token": token}, indent=2))
     else:
-        console.print(f"token {record['id']} replaces {record['replaces']} for "
-                      f"{escape(args.name)} in {escape(args.project)}; store it now, it is not "
-                      "shown again:", highlight=False)
+        _note(f"token {record['id']} replaces {record['replaces']} for "
+              f"{escape(args.name)} in {escape(args.project)}; store it now, it is not "
+              "shown again:")
         print(token)
     return 0
 
