@@ -29,7 +29,7 @@ MAX_PAGE = 1000
 """The largest ``limit`` of a list request."""
 MAX_OFFSET = 2**31 - 1
 """The largest ``offset`` (and row id) a request may name: what every database holds."""
-MAX_TURN_INDEX = 1_000_000
+MAX_TURN_INDEX = 2**31 - 1
 
 
 class ApiModel(BaseModel):
@@ -39,9 +39,10 @@ class ApiModel(BaseModel):
 
 
 class RequestModel(BaseModel):
-    """A request body: unknown members are refused."""
+    """A request body: unknown members are refused, and so are loose types (``"5"`` or
+    ``5.0`` for an integer), NaN and Infinity."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class TokenRequest(RequestModel):
 
     name: str = Field(min_length=1, max_length=200)
     scopes: list[Scope] = Field(min_length=1, max_length=4)
-    spend_cap_usd: float | None = Field(None, ge=0, le=1e9, description=(
+    spend_cap_usd: float | None = Field(None, ge=0, le=1_000_000_000, description=(
         "The most this token's jobs may spend in all, USD."))
 
 
@@ -286,7 +287,7 @@ class JobList(Page):
 class ResumeRequest(RequestModel):
     """The optional body of ``POST /v1/jobs/{job_id}/resume``."""
 
-    budget: float | None = Field(None, gt=0, le=1e9, description="New budget in USD.")
+    budget: float | None = Field(None, gt=0, le=1_000_000, description="New budget in USD.")
 
 
 # --- labels --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ._convert import (
 from ._dialogues import (
     DEFAULT_VERSION,
     Dialogue,
+    DialogueScan,
     DialogueSet,
     Hypotheses,
     IntegrationIssue,
@@ -79,6 +80,7 @@ __all__ = [
     "Context",
     "Conversion",
     "Dialogue",
+    "DialogueScan",
     "DialogueSet",
     "DomainSpec",
     "Format",

@@ -3,7 +3,16 @@ durable job queue in SQLite or Postgres, with projects and scoped tokens, conten
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
 from ._app import create_app
-from ._auth import SCOPES, Principal, create_token, ensure_project, list_tokens, revoke_token
+from ._auth import (
+    SCOPES,
+    Principal,
+    create_token,
+    ensure_project,
+    has_tokens_table,
+    list_tokens,
+    revoke_token,
+    rotate_token,
+)
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
@@ -57,6 +66,7 @@ __all__ = [
     "ensure_project",
     "event_stream",
     "export_bundle",
+    "has_tokens_table",
     "job_subject",
     "json_lines",
     "list_tokens",
@@ -64,6 +74,7 @@ __all__ = [
     "read_endpoints_file",
     "replay_endpoint",
     "revoke_token",
+    "rotate_token",
     "run_server",
     "server_sent_events",
 ]

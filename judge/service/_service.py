@@ -35,7 +35,8 @@ class Service:
         self.settings = settings
         self.db = Database(settings.db_url)
         self.files = FileStore(self.db, settings.data_dir, max_upload=settings.max_upload_bytes,
-                               max_unpacked=settings.max_unpacked_bytes)
+                               max_unpacked=settings.max_unpacked_bytes,
+                               caps=settings.upload_caps())
         self.jobs = JobStore(self.db)
         self.labels = LabelStore(self.db)
         self.tokens = TokenBook(self.db)

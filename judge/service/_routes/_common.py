@@ -30,20 +30,25 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 def authenticate(request: Request, service: ServiceDep,
                  credentials: Annotated[HTTPAuthorizationCredentials | None,
                                         Security(bearer)] = None) -> Principal:
-    """The token's principal (401 without a valid one). ``credentials`` is what declares the
-    bearer scheme in the OpenAPI document; the header itself is read whole, so a malformed one
-    gets its own message."""
-    return service.tokens.resolve(request.headers.get("authorization"))
+    """The token's principal (401 without a valid one): the one the guard resolved before the
+    body was read, or resolved here. ``credentials`` is what declares the bearer scheme in the
+    OpenAPI document; the header itself is read whole, so a malformed one gets its own
+    message."""
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    if principal is None:
+        principal = service.tokens.resolve(request.headers.get("authorization"))
+    return principal
 
 
 class require_scope:
-    """A dependency giving the caller's principal once it holds ``scope`` (else 403)."""
+    """A dependency giving the caller's principal once it holds ``scope`` (else 403). The
+    request guard reads ``required_scope`` to refuse a caller before the body is read."""
 
     def __init__(self, scope: Scope) -> None:
-        self.scope = scope
+        self.required_scope = scope
 
     def __call__(self, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-        principal.require(self.scope)
+        principal.require(self.required_scope)
         return principal
 
 
@@ -56,6 +61,7 @@ _MEANINGS = {
     400: "The body cannot be parsed (malformed multipart data or encoding).",
     401: "No token, or an invalid or revoked one.",
     403: "The token lacks the scope (or its spending cap is reached).",
+    408: "The body did not arrive in time (a stalled or too slow client).",
     404: "No such thing in the token's project (another project's is the same as none).",
     409: "The thing is in a state that does not allow it.",
     410: "The content was deleted meanwhile.",

@@ -14,7 +14,6 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from ..._api_models import Error
-from .._guard import JSON_LIMIT, UPLOAD_PATHS
 from .._settings import ServiceSettings
 from ._common import errors, require_scope
 
@@ -29,7 +28,7 @@ def scopes_of(dependant: Dependant) -> Iterator[str]:
     """The scopes ``require_scope`` asks for anywhere among a route's dependencies."""
     for dependency in dependant.dependencies:
         if isinstance(dependency.call, require_scope):
-            yield dependency.call.scope
+            yield dependency.call.required_scope
         yield from scopes_of(dependency)
 
 
@@ -77,10 +76,11 @@ def _finish(operation: dict[str, Any], route: APIRoute, settings: ServiceSetting
                                     f"\n\nScope: `{'`, `'.join(scopes)}`.").strip()
     body = operation.get("requestBody")
     if body is not None:
-        limit = settings.max_upload_bytes if route.path in UPLOAD_PATHS else JSON_LIMIT
+        multipart = "multipart/form-data" in body.get("content", {})
+        limit = settings.max_upload_bytes if multipart else settings.max_json_bytes
         body["x-max-bytes"] = limit
         body["description"] = (body.get("description", "") +
                                f" At most {_megabytes(limit)} (else 413).").strip()
-        for code, response in errors(400, 413).items():
+        for code, response in errors(400, 408, 413).items():
             operation["responses"].setdefault(str(code), response)
     operation["responses"] = dict(sorted(operation["responses"].items()))

@@ -43,7 +43,7 @@ def list_tokens(principal: Admin, service: ServiceDep) -> TokenList:
                                   operationId="revoke_token",
                                   parameters={"token_id": "$response.body#/id"},
                                   description="Revoke the token just made.")}},
-                        **errors(403, 422)})
+                        **errors(403, 409, 422)})
 def create_token(principal: Admin, service: ServiceDep,
                          request: TokenRequest) -> NewToken:
     """A new token of the project; its secret is in this answer only."""
