@@ -24,6 +24,8 @@ class RouteInfo:
     path: str
     """The full path template, e.g. ``/ui/runs/{job_id}/turns/{dialogue_id:path}/{turn_index}``."""
     methods: frozenset[str]
+    query: tuple[str, ...] = ()
+    """The query parameters the route declares (FastAPI's ``dependant``)."""
 
     @property
     def params(self) -> list[str]:
@@ -58,7 +60,9 @@ def _walk(entries: Any, prefix: str, found: list[RouteInfo]) -> None:
         path = getattr(entry, "path", None)
         if methods is None or path is None:  # a Mount (static files) or a websocket
             continue
-        found.append(RouteInfo(prefix + path, frozenset(m.upper() for m in methods)))
+        dependant = getattr(entry, "dependant", None)
+        query = tuple(q.name for q in getattr(dependant, "query_params", ()))
+        found.append(RouteInfo(prefix + path, frozenset(m.upper() for m in methods), query))
 
 
 VOLATILE_TABLES = frozenset({"workers", "alembic_version", "rate_events", "rate_pools",

@@ -33,6 +33,8 @@ from .conftest import Api, running_service, service_settings
 
 RESOURCES = {"file_id": "files", "job_id": "jobs", "token_id": "tokens", "label_id": "labels"}
 """Path parameters that name a project's resource, and which of 'other's resources to try."""
+QUERY_IDS = {"job_id": "jobs", "predictions": "files", "job": "jobs", "run": "jobs"}
+"""Query parameters that name a project's run or file."""
 
 
 @pytest.fixture
@@ -169,6 +171,44 @@ def test_the_owner_reaches_every_route_with_the_same_ids(two_projects):
                        for method, url, _ in _requests(route, other, env["values"])):
                 unreached.append(route.path)
         assert not unreached, f"the owner got 404 from {unreached}: the ids tried were wrong"
+    finally:
+        api.close()
+        page.close()
+
+
+def test_every_query_that_names_a_run_or_file_treats_another_projects_as_missing(
+        two_projects):
+    """The same promise for ids in the query string (``GET /v1/labels?job_id=``, the compare
+    page's ``run``, the live updates' ``job``), read routes only: the answer for another
+    project's id is the answer for an id that does not exist (same status, same body once the
+    id itself is blanked out); for the API that is a 404."""
+    env = two_projects
+    app = env["app"]
+    api = Api(app, env["lab_admin"])
+    page = Api(app, None)
+    try:
+        web_login(page, env["lab_web"])
+        differ, seen = [], set()
+        for route in routes(app):
+            named = [q for q in route.query if q in QUERY_IDS]
+            if not named or route.params or "GET" not in route.methods:
+                continue
+            client = page if route.path.startswith("/ui/") else api
+            for query in named:
+                for resource in env["other"][QUERY_IDS[query]]:
+                    missing = resource[:-4] + "0000" if not resource.endswith("0000") \
+                        else resource[:-4] + "1111"
+                    theirs = client.get(route.path, params={query: resource})
+                    nobodys = client.get(route.path, params={query: missing})
+                    seen.add(route.path)
+                    if (theirs.status_code, theirs.text.replace(resource, "ID")) != \
+                            (nobodys.status_code, nobodys.text.replace(missing, "ID")):
+                        differ.append((route.path, query, resource, theirs.status_code,
+                                       nobodys.status_code))
+                    if route.path.startswith("/v1/"):
+                        assert theirs.status_code == 404, (route.path, query, theirs.text)
+        assert seen >= {"/v1/labels", "/ui/compare", "/ui/events"}, seen
+        assert not differ, f"another project's id was answered unlike a missing one: {differ}"
     finally:
         api.close()
         page.close()
