@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,7 +53,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
                       "tests/service/test_route_isolation.py",
                       "tests/service/test_service_api.py"]),
     "service-limits": (["judge/service/_limits.py"], ["tests/service/test_service_limits.py"]),
-    "service-jobs": (["judge/service/_jobs.py"],
+    "service-jobs": (["judge/service/_jobs.py", "judge/service/queue/_lease.py"],
                      ["tests/service/test_job_leases.py", "tests/service/test_route_isolation.py",
                       "tests/service/test_service_api.py"]),
     "service-ledger": (["judge/service/_ledger.py"],
@@ -64,7 +65,8 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "service-files": (["judge/service/_files.py"], ["tests/service/test_service_files.py",
                                                     "tests/service/test_route_isolation.py"]),
     "service-jobspec": (["judge/service/_jobspec.py"], ["tests/service/test_service_api.py"]),
-    "service-worker": (["judge/service/_worker.py", "judge/service/_runners.py"],
+    "service-worker": (["judge/service/queue/_worker.py", "judge/service/queue/_runners.py",
+                        "judge/service/queue/_journal.py", "judge/service/queue/_process.py"],
                        ["tests/service/test_job_leases.py", "tests/service/test_service_api.py",
                         "tests/service/test_service_e2e.py"]),
     "service-app": (["judge/service/_app.py", "judge/service/_bundles.py"],
@@ -194,15 +196,18 @@ def run_group(name: str, *, children: int, test_timeout: float, budget: float,
         _copy_project(work)
         _configure(work, mutate, tests, test_timeout)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                    str(children)], cwd=work, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env,
+                                   start_new_session=True)
         try:
-            done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children",
-                                   str(children)], cwd=work, capture_output=True, text=True,
-                                  timeout=budget, env=env)
-            tail = (done.stdout + done.stderr)[-2000:]
-            finished = done.returncode == 0
-        except subprocess.TimeoutExpired as exc:
-            tail = str(exc.stdout or "")[-2000:] if exc.stdout else ""
+            output, _ = process.communicate(timeout=budget)
+            finished = process.returncode == 0
+        except subprocess.TimeoutExpired:  # out of time: stop mutmut and its workers
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
             finished = False
+        tail = (output or "")[-2000:]
         codes = _results(work)
         counts: dict[str, int] = {}
         for code in codes.values():

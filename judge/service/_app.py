@@ -63,7 +63,7 @@ class Service:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.db.migrate()
         if self.run_worker:
-            from ._worker import Worker, WorkerProcesses
+            from .queue import Worker, WorkerProcesses
 
             if self.settings.worker_mode == "process":
                 self.worker = WorkerProcesses(self.settings)

@@ -22,6 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
+from ._migrate import upgrade
+
 metadata = sa.MetaData()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
 
@@ -321,9 +323,7 @@ class Database:
 
     def migrate(self) -> None:
         """Create or upgrade the schema to the newest migration (alembic)."""
-        from ._migrate import upgrade
-
-        upgrade(self)
+        upgrade(self, self._writer)
 
     def ping(self) -> bool:
         try:

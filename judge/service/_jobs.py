@@ -1,19 +1,14 @@
-"""The job queue in the database: submit, look up, cancel, delete, and the workers' side of it
-(claim with a lease, renew, record calls and progress, finish).
+"""The jobs as the API sees them: submit, look up, list, cancel, resume, delete, and read what a
+job made (judgments, run log, artifacts, usage).
 
-A worker claims the oldest queued job, a running one whose lease expired (its worker died), or a
-waiting one (a batch job parked between two polls of its batches) whose time has come, in one
-statement: ``UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``.
-Postgres lets concurrent claimers skip each other's rows; SQLite has one writer at a time, so
-the statement is atomic there too. Every later write of the worker is conditional on still
-holding the lease, so a worker that lost its job (it was too slow to renew) cannot overwrite
-the new owner's work.
+The workers' side (claim with a lease, renew, park, finish, purge) is the queue's, in
+:mod:`judge.service.queue`; it writes the rows read here.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,13 +49,6 @@ def iso(moment: float | None) -> str | None:
         return None
     millis = int(moment % 1 * 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{millis:03d}Z"
-
-
-def _figures(progress: dict[str, Any] | None = None, cost: float | None = None,
-             tokens_used: int | None = None) -> dict[str, Any]:
-    """The live figures a worker reports with a lease change, leaving out those not given."""
-    given = {"progress": progress, "cost_usd": cost, "tokens_used": tokens_used}
-    return {column: value for column, value in given.items() if value is not None}
 
 
 def public_job(row: Any) -> dict[str, Any]:
@@ -247,7 +235,7 @@ class JobStore:
         row = self.row(project_id, job_id)
         if row.status in ACTIVE:
             raise ServiceError(f"job is {row.status}; cancel it first", status=409)
-        self._delete_rows([job_id])
+        delete_jobs(self.db, [job_id])
 
     def refuse_if_in_use(self, project_id: str, file_id: str) -> None:
         """A file read by a queued or running job cannot be deleted (409)."""
@@ -261,12 +249,6 @@ class JobStore:
             if file_id in values:
                 raise ServiceError(f"file is an input of {row.id}, which is not finished",
                                    status=409)
-
-    def _delete_rows(self, job_ids: list[str]) -> None:
-        with self.db.write() as conn:
-            for table in (job_calls, job_batches, judgments, artifacts):
-                conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
-            conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
 
     def judgments(self, project_id: str, job_id: str, *, verdict: bool | None = None,
                   error: bool | None = None, dialogue_id: str | None = None,
@@ -335,147 +317,6 @@ class JobStore:
                                 .group_by(jobs.c.status)).all()
         return {status: int(n) for status, n in rows}
 
-    # --- the workers' side ---------------------------------------------------------------
-
-    def claim(self, worker_id: str, lease_seconds: float) -> Any | None:
-        """Take the oldest queued job, a running one whose lease expired, or a waiting one
-        due for its next poll; None if none. A poll is not a new attempt.
-
-        The time of the claim (``started_at``, the lease) is taken once this process holds
-        SQLite's write lock: waiting for the lock is time in the queue, not the job's."""
-        with self.db.write() as conn:
-            moment = now()
-            return conn.execute(_CLAIM, {"moment": moment, "worker": worker_id,
-                                         "expires": moment + lease_seconds}).first()
-
-    def renew(self, job_id: str, worker_id: str, lease_seconds: float,
-              progress: dict[str, Any] | None = None, cost: float | None = None,
-              tokens_used: int | None = None) -> tuple[bool, bool]:
-        """Extend the lease (and store progress); returns (still ours, cancel requested)."""
-        values: dict[str, Any] = {"lease_expires": now() + lease_seconds, "updated_at": now()}
-        values.update(_figures(progress, cost, tokens_used))
-        with self.db.write() as conn:
-            ours = conn.execute(jobs.update().where(jobs.c.id == job_id,
-                                                    jobs.c.lease_owner == worker_id,
-                                                    jobs.c.status == "running")
-                                .values(**values)).rowcount > 0
-            cancel = conn.execute(sa.select(jobs.c.cancel_requested)
-                                  .where(jobs.c.id == job_id)).scalar()
-        return ours, bool(cancel)
-
-    def renew_many(self, worker_id: str, lease_seconds: float,
-                   updates: dict[str, tuple[dict[str, Any], float, int]]
-                   ) -> tuple[set[str], set[str]]:
-        """:meth:`renew` for every running job of a worker in one transaction; returns the
-        jobs still ours and those with a cancel request."""
-        ours: set[str] = set()
-        cancels: set[str] = set()
-        moment = now()
-        with self.db.write() as conn:
-            for job_id, (progress, cost, tokens_used) in updates.items():
-                if conn.execute(jobs.update().where(
-                        jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                        jobs.c.status == "running").values(
-                            lease_expires=moment + lease_seconds, updated_at=moment,
-                            progress=progress, cost_usd=cost,
-                            tokens_used=tokens_used)).rowcount > 0:
-                    ours.add(job_id)
-            if updates:
-                cancels = {r.id for r in conn.execute(sa.select(jobs.c.id).where(
-                    jobs.c.id.in_(list(updates)), jobs.c.cancel_requested.is_(True)))}
-        return ours, cancels
-
-    def record_batch(self, manifests: list[tuple[str, dict[str, Any]]],
-                     calls: list[tuple[str, dict[str, Any]]]) -> None:
-        """Manifests and logged calls of several jobs in one transaction (the last record of a
-        call wins)."""
-        with self.db.write() as conn:
-            _store_records(conn, manifests, calls)
-
-    def record_calls(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:
-        rows = [{"job_id": job_id, "custom_id": r["custom_id"], "record": r} for r in records]
-        if not rows:
-            return
-        with self.db.write() as conn:
-            ids = [r["custom_id"] for r in rows]
-            conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
-                                                  job_calls.c.custom_id.in_(ids)))
-            conn.execute(job_calls.insert(), rows)
-
-    def store_manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
-        with self.db.write() as conn:
-            conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
-
-    def finish(self, job_id: str, worker_id: str, *, status: str, exit_code: int | None,
-               error: str | None = None, summary: dict[str, Any] | None = None,
-               rows: list[dict[str, Any]] | None = None,
-               files_out: dict[str, tuple[str, bytes]] | None = None,
-               progress: dict[str, Any] | None = None, cost: float | None = None,
-               tokens_used: int | None = None, records: Records | None = None) -> bool:
-        """Write the outcome if the lease is still ours; False when another worker owns it.
-        ``records``: the end of the job's run log (manifests, calls), written either way."""
-        moment = now()
-        values: dict[str, Any] = {"status": status, "exit_code": exit_code, "error": error,
-                                  "finished_at": moment, "updated_at": moment,
-                                  "lease_owner": None, "lease_expires": None}
-        if summary is not None:
-            values["summary"] = summary
-        values.update(_figures(progress, cost, tokens_used))
-        with self.db.write() as conn:
-            if records is not None:
-                _store_records(conn, *records)
-            owned = conn.execute(jobs.update().where(jobs.c.id == job_id,
-                                                     jobs.c.lease_owner == worker_id)
-                                 .values(**values)).rowcount > 0
-            if not owned:
-                return False
-            if rows is not None:
-                conn.execute(judgments.delete().where(judgments.c.job_id == job_id))
-                if rows:
-                    conn.execute(judgments.insert(), [judgment_row(job_id, i, row)
-                                                      for i, row in enumerate(rows)])
-            for name, (content_type, data) in (files_out or {}).items():
-                conn.execute(artifacts.delete().where(artifacts.c.job_id == job_id,
-                                                      artifacts.c.name == name))
-                conn.execute(artifacts.insert().values(job_id=job_id, name=name,
-                                                       content_type=content_type, data=data))
-        return True
-
-    def release(self, job_id: str, worker_id: str, progress: dict[str, Any] | None = None
-                ) -> None:
-        """Hand a running job back to the queue (this worker is shutting down)."""
-        values: dict[str, Any] = {"status": "queued", "lease_owner": None,
-                                  "lease_expires": None, "updated_at": now()}
-        values.update(_figures(progress))
-        with self.db.write() as conn:
-            conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                                             jobs.c.status == "running").values(**values))
-
-    def park(self, job_id: str, worker_id: str, wake_at: float, *,
-             progress: dict[str, Any] | None = None, cost: float | None = None,
-             tokens_used: int | None = None) -> bool:
-        """Put a batch job aside until ``wake_at`` without holding a worker; False when the
-        lease is no longer ours."""
-        values: dict[str, Any] = {"status": "waiting", "wake_at": wake_at, "lease_owner": None,
-                                  "lease_expires": None, "updated_at": now()}
-        values.update(_figures(progress, cost, tokens_used))
-        with self.db.write() as conn:
-            return conn.execute(jobs.update().where(
-                jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                jobs.c.status == "running").values(**values)).rowcount > 0
-
-    def expired(self, before: float) -> list[str]:
-        with self.db.read() as conn:
-            return [r.id for r in conn.execute(sa.select(jobs.c.id).where(
-                jobs.c.status.in_(FINAL), jobs.c.finished_at < before))]
-
-    def purge(self, before: float) -> list[str]:
-        """Retention: delete finished jobs older than ``before``; returns their ids."""
-        ids = self.expired(before)
-        for start in range(0, len(ids), 200):
-            self._delete_rows(ids[start:start + 200])
-        return ids
-
 
 def _collected(conn: sa.Connection, job_id: str) -> bool:
     """Whether a batch job stored a run manifest (it collected its batches): only then has it
@@ -484,51 +325,17 @@ def _collected(conn: sa.Connection, job_id: str) -> bool:
     return isinstance(manifest, dict) and manifest.get("kind") == "evaluate"
 
 
-Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
-"""Run-log records of running jobs: (job id, manifest) pairs and (job id, logged call) pairs."""
-
-
-def _store_records(conn: sa.Connection, manifests: list[tuple[str, dict[str, Any]]],
-                   calls: list[tuple[str, dict[str, Any]]]) -> None:
-    latest = {(job_id, r["custom_id"]): r for job_id, r in calls}
-    for job_id, manifest in manifests:
-        conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
-    for job_id, custom_id in latest:
-        conn.execute(job_calls.delete().where(job_calls.c.job_id == job_id,
-                                              job_calls.c.custom_id == custom_id))
-    if latest:
-        conn.execute(job_calls.insert(), [
-            {"job_id": job_id, "custom_id": custom_id, "record": record}
-            for (job_id, custom_id), record in latest.items()])
-
-
 _GET = sa.select(*_SHOWN).where(jobs.c.id == sa.bindparam("job", type_=sa.String),
                                jobs.c.project_id == sa.bindparam("project", type_=sa.String))
 """A job as the API shows it (the most frequent request of clients polling), built once."""
 
 
-def _claim_statement() -> Any:
-    """The claim, built once with bound parameters (``moment``, ``worker``, ``expires``):
-    constructing and cache-keying it per claim cost the worker's event loop milliseconds."""
-    moment = sa.bindparam("moment", type_=sa.Float)
-    queue = jobs.alias("queue")
-    pick = (sa.select(queue.c.id)
-            .where(sa.or_(queue.c.status == "queued",
-                          sa.and_(queue.c.status == "running", queue.c.lease_expires < moment),
-                          sa.and_(queue.c.status == "waiting", queue.c.wake_at <= moment)))
-            .order_by(queue.c.created_at, queue.c.id).limit(1)
-            .with_for_update(skip_locked=True).scalar_subquery())
-    return (jobs.update().where(jobs.c.id == pick)
-            .values(status="running", lease_owner=sa.bindparam("worker", type_=sa.String),
-                    lease_expires=sa.bindparam("expires", type_=sa.Float), wake_at=None,
-                    attempts=sa.case((jobs.c.status == "waiting", jobs.c.attempts),
-                                     else_=jobs.c.attempts + 1),
-                    started_at=sa.func.coalesce(jobs.c.started_at, moment),
-                    updated_at=moment)
-            .returning(*jobs.c))
-
-
-_CLAIM = _claim_statement()
+def delete_jobs(db: Database, job_ids: list[str]) -> None:
+    """Delete jobs with everything they made (an API delete, or retention)."""
+    with db.write() as conn:
+        for table in (job_calls, job_batches, judgments, artifacts):
+            conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
+        conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
 
 
 def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
-from ..service import job_subject
+from ..service import Service, job_subject
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -59,6 +59,15 @@ def _kappa(a: list[int], b: list[int]) -> float | None:
     return None if value != value else value  # NaN: no variation
 
 
+def label_counts(labels: list[dict[str, Any]], me: str) -> dict[str, int]:
+    """The panel's headline counts (what a save answers with): labels, labelled turns,
+    reviewers, and the turns ``me`` labelled."""
+    return {"labels": len(labels),
+            "turns": len({(i["dialogue_id"], int(i["turn_index"])) for i in labels}),
+            "reviewers": len({i["reviewer"] for i in labels}),
+            "mine": sum(1 for i in labels if i["reviewer"] == me and not i["slot"])}
+
+
 def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
     """Label counts per reviewer and pairwise agreement of reviewers on turn labels."""
     reviewers: dict[str, dict[str, int]] = {}
@@ -88,7 +97,7 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
 
 
 class AgreementBoard:
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
         self.results: dict[str, Computed] = {}
         self.pending: set[str] = set()

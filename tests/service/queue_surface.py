@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 def job_store(db: Any) -> Any:
     """The store a worker claims from, on a ``judge.service.Database``."""
-    from judge.service._jobs import JobStore
+    from judge.service.queue import JobQueue
 
-    return JobStore(db)
+    return JobQueue(db)
 
 
 def claim(store: Any, worker: str, lease_seconds: float) -> str | None:

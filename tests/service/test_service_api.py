@@ -10,6 +10,7 @@ import tarfile
 
 import judge
 from judge.service import Database
+from judge.service.queue import JobQueue
 from tests.conftest import EXAMPLES
 from tests.service.conftest import CANARY_KEY, Api, running_service, service_settings
 
@@ -361,8 +362,8 @@ def test_retention_deletes_finished_jobs_with_their_results(service_env):
 
     api, service = service_env["api"], service_env["service"]
     job = _evaluate(service_env)
-    assert service.jobs.purge(clock.time() - 3600) == []  # younger than the retention
-    assert service.jobs.purge(clock.time() + 1) == [job["id"]]
+    assert JobQueue(service.db).purge(clock.time() - 3600) == []  # younger than the retention
+    assert JobQueue(service.db).purge(clock.time() + 1) == [job["id"]]
     assert api.get(f"/v1/jobs/{job['id']}").status_code == 404
     assert api.get(f"/v1/jobs/{job['id']}/judgments").status_code == 404
 
@@ -385,7 +386,7 @@ def test_the_workers_housekeeping_applies_retention_to_jobs_and_the_ledger(servi
     worker = service.worker
     worker.settings = worker.settings.model_copy(update={"retention_days": 1.0})
     worker._last_retention = float("-inf")
-    import judge.service._worker as worker_module
+    import judge.service.queue._worker as worker_module
 
     later = worker_module.now() + 2 * 86400
     with mock.patch.object(worker_module, "now", lambda: later):

@@ -227,7 +227,7 @@ def test_a_submission_whose_reply_is_lost_is_found_by_its_metadata(batch_env, mo
                                                                    created):
     """The provider's reply to a batch creation is lost (or the request never reached it):
     the job waits and looks the batch up by its metadata; it pays for each file once."""
-    from judge.service import _batchjob
+    from judge.service.queue import _batchjob
 
     api, model, files = batch_env["api"], batch_env["model"], batch_env["files"]
     real, calls = _batchjob.submit, []

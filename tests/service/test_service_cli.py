@@ -66,7 +66,7 @@ def test_worker_processes_default_to_one_per_four_slots_up_to_the_cores(tmp_path
     (past about four jobs, one process's jobs wait on its interpreter lock); a number given
     wins, and no replica has more processes than job slots."""
     from judge.service import build_settings
-    from judge.service._worker import WorkerProcesses
+    from judge.service.queue import WorkerProcesses
 
     def count(cores: int | None, **values) -> int:
         monkeypatch.setattr(os, "cpu_count", lambda: cores)

@@ -96,7 +96,7 @@ def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path:
     from types import SimpleNamespace
 
     from judge.service._ledger import SHARED_SCOPE
-    from judge.service._runners import EvaluateRunner
+    from judge.service.queue._runners import EvaluateRunner, Toolkit
     from judge.store import SQLiteLedger
 
     from .conftest import service_settings
@@ -110,7 +110,7 @@ def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path:
     old.close()
     db = Database(f"sqlite:///{tmp_path / 'service.db'}")
     db.migrate()
-    runner = EvaluateRunner(db, settings, None, None, "w")
+    runner = EvaluateRunner(Toolkit(db, settings, None, None, None, "w"))
     ledger = runner.ledger(SimpleNamespace(project_id="lab", id="j1"))
     assert ledger.scope == (SHARED_SCOPE if shared else "lab")
     assert ledger.get("k").content == b"paid by 0.x" and ledger.get("k").origin == "cache-dir"

@@ -18,6 +18,7 @@ from judge.service._db import jobs, metadata
 from judge.service._jobs import JobStore
 from judge.service._jobspec import JobSpec
 from judge.service._limits import EndpointPool
+from judge.service.queue import JobQueue
 
 from .conftest import Api, running_service, service_settings
 
@@ -74,7 +75,7 @@ def test_concurrent_claims_never_share_a_job(postgres_db):
         lock = threading.Lock()
 
         def claimer(index: int) -> None:
-            store = JobStore(engines[index % 4])
+            store = JobQueue(engines[index % 4])
             for _ in range(len(queued) + 1):  # bounded: a claim of a job held would loop
                 row = store.claim(f"w{index}", 30.0)
                 if row is None:
@@ -101,7 +102,7 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(postgres_
     db.migrate()
     try:
         (job_id,) = _queue(db, 1)
-        store = JobStore(db)
+        store = JobQueue(db)
         first = store.claim("dead", 0.2)
         assert first.id == job_id and store.claim("alive", 30.0) is None
         time.sleep(0.3)

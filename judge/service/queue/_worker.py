@@ -1,7 +1,8 @@
-"""The worker of one replica: claims jobs with leases, runs them, renews the leases while they
-run, and hands them back on shutdown.
+"""The worker: claims jobs with leases, runs each with the runner of its kind, renews the leases
+while they run, and hands them back on shutdown.
 
-It runs in its own thread with its own event loop, so that judging never stalls the API.
+It runs in an event loop of its own (a thread of ``dst-judge serve``, or a worker process),
+so that judging never stalls the API.
 Every second a running job's heartbeat renews its lease and stores its progress; a replica
 killed with ``kill -9`` stops renewing, its leases expire, and another worker takes the jobs
 over and resumes them from the run log kept in the database.
@@ -19,7 +20,6 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import socket
 import threading
 import time
@@ -27,15 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import load_prices, price_and_counter
-from ._batchjob import BatchLive, BatchRunner, Park
-from ._db import Database, now, workers
-from ._files import FileStore
-from ._jobs import JobStore, Records
-from ._ledger import purge_ledger
-from ._limits import EndpointPool, JobLimiter
-from ._runners import AnalysisRunner, EvaluateRunner, Live, Outcome
-from ._settings import ServiceSettings
+from ...model import load_prices, price_and_counter
+from .._db import Database, now, workers
+from .._files import FileStore
+from .._jobs import JobStore
+from .._ledger import purge_ledger
+from .._limits import EndpointPool, JobLimiter
+from .._settings import ServiceSettings
+from ._journal import CallJournal
+from ._kinds import build_runners, runner_for
+from ._lease import JobQueue, Records
+from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
 RETENTION_EVERY = 600.0
@@ -43,89 +45,6 @@ RETENTION_EVERY = 600.0
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-class CallJournal:
-    """The run logs of this worker's jobs, copied to the database in the background: a job's
-    finished call is queued at once and written within a few milliseconds, batched with the
-    other jobs' calls in one transaction, so the event loop never waits on the database.
-
-    After each write it gathers for ``linger`` seconds (unless someone waits for a flush), so
-    that a busy worker's calls take a few write transactions a second, not one per call: they
-    compete for SQLite's one write lock with the ledger's claims and replies."""
-
-    def __init__(self, jobs: JobStore, linger: float = 0.1) -> None:
-        self.jobs = jobs
-        self.linger = linger
-        self._urgent = asyncio.Event()
-        self._calls: list[tuple[str, dict[str, Any]]] = []
-        self._manifests: list[tuple[str, dict[str, Any]]] = []
-        self._pending = asyncio.Event()
-        self._written = asyncio.Condition()
-        self._sequence = 0
-        self._done = 0
-        self._writing: set[str] = set()
-        """Jobs with records in the batch being written."""
-
-    def call(self, job_id: str, record: dict[str, Any]) -> None:
-        self._calls.append((job_id, record))
-        self._sequence += 1
-        self._pending.set()
-
-    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
-        self._manifests.append((job_id, manifest))
-        self._sequence += 1
-        self._pending.set()
-
-    async def flush(self) -> None:
-        """Wait until everything queued so far is in the database."""
-        target = self._sequence
-        self._urgent.set()
-        async with self._written:
-            await self._written.wait_for(lambda: self._done >= target)
-
-    async def take(self, job_id: str) -> Records:
-        """A finished job's records not written yet, taken out of the queue so that they go
-        in the transaction that stores the job's outcome (one write, no wait for the writer);
-        records of the job already in a batch being written are waited for."""
-        async with self._written:
-            await self._written.wait_for(lambda: job_id not in self._writing)
-        manifests = [item for item in self._manifests if item[0] == job_id]
-        calls = [item for item in self._calls if item[0] == job_id]
-        if manifests:
-            self._manifests = [item for item in self._manifests if item[0] != job_id]
-        if calls:
-            self._calls = [item for item in self._calls if item[0] != job_id]
-        return manifests, calls
-
-    async def run(self) -> None:
-        while True:
-            await self._pending.wait()
-            self._pending.clear()
-            self._urgent.clear()  # what any flush so far waits for is in this batch
-            calls, self._calls = self._calls, []
-            manifests, self._manifests = self._manifests, []
-            target = self._sequence
-            self._writing = {job_id for job_id, _ in calls} | {job_id for job_id, _ in manifests}
-            try:
-                if calls or manifests:
-                    await asyncio.to_thread(self.jobs.record_batch, manifests, calls)
-            except Exception:
-                log.exception("writing %d logged call(s) to the database failed; retrying",
-                              len(calls))
-                self._calls[:0], self._manifests[:0] = calls, manifests
-                self._pending.set()
-                async with self._written:
-                    self._writing = set()
-                    self._written.notify_all()
-                await asyncio.sleep(0.5)
-                continue
-            async with self._written:
-                self._done = target
-                self._writing = set()
-                self._written.notify_all()
-            with contextlib.suppress(TimeoutError):  # a flush asked meanwhile: no wait
-                await asyncio.wait_for(self._urgent.wait(), self.linger)
 
 
 @dataclass
@@ -150,22 +69,21 @@ class Worker:
         self.db = db
         self.settings = settings
         self.store = store
-        self.jobs = jobs
         self.id = worker_id or new_worker_id()
+        self.queue = JobQueue(db)
         self.draining = threading.Event()
         self.running: dict[str, Running] = {}
         self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
                       for name, ep in settings.all_endpoints().items()}
-        self.evaluator = EvaluateRunner(db, settings, store, jobs, self.id)
-        self.analyst = AnalysisRunner(db, store, jobs)
-        self.batcher = BatchRunner(db, settings, store, jobs, self.evaluator)
+        self.runners, self.evaluator = build_runners(
+            Toolkit(db, settings, store, jobs, self.queue, self.id))
         self.finished = 0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._last_retention = 0.0
         self.parent: int | None = None
-        self.journal = CallJournal(jobs)
+        self.journal = CallJournal(self.queue)
 
     # --- lifecycle (called from the API thread) -----------------------------------------------
 
@@ -224,14 +142,14 @@ class Worker:
             self._loop.add_reader(wake_fd, self._woken, wake_fd)
         await asyncio.to_thread(self._register)
         await asyncio.to_thread(self._load_tokenizers)
-        self.journal = CallJournal(self.jobs)
+        self.journal = CallJournal(self.queue)
         beat = asyncio.create_task(self._heartbeat())
         writer = asyncio.create_task(self.journal.run())
         try:
             while not self.draining.is_set():
                 claimed = False
                 if len(self.running) < self.settings.job_slots:
-                    row = await asyncio.to_thread(self.jobs.claim, self.id,
+                    row = await asyncio.to_thread(self.queue.claim, self.id,
                                                   self.settings.lease_seconds)
                     if row is not None:
                         self._launch(row)
@@ -309,19 +227,17 @@ class Worker:
     async def _execute(self, running: Running) -> None:
         job = running.job
         log.info("job %s (%s) claimed, attempt %d", job.id, job.kind, job.attempts)
-        outcome: Outcome | Park | None = None
+        outcome: Outcome | Park
+        runner = runner_for(self.runners, job)
         try:
-            if job.mode == "batch":
-                running.live = BatchLive()
-                outcome = await self.batcher.run(
-                    job, self.id, running.live,
-                    lambda: bool(job.cancel_requested) or running.cancel_seen)
-            elif job.kind in ("evaluate", "retry-errors"):
-                outcome = await self.evaluator.run(
-                    job, running.live, lambda endpoint: self._limiter(running, endpoint),
-                    self.journal)
+            if runner is None:
+                outcome = Outcome("failed", 2, f"this server cannot run {job.kind!r} jobs "
+                                  f"in mode {job.mode!r}")
             else:
-                outcome = await self.analyst.run(job)
+                running.live = runner.progress()
+                outcome = await runner.run(job, RunContext(
+                    self.id, running.live, lambda endpoint: self._limiter(running, endpoint),
+                    self.journal, lambda: bool(job.cancel_requested) or running.cancel_seen))
         except asyncio.CancelledError:
             await self._cancelled(running)
             return
@@ -353,7 +269,7 @@ class Worker:
             except Exception:
                 log.exception("job %s: preparing its results failed", job_id)
                 outcome = Outcome("failed", None, "internal error in the server (see its log)")
-        return self.jobs.finish(job_id, self.id, status=outcome.status,
+        return self.queue.finish(job_id, self.id, status=outcome.status,
                                 exit_code=outcome.exit_code, error=outcome.error,
                                 summary=outcome.summary, rows=outcome.rows,
                                 files_out=outcome.artifacts, progress=progress, cost=cost,
@@ -362,7 +278,7 @@ class Worker:
     async def _park(self, job_id: str, live: Live, wake_at: float) -> None:
         """A batch job's visit is over: it waits for its batches without a worker."""
         parked = await asyncio.to_thread(
-            self.jobs.park, job_id, self.id, wake_at, progress=self._progress(live),
+            self.queue.park, job_id, self.id, wake_at, progress=self._progress(live),
             cost=live.cost, tokens_used=live.tokens)
         log.info("job %s waits for its batches%s", job_id,
                  "" if parked else " (another worker owns it now)")
@@ -375,7 +291,7 @@ class Worker:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.journal.flush(), 10)
         if running.reason == "cancel":
-            await asyncio.to_thread(self.jobs.finish, job.id, self.id, status="cancelled",
+            await asyncio.to_thread(self.queue.finish, job.id, self.id, status="cancelled",
                                     exit_code=None, error="cancelled on request",
                                     progress=live.as_progress(), cost=live.cost,
                                     tokens_used=live.tokens)
@@ -383,7 +299,7 @@ class Worker:
         elif running.reason == "drain" and job.mode == "batch":
             await self._park(job.id, live, now())  # its batches stay ours: never "queued"
         elif running.reason == "drain":
-            await asyncio.to_thread(self.jobs.release, job.id, self.id, live.as_progress())
+            await asyncio.to_thread(self.queue.release, job.id, self.id, live.as_progress())
             log.info("job %s handed back to the queue (shutdown)", job.id)
         else:
             log.warning("job %s: lease lost; another worker owns it now", job.id)
@@ -398,7 +314,7 @@ class Worker:
                            for job_id, r in running.items()}
                 try:
                     ours, cancels = await asyncio.to_thread(
-                        self.jobs.renew_many, self.id, self.settings.lease_seconds, updates)
+                        self.queue.renew_many, self.id, self.settings.lease_seconds, updates)
                 except Exception:  # a database hiccup: try again at the next beat
                     log.exception("lease renewal failed")
                     ours, cancels = set(running), set()
@@ -425,7 +341,7 @@ class Worker:
             return
         self._last_retention = time.monotonic()
         try:
-            removed = await asyncio.to_thread(self.jobs.purge, now() - days * 86400)
+            removed = await asyncio.to_thread(self.queue.purge, now() - days * 86400)
             for job_id in removed:
                 shutil.rmtree(self.evaluator.run_dir(job_id), ignore_errors=True)
             if removed:
@@ -458,134 +374,3 @@ class Worker:
     def _unregister(self) -> None:
         with contextlib.suppress(Exception), self.db.write() as conn:
             conn.execute(workers.delete().where(workers.c.id == self.id))
-
-
-# --- the worker in a process of its own -----------------------------------------------------------
-
-
-class WorkerProcess:
-    """The worker in a child process (the default of ``dst-judge serve``): judging and the
-    API never compete for one interpreter lock, so the API answers fast under a full queue.
-
-    The child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and a parent check every
-    heartbeat), so ``kill -9`` of a replica kills its worker too, as a crashed machine would.
-    SIGTERM to the parent drains the child (same grace period as a thread worker).
-    """
-
-    def __init__(self, settings: ServiceSettings) -> None:
-        self.settings = settings
-        self.id = new_worker_id()
-        self.draining = threading.Event()
-        self._process: Any = None
-        self._wake_write: int | None = None
-
-    def start(self) -> None:
-        import multiprocessing
-
-        read, write = os.pipe()
-        os.set_blocking(write, False)
-        context = multiprocessing.get_context("spawn")
-        self._process = context.Process(target=_process_main, name="dst-judge-worker",
-                                        args=(self.settings, self.id, os.getpid(), read),
-                                        daemon=False)
-        self._process.start()
-        os.close(read)
-        self._wake_write = write
-
-    def nudge(self) -> None:
-        if self._wake_write is not None:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_write, b"!")
-
-    def drain(self) -> None:
-        self.draining.set()
-        process = self._process
-        if process is not None and process.pid is not None and process.is_alive():
-            with contextlib.suppress(OSError):
-                os.kill(process.pid, signal.SIGTERM)
-
-    def stop(self, timeout: float | None = None) -> None:
-        self.drain()
-        process = self._process
-        if process is not None:
-            process.join(timeout if timeout is not None else self.settings.grace_seconds + 15)
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        if self._wake_write is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._wake_write)
-            self._wake_write = None
-
-    def status(self) -> dict[str, Any]:
-        process = self._process
-        return {"id": self.id, "mode": "process",
-                "pid": None if process is None else process.pid,
-                "alive": bool(process is not None and process.is_alive()),
-                "draining": self.draining.is_set()}
-
-
-class WorkerProcesses:
-    """``worker_process_count`` worker processes sharing the replica's job slots (as evenly as
-    they divide); each claims from the queue like a replica of its own would."""
-
-    def __init__(self, settings: ServiceSettings) -> None:
-        count = settings.worker_process_count
-        share, extra = divmod(settings.job_slots, count)
-        self.processes = [WorkerProcess(settings.model_copy(
-            update={"job_slots": share + (1 if index < extra else 0)})) for index in range(count)]
-        self.draining = threading.Event()
-
-    def start(self) -> None:
-        for process in self.processes:
-            process.start()
-
-    def nudge(self) -> None:
-        for process in self.processes:
-            process.nudge()
-
-    def drain(self) -> None:
-        self.draining.set()
-        for process in self.processes:
-            process.drain()
-
-    def stop(self, timeout: float | None = None) -> None:
-        self.drain()  # every child drains at once; then each is waited for
-        for process in self.processes:
-            process.stop(timeout)
-
-    def status(self) -> dict[str, Any]:
-        first = self.processes[0].status()
-        if len(self.processes) == 1:
-            return first
-        children = [p.status() for p in self.processes]
-        return {"id": first["id"], "mode": "process", "processes": children,
-                "alive": all(c["alive"] for c in children),
-                "draining": self.draining.is_set()}
-
-
-def _process_main(settings: ServiceSettings, worker_id: str, parent: int, wake_fd: int) -> None:
-    """Entry point of the worker process."""
-    _die_with_parent()
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    db = Database(settings.db_url)
-    store = FileStore(db, settings.data_dir, max_upload=settings.max_upload_bytes,
-                      max_unpacked=settings.max_unpacked_bytes)
-    worker = Worker(db, settings, store, JobStore(db), worker_id=worker_id)
-    worker.parent = parent
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: worker.drain())
-    try:
-        asyncio.run(worker.run(wake_fd))
-    finally:
-        db.dispose()
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,6 +1,10 @@
 """What each job kind does, on inputs unpacked from the database: the same library calls as
 the CLI commands of the same name, with server paths kept out of the results.
 
+Every runner has one face, :class:`Runner`: ``await runner.run(job, context)`` returns how the
+job ended (:class:`Outcome`) or that it waits without a worker (:class:`Park`, a batch job);
+the worker picks the runner from a table of job kinds (:mod:`._kinds`).
+
 An evaluate job runs in its own run directory (``<data_dir>/runs/<job id>``) with the
 library's resume support; its model requests go through the ledger in the service database
 (:mod:`._ledger`), shared by every job and replica of the project, where each reply is
@@ -25,8 +29,8 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from .._config import load_config
-from .._errors import (
+from ..._config import load_config
+from ..._errors import (
     BudgetReached,
     DSTJudgeError,
     InputError,
@@ -34,20 +38,21 @@ from .._errors import (
     ServiceError,
     StoreError,
 )
-from ..analysis import agreement_report, audit_items, load_labels, method_table, render_audit
-from ..data import DialogueSet, load_dialogues, load_predictions, load_schema
-from ..method import default_rules, load_rules
-from ..metrics import MetricOptions, compute_metrics
-from ..model import AiohttpTransport, ReplyLimits, Transport
-from ..pipeline import Run, RunDirectory, evaluate_async
-from ..store import LEDGER_FILE, SQLiteLedger
-from ._db import Database, files, jobs, tokens
-from ._files import FileStore
-from ._jobs import JobStore, Records
-from ._jobspec import JUDGE_OPTIONS, endpoint_for
-from ._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
-from ._limits import JobLimiter
-from ._settings import ServiceSettings
+from ...analysis import agreement_report, audit_items, load_labels, method_table, render_audit
+from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
+from ...method import default_rules, load_rules
+from ...metrics import MetricOptions, compute_metrics
+from ...model import AiohttpTransport, ReplyLimits, Transport
+from ...pipeline import Run, RunDirectory, evaluate_async
+from ...store import LEDGER_FILE, SQLiteLedger
+from .._db import Database, files, tokens
+from .._files import FileStore
+from .._jobs import JobStore
+from .._jobspec import JUDGE_OPTIONS, endpoint_for
+from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
+from .._limits import JobLimiter
+from .._settings import ServiceSettings
+from ._lease import JobQueue, Records
 
 log = logging.getLogger("dst_judge.service")
 _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organization",
@@ -56,7 +61,7 @@ _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organiza
 
 @dataclass
 class Outcome:
-    """How a job ended, ready for :meth:`JobStore.finish`."""
+    """How a job ended, ready for :meth:`JobQueue.finish`."""
 
     status: str
     exit_code: int | None
@@ -96,12 +101,56 @@ class Live:
                 "errors": self.errors, "eta_seconds": eta}
 
 
+@dataclass
+class Park:
+    """The visit is over: put the job aside until ``wake_at`` (a batch job)."""
+
+    wake_at: float
+
+
 class Journal(Protocol):
     """Where a running job's run log goes, written in the background (see the worker)."""
 
     def call(self, job_id: str, record: dict[str, Any]) -> None: ...
 
     def manifest(self, job_id: str, manifest: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """What the runners of one worker share."""
+
+    db: Database
+    settings: ServiceSettings
+    store: FileStore
+    jobs: JobStore
+    """Reads: a source run, its run log and judgments, a token's spending."""
+    queue: JobQueue
+    """Writes of the run log outside the journal (a retry's seed, a batch job's plan)."""
+    worker_id: str = "worker"
+
+
+@dataclass
+class RunContext:
+    """What one run of one job gets from its worker."""
+
+    worker_id: str
+    live: Live
+    """Its counters, which the worker's heartbeat stores as the job's progress."""
+    limiter_for: Callable[[str], JobLimiter]
+    """The job's share of an endpoint's rate-limit pool (stops granting on a drain)."""
+    journal: Journal
+    cancel_requested: Callable[[], bool]
+    """Whether a cancel request was seen (a batch job acts on it between its steps)."""
+
+
+class Runner(Protocol):
+    """One kind of job (see :data:`._kinds.RUNNERS`)."""
+
+    progress: type[Live]
+    """The counters a run of this kind keeps."""
+
+    async def run(self, job: Any, context: RunContext) -> Outcome | Park: ...
 
 
 class Inputs:
@@ -206,13 +255,15 @@ class _Start:
 class EvaluateRunner:
     """evaluate and retry-errors jobs."""
 
-    def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
-                 jobs_: JobStore, worker_id: str = "worker") -> None:
-        self.db = db
-        self.settings = settings
-        self.store = store
-        self.jobs = jobs_
-        self.worker_id = worker_id
+    progress = Live
+
+    def __init__(self, tools: Toolkit) -> None:
+        self.db = tools.db
+        self.settings = tools.settings
+        self.store = tools.store
+        self.jobs = tools.jobs
+        self.queue = tools.queue
+        self.worker_id = tools.worker_id
         self._importing = threading.Lock()
         self.parsed = ParsedFiles()
         self._configs: dict[str, Any] = {}
@@ -295,7 +346,7 @@ class EvaluateRunner:
         known = {c["custom_id"]: c for c in seed_calls}
         missing_in_db = [e for key, e in local.items() if key and key not in known]
         if missing_in_db and manifest is not None:
-            self.jobs.record_calls(job.id, missing_in_db)
+            self.queue.record_calls(job.id, missing_in_db)
         merged = {**local, **known} if manifest is not None else {}
         if manifest is None:
             return False
@@ -307,8 +358,7 @@ class EvaluateRunner:
         part.replace(run.log_path)
         return True
 
-    async def run(self, job: Any, live: Live, limiter_for: Callable[[str], JobLimiter],
-                  journal: Journal) -> Outcome:
+    async def run(self, job: Any, context: RunContext) -> Outcome:
         source, seed_job = job, None
         if job.kind == "retry-errors":
             seed_job = source = self.jobs.row(job.project_id, job.inputs["run"])
@@ -317,8 +367,7 @@ class EvaluateRunner:
         options = {**dict(source.options), **dict(job.options)}
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
-            return await self._run(job, source, seed_job, options, inputs, live, limiter_for,
-                                   journal)
+            return await self._run(job, source, seed_job, options, inputs, context)
         except BudgetReached as exc:
             return Outcome("stopped", 3, f"{exc}; raise the budget and resume the job")
         except ModelError as exc:
@@ -329,8 +378,8 @@ class EvaluateRunner:
             return Outcome("failed", 2, inputs.clean(str(exc)))
 
     async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
-                   inputs: Inputs, live: Live, limiter_for: Callable[[str], JobLimiter],
-                   journal: Journal) -> Outcome:
+                   inputs: Inputs, context: RunContext) -> Outcome:
+        live, journal = context.live, context.journal
         start = await asyncio.to_thread(self._start, job, source, seed_job, options, inputs)
         folder = self.run_dir(job.id)
         stored_manifest = start.resume
@@ -360,7 +409,7 @@ class EvaluateRunner:
         result = await evaluate_async(
             start.config, start.schema, start.dialogues, start.predictions,
             rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
-            on_progress=on_progress, limiter=limiter_for(endpoint_name),
+            on_progress=on_progress, limiter=context.limiter_for(endpoint_name),
             on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger,
             transport=self.transport(start.config))
         summary = scrub_summary(result.summary, endpoint_name, inputs)
@@ -403,8 +452,8 @@ class EvaluateRunner:
             seed = [c for c in self.jobs.calls(seed_job.id) if not c.get("error")]
             manifest = seed_job.manifest
             if manifest is not None:
-                self.jobs.store_manifest(job.id, manifest)
-                self.jobs.record_calls(job.id, seed)
+                self.queue.store_manifest(job.id, manifest)
+                self.queue.record_calls(job.id, seed)
         resume = self.prepare_run_dir(job, seed, manifest)
         return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
                       sources, self.ledger(job))
@@ -462,12 +511,14 @@ class EvaluateRunner:
 class AnalysisRunner:
     """metrics, agreement, compare and audit jobs: CPU work in a thread, no model calls."""
 
-    def __init__(self, db: Database, store: FileStore, jobs_: JobStore) -> None:
-        self.db = db
-        self.store = store
-        self.jobs = jobs_
+    progress = Live
 
-    async def run(self, job: Any) -> Outcome:
+    def __init__(self, tools: Toolkit) -> None:
+        self.db = tools.db
+        self.store = tools.store
+        self.jobs = tools.jobs
+
+    async def run(self, job: Any, context: RunContext) -> Outcome:
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
             return await asyncio.to_thread(self._run, job, inputs)
@@ -537,8 +588,3 @@ class AnalysisRunner:
 
 def _json(data: Any, inputs: Inputs) -> Any:
     return json.loads(inputs.clean(json.dumps(data, ensure_ascii=False, default=str)))
-
-
-def job_row(db: Database, job_id: str) -> Any:
-    with db.read() as conn:
-        return conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()

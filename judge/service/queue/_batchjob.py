@@ -40,11 +40,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .._config import JudgeConfig, load_config
-from .._digest import file_digest
-from .._errors import DSTJudgeError, ModelError, ReplyError
-from .._tasks import run_to_end
-from ..model import (
+from ..._config import JudgeConfig, load_config
+from ..._digest import file_digest
+from ..._errors import DSTJudgeError, ModelError, ReplyError
+from ..._tasks import run_to_end
+from ...model import (
     ReplyLimits,
     call_key,
     cancel,
@@ -55,15 +55,21 @@ from ..model import (
     status,
     submit,
 )
-from ..pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
-from ..store import cache_key
-from ._db import Database, job_batches, jobs, now
-from ._files import FileStore
-from ._jobs import JobStore
-from ._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
-from ._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
-from ._runners import EvaluateRunner, Inputs, Live, Outcome, scrub_summary
-from ._settings import ServiceSettings
+from ...pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
+from ...store import cache_key
+from .._db import Database, job_batches, jobs, now
+from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
+from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
+from ._runners import (
+    EvaluateRunner,
+    Inputs,
+    Live,
+    Outcome,
+    Park,
+    RunContext,
+    Toolkit,
+    scrub_summary,
+)
 
 log = logging.getLogger("dst_judge.service")
 ENDED = ("completed", "failed", "expired", "cancelled")
@@ -80,13 +86,6 @@ MANIFEST_KIND = "batch-requests"
 
 def _transient(exc: ModelError) -> bool:
     return exc.status is None or exc.status in (408, 409, 429) or exc.status >= 500
-
-
-@dataclass
-class Park:
-    """The visit is over: put the job aside until ``wake_at``."""
-
-    wake_at: float
 
 
 @dataclass
@@ -137,16 +136,20 @@ def _tags(job_id: str, digest: str) -> dict[str, str]:
 class BatchRunner:
     """One visit of a batch job (see the module's description)."""
 
-    def __init__(self, db: Database, settings: ServiceSettings, store: FileStore,
-                 jobs_: JobStore, evaluator: EvaluateRunner) -> None:
-        self.db = db
-        self.settings = settings
-        self.store = store
-        self.jobs = jobs_
+    progress = BatchLive
+
+    def __init__(self, tools: Toolkit, evaluator: EvaluateRunner) -> None:
+        self.db = tools.db
+        self.settings = tools.settings
+        self.store = tools.store
+        self.queue = tools.queue
         self.evaluator = evaluator
 
-    async def run(self, job: Any, worker_id: str, live: BatchLive,
-                  cancel_requested: Callable[[], bool]) -> Outcome | Park:
+    async def run(self, job: Any, context: RunContext) -> Outcome | Park:
+        live = context.live
+        if not isinstance(live, BatchLive):
+            raise TypeError("a batch job keeps BatchLive counters")
+        worker_id, cancel_requested = context.worker_id, context.cancel_requested
         inputs = Inputs(self.db, self.store, job.project_id)
         live.batches = dict((job.progress or {}).get("batches") or {})
         try:
@@ -298,7 +301,7 @@ class BatchRunner:
                    "answered": sorted(loaded["answered"])}
         loaded["planned"] = planned
         if job.manifest != planned:
-            await asyncio.to_thread(self.jobs.store_manifest, job.id, planned)
+            await asyncio.to_thread(self.queue.store_manifest, job.id, planned)
         live.total = written.calls
         live.batches.update(_figures(rows, len(digests)))
         recorded = {r["sha256"] for r in rows}

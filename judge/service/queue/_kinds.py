@@ -1,0 +1,35 @@
+"""The table of job kinds: which runner runs a job, by its kind and mode. A new kind of job is a
+runner (``run(job, context)``) and a line here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._batchjob import BatchRunner
+from ._runners import AnalysisRunner, EvaluateRunner, Runner, Toolkit
+
+Runners = dict[tuple[str, str], Runner]
+"""(kind, mode) → the runner of such jobs."""
+
+
+def build_runners(tools: Toolkit) -> tuple[Runners, EvaluateRunner]:
+    """Every kind's runner for one worker (sharing their caches and connection pools), and the
+    evaluate runner (the worker closes its connection pools and finds run directories)."""
+    evaluate = EvaluateRunner(tools)
+    analysis = AnalysisRunner(tools)
+    table: Runners = {
+        ("evaluate", "live"): evaluate,
+        ("retry-errors", "live"): evaluate,
+        ("evaluate", "batch"): BatchRunner(tools, evaluate),
+        ("metrics", "live"): analysis,
+        ("agreement", "live"): analysis,
+        ("compare", "live"): analysis,
+        ("audit", "live"): analysis,
+    }
+    return table, evaluate
+
+
+def runner_for(runners: Runners, job: Any) -> Runner | None:
+    """The runner of a job, or None for a kind this worker does not know (a newer server
+    queued it)."""
+    return runners.get((job.kind, job.mode or "live"))
