@@ -140,19 +140,24 @@ def _functions(work: Path, path: str, cache: dict[str, dict[str, str]]) -> dict[
 
 SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|VACUUM|CREATE|WHERE|AND|FROM|"
                  r"VALUES|NULL|IS|SET|OR|INTO|IGNORE|ON|CONFLICT)\b", re.IGNORECASE)
+CODEC = re.compile(r"[\"'](utf-8|ascii|latin-1)[\"']", re.IGNORECASE)
 LOGGING = re.compile(r"\b(log|logger|logging)\.(debug|info|warning|error|exception)\(")
 
 
 def classify(before: list[str], after: list[str], context: str) -> str | None:
     """Why a surviving mutant may not change behaviour: ``equivalent`` (the program does the
     same: only the letter case of SQL keywords or names, which SQLite and Postgres ignore
-    outside quotes), ``log text`` (only what a log line says), else None."""
+    outside quotes, or of a codec name), ``log text`` (only what a log line says), else None."""
     if before and len(before) == len(after) and all(
             b.lower() == a.lower() and SQL.search(b) for b, a in zip(before, after, strict=False)):
         quoted = [re.findall(r"'[^']*'", b) == re.findall(r"'[^']*'", a)
                   for b, a in zip(before, after, strict=False)]
         if all(quoted):
             return "equivalent"
+    if before and len(before) == len(after) and all(
+            b.lower() == a.lower() and CODEC.search(b) for b, a in zip(before, after,
+                                                                   strict=False)):
+        return "equivalent"  # Python's codec names ignore case
     if before and LOGGING.search(context):
         return "log text"
     return None
