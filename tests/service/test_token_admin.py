@@ -5,7 +5,10 @@ is 404; scopes may be given as a list."""
 
 from __future__ import annotations
 
-from judge.service import create_token
+import pytest
+
+from judge import OptionError
+from judge.service import SCOPES, create_token
 
 
 def test_the_token_list_holds_exactly_the_projects_tokens_in_order(service_env):
@@ -32,3 +35,10 @@ def test_a_revoked_token_is_refused_at_once_and_cannot_be_revoked_twice(service_
     again = api.delete(f"/v1/tokens/{token_id}", token=tokens["admin"])
     assert again.status_code == 404, again.text
     assert api.get("/v1/me", token=tokens["submit"]).status_code == 200  # the others work
+
+
+def test_unknown_or_no_scopes_are_refused_naming_the_known_ones(service_env):
+    db = service_env["service"].db
+    for scopes in ("read,root", "", ["read", "everything"]):
+        with pytest.raises(OptionError, match="scopes must be some of " + ", ".join(SCOPES)):
+            create_token(db, "lab", scopes)
