@@ -14,7 +14,10 @@ from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
 from ._agreement import Bootstrap, compare_raters, read_ratings
+from ._estimates import Tuning, sample_estimates
 from ._labels import TurnKey, row_key
+from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
+from ._sampling import Sample
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
@@ -44,9 +47,10 @@ def _kappas(run: Run, human: Mapping[TurnKey, int] | None,
 def method_table(runs: Sequence[Run],
                  human: Mapping[TurnKey, int] | None = None, *,
                  boot: Bootstrap | None = None) -> dict[str, Any]:
-    """One row per run: agreement and Cohen's kappa (with a bootstrap interval) against each
-    RULE version (and humans), TSA, judge JGA, calls, tokens, errors. Runs must cover the same
-    turns, so that the figures are comparable."""
+    """One row per run: its system and predictions file, agreement and Cohen's kappa (with a
+    bootstrap interval) against each RULE version (and humans), TSA, judge JGA, calls, tokens,
+    errors. Runs must cover the same turns, so that the figures are comparable; ``differs_in``
+    lists the aspects the runs differ in, and ``warning`` says so when there are several."""
     boot = boot or Bootstrap()
     if not runs:
         raise DataMismatchError("no runs to compare")
@@ -57,11 +61,13 @@ def method_table(runs: Sequence[Run],
                 f"runs cover different turns ({len(run.rows)} vs {len(runs[0].rows)}); compare "
                 "methods on the same dialogues", path=run.path)
     table = []
-    for run in runs:
+    identities = [run_identity(run) for run in runs]
+    for run, identity in zip(runs, identities, strict=True):
         s = run.summary
         versions = list(s.get("rule", {}))
         row: dict[str, Any] = {
             "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
+            "system": identity["system"], "predictions_file": identity["predictions_file"],
             "rule_match": s.get("rule_match"),
             "agreement": {v: s["rule"][v].get("agreement") for v in versions},
             "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
@@ -74,7 +80,51 @@ def method_table(runs: Sequence[Run],
             row["agreement"]["human"] = _agreement(run.rows, human)
         row["kappa"] = _kappas(run, human, boot)
         table.append(row)
-    return {"turns": len(reference), "methods": table}
+    differs = differing_aspects(identities)
+    return {"turns": len(reference), "methods": table, "differs_in": differs,
+            "warning": mixed_comparison_warning(differs)}
+
+
+def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]],
+                    sample: Sample, *, confidence: float = 0.95,
+                    tuning: Tuning = "loo") -> list[dict[str, Any]]:
+    """Every pair of runs (systems judged on the same dialogues, each labelled on the turns of
+    one shared ``sample``; ``humans[i]`` are the labels of run i's predictions): judge,
+    labels-only and PPI estimates of the TSA difference, and a verdict that names a better run
+    only when the PPI interval of the difference excludes 0. The sample is drawn from the
+    first run of each pair."""
+    if len(runs) < 2:
+        raise DataMismatchError("a difference needs two runs")
+    if len(humans) != len(runs):
+        raise DataMismatchError(f"{len(humans)} labels file(s) for {len(runs)} runs: give one "
+                                "per run (the labels of that run's predictions)")
+    out = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            a, b = str(runs[i].path), str(runs[j].path)
+            result = sample_estimates(sample, [runs[i].rows, runs[j].rows],
+                                      [humans[i], humans[j]], confidence=confidence,
+                                      tuning=tuning, names=[a, b])
+            out.append({"a": a, "b": b, **result,
+                        "verdict": difference_verdict(result["estimates"]["tsa"]["ppi"], a, b,
+                                                      confidence)})
+    return out
+
+
+def difference_verdict(ppi: Mapping[str, Any], a: str, b: str, confidence: float) -> str:
+    """"A is better than B" only when the PPI interval of A − B excludes 0."""
+    ci = ppi.get("ci")
+    level = f"{100 * confidence:g} %"
+    if ci is None:
+        return f"no verdict: the PPI estimate of {a} − {b} has no interval"
+    if ci[0] > 0:
+        return f"{a} is better than {b} (TSA; the {level} PPI interval of the difference " \
+               "excludes 0)"
+    if ci[1] < 0:
+        return f"{b} is better than {a} (TSA; the {level} PPI interval of the difference " \
+               "excludes 0)"
+    return f"no difference shown between {a} and {b}: the {level} PPI interval of the TSA " \
+           "difference includes 0"
 
 
 def system_table(runs: Sequence[Run], schema: Schema, *,

@@ -10,7 +10,8 @@ Queues:
 * ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
   stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
   agreement without the bias of labelling disagreements only; the agreement panel then adds
-  the population estimates of that sample.
+  the population estimates of that sample (and the judge, labels-only and prediction-powered
+  TSA estimates). The sample is kept in the project's file store, so every replica sees it.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -38,7 +39,7 @@ from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import JudgmentReads, Service, job_subject
-from ._agreement import AgreementBoard, label_counts
+from ._agreement import AgreementBoard, label_counts, store_sample
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
@@ -143,7 +144,6 @@ class Queues:
         self.reads = reads
         self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
-        self.samples: dict[tuple[Any, ...], Any] = {}
         self.ranking: dict[tuple[Any, ...], Future[list[QueueItem]]] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
@@ -164,13 +164,10 @@ class Queues:
         key = (row.id, index.key, kind, n if kind == "sample" else 0,
                seed if kind == "sample" else 0)
         found = self.items.get(key)
-        if kind == "sample" and key in self.samples:
-            self.board.use_sample(row.id, self.samples[key])
         if found is None:
             if kind == "sample":
-                sample = draw(index, n, seed)
-                self.samples[key] = sample
-                self.board.use_sample(row.id, sample)
+                sample = draw(index, n, seed)  # seeded: the same on every replica
+                store_sample(self.service, row.project_id, row.id, sample)
                 found = sample_queue(sample, seed)
             elif kind == "candidates":
                 found = self._candidates(key, row, index)
@@ -178,7 +175,6 @@ class Queues:
                 found = disagreement_queue(index)
             if len(self.items) > 32:
                 self.items.clear()
-                self.samples.clear()
             self.items[key] = found
         return found
 

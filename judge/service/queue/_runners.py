@@ -38,7 +38,14 @@ from ..._errors import (
     ServiceError,
     StoreError,
 )
-from ...analysis import agreement_report, audit_items, load_labels, method_table, render_audit
+from ...analysis import (
+    agreement_report,
+    audit_items,
+    load_labels,
+    load_sample,
+    method_table,
+    render_audit,
+)
 from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ...method import default_rules, load_rules
 from ...metrics import MetricOptions, compute_metrics
@@ -51,6 +58,7 @@ from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
 from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from .._limits import JobLimiter
+from .._replaying import replay_transport_for
 from .._settings import ServiceSettings
 from ._lease import JobQueue, Records
 
@@ -411,7 +419,8 @@ class EvaluateRunner:
             rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
             on_progress=on_progress, limiter=context.limiter_for(endpoint_name),
             on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger,
-            transport=self.transport(start.config))
+            transport=replay_transport_for(self.settings, endpoint_name)
+            or self.transport(start.config))
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
@@ -531,7 +540,9 @@ class AnalysisRunner:
         if job.kind == "agreement":
             run = self._run_of(job.project_id, job.inputs["run"])
             human = self._labels(job.inputs.get("human"), inputs)
-            report = agreement_report(run.rows, human, **job.options)
+            sample_id = job.inputs.get("sample")
+            sample = load_sample(inputs.path(sample_id)[0]) if sample_id else None
+            report = agreement_report(run.rows, human, sample=sample, **job.options)
             return Outcome("succeeded", 0, summary=_json(report, inputs))
         if job.kind == "compare":
             runs = [self._run_of(job.project_id, r) for r in job.inputs["runs"]]
