@@ -176,8 +176,9 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
     after = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
     function = mangled.split("ǁ")[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
     owner = mangled.split("ǁ")[1] if mangled.count("ǁ") >= 2 else None
-    source = (ROOT / path).read_text(encoding="utf-8").splitlines() \
-        if (ROOT / path).is_file() else []
+    original_file = work / path  # the copy's unmutated source: lines as the run saw them
+    source = original_file.read_text(encoding="utf-8").splitlines() \
+        if original_file.is_file() else []
     start = 0
     if owner:
         start = next((i for i, text in enumerate(source)
