@@ -19,6 +19,7 @@ from ._settings import (
     default_data_dir,
     read_endpoints_file,
 )
+from .queue import run_workers
 
 __all__ = [
     "DEFAULT_PORT",
@@ -45,4 +46,5 @@ __all__ = [
     "read_endpoints_file",
     "revoke_token",
     "run_server",
+    "run_workers",
 ]

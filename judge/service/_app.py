@@ -37,6 +37,7 @@ from ._jobspec import JobRequest, check_job
 from ._labels import LabelStore
 from ._metrics import ServiceMetrics
 from ._settings import ServiceSettings
+from .queue import readiness
 
 log = logging.getLogger("dst_judge.service")
 JSON_LIMIT = 16 * 1024 * 1024
@@ -223,12 +224,21 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
 
     @app.get("/healthz", tags=["service"])
     def healthz() -> JSONResponse:
+        """Liveness: the process answers (whether it can work: ``/readyz``)."""
         ok = service.db.ping()
         worker = service.worker
-        body = {"status": "ok" if ok else "unavailable", "version": __version__,
+        body = {"status": "ok", "version": __version__,
                 "database": "ok" if ok else "unreachable",
                 "worker": None if worker is None else worker.status()}
-        return JSONResponse(body, status_code=200 if ok and not service.closing else 503)
+        return JSONResponse(body)
+
+    @app.get("/readyz", tags=["service"])
+    def readyz() -> JSONResponse:
+        """Readiness: 503 with the reason while draining, without the database, with a
+        schema not at head, or with this replica's workers gone."""
+        ready, reason = readiness(service)
+        return JSONResponse({"status": "ready" if ready else "unavailable", "reason": reason},
+                            status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def metrics() -> Response:

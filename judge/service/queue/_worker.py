@@ -41,10 +41,13 @@ from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
 RETENTION_EVERY = 600.0
+COUNTERS = ("claims", "lease_expiries", "retries", "given_up")
+"""What a worker tallies for ``/metrics`` (see :class:`JobQueue`)."""
 
 
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+def new_worker_id(pid: int | None = None, suffix: str | None = None) -> str:
+    """``host:pid:hex``: the process that runs the worker, and a tag of this worker."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{suffix or secrets.token_hex(3)}"
 
 
 @dataclass
@@ -70,7 +73,10 @@ class Worker:
         self.settings = settings
         self.store = store
         self.id = worker_id or new_worker_id()
-        self.queue = JobQueue(db)
+        self.queue = JobQueue(db, settings.max_attempts)
+        self.shared_counters: Any = None
+        """Where a worker process publishes its tallies for its parent (an array of
+        :data:`COUNTERS`)."""
         self.draining = threading.Event()
         self.running: dict[str, Running] = {}
         self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
@@ -151,6 +157,7 @@ class Worker:
                 if len(self.running) < self.settings.job_slots:
                     row = await asyncio.to_thread(self.queue.claim, self.id,
                                                   self.settings.lease_seconds)
+                    self._publish()
                     if row is not None:
                         self._launch(row)
                         claimed = True
@@ -332,8 +339,18 @@ class Worker:
                         task.cancel()
             if self.parent is not None and os.getppid() != self.parent:
                 os._exit(1)  # our replica died (kill -9): die as it did, handing nothing back
+            self._publish()
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._beat)
+
+    def _publish(self) -> None:
+        if self.shared_counters is not None:
+            for index, name in enumerate(COUNTERS):
+                self.shared_counters[index] = self.queue.counts[name]
+
+    def tallies(self) -> dict[str, int]:
+        """This worker's claims, lease expiries, retries and given-up jobs."""
+        return {name: self.queue.counts[name] for name in COUNTERS}
 
     async def _housekeeping(self) -> None:
         days = self.settings.retention_days
