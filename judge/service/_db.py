@@ -22,6 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
+from .._errors import ServiceError
+
 metadata = sa.MetaData()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
 
@@ -243,6 +245,38 @@ service_settings = sa.Table(
 )
 
 
+class DatabaseUnavailable(ServiceError):
+    """The database does not answer (restarting, unreachable) or stays locked: the API answers
+    503 and the worker waits for it, never a 500 or a failed job."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__("the database is unavailable for the moment (restarting or busy); "
+                         "try again shortly", status=503)
+        self.detail = f"{cause.__class__.__name__}: {str(cause).splitlines()[0][:200]}" \
+            if str(cause) else cause.__class__.__name__
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a database error means "no database for now" (a connection refused, closed or
+    reset, a server shutting down, SQLite's lock held too long), not a wrong statement."""
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError,
+                            sa.exc.DisconnectionError))
+
+
+@contextlib.contextmanager
+def _available() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.SQLAlchemyError as exc:
+        if connection_lost(exc):
+            raise DatabaseUnavailable(exc) from exc
+        raise
+
+
 class Database:
     """An engine plus the write discipline of its dialect.
 
@@ -294,7 +328,7 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
         """A read transaction (concurrent with others, and with the writer under WAL)."""
-        with self.engine.connect() as connection, connection.begin():
+        with _available(), self.engine.connect() as connection, connection.begin():
             yield connection
 
     @contextlib.contextmanager
@@ -302,7 +336,7 @@ class Database:
         """For one read statement: on SQLite no BEGIN/COMMIT around it (a statement is its
         own transaction there), which halves the cost of the API's hottest reads (the token
         of every request, a job's status). Several statements that must agree: :meth:`read`."""
-        with self.engine.connect() as connection:
+        with _available(), self.engine.connect() as connection:
             if self.is_sqlite:
                 connection = connection.execution_options(sqlite_begin=None)
             yield connection
@@ -311,10 +345,10 @@ class Database:
     def write(self) -> Iterator[sa.Connection]:
         """A write transaction: committed on exit, rolled back on error."""
         if self._writer is None:
-            with self.engine.connect() as connection, connection.begin():
+            with _available(), self.engine.connect() as connection, connection.begin():
                 yield connection
             return
-        with self._writer, self.engine.connect() as connection:
+        with _available(), self._writer, self.engine.connect() as connection:
             connection = connection.execution_options(sqlite_begin="IMMEDIATE")
             with connection.begin():
                 yield connection

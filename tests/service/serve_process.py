@@ -221,11 +221,13 @@ class WorkerCommand:
         self.stop(timeout=30)
 
 
-def get_text(url: str, timeout: float = 5.0) -> tuple[int, str]:
+def get_text(url: str, timeout: float = 5.0, token: str | None = None) -> tuple[int, str]:
     """``GET url`` (127.0.0.1 only): status and body, errors included."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with opener.open(url, timeout=timeout) as response:
+        with opener.open(request, timeout=timeout) as response:
             return response.status, response.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", errors="replace")

@@ -67,6 +67,17 @@ class JobQueue:
                 return row
         return None
 
+    def keep(self, job_id: str, worker_id: str, lease_seconds: float) -> Any | None:
+        """Take up again a job this worker paused for a database outage: same attempt, a new
+        lease; None when another worker took it over meanwhile (or it was cancelled)."""
+        moment = now()
+        with self.db.write() as conn:
+            return conn.execute(jobs.update().where(
+                jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                jobs.c.status == "running").values(
+                    lease_expires=moment + lease_seconds, updated_at=moment)
+                .returning(*jobs.c)).first()
+
     def _give_up(self, conn: sa.Connection, job_id: str, attempts: int, moment: float) -> None:
         """A job whose worker died on each of its last attempts: failed, for good (its paid
         replies stay in the ledger; ``resume`` gives it one more attempt)."""
