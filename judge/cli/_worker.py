@@ -43,6 +43,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--max-attempts", type=int, metavar="N",
                    help="claims of a job whose worker died while running it, before the job "
                    "is given up as failed (default 3)")
+    p.add_argument("--no-listen", action="store_false", default=None, dest="listen",
+                   help="poll for new jobs only (by default the worker LISTENs on Postgres "
+                   "and starts a queued job at once)")
     p.add_argument("--retention-days", type=float,
                    help="delete finished jobs and ledger replies older than this")
     p.add_argument("--share-cache", action="store_true", default=None,

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-from .._errors import ServiceError
+from .._errors import ServiceError, StoreError
 
 metadata = sa.MetaData()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
@@ -245,9 +245,22 @@ service_settings = sa.Table(
 )
 
 
-class DatabaseUnavailable(ServiceError):
+QUEUE_CHANNEL = "dst_judge_queue"
+"""The Postgres channel on which a job being queued wakes the workers (``LISTEN``)."""
+
+
+def notify_queue(conn: sa.Connection) -> None:
+    """Tell listening workers that a job was queued: delivered when this transaction commits
+    (nothing on SQLite, where workers poll and the API nudges its own)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text(f"NOTIFY {QUEUE_CHANNEL}"))
+
+
+class DatabaseUnavailable(ServiceError, StoreError):
     """The database does not answer (restarting, unreachable) or stays locked: the API answers
-    503 and the worker waits for it, never a 500 or a failed job."""
+    503 and the worker waits for it, never a 500 or a failed job. A :class:`StoreError` too,
+    since the ledger of paid replies lives there: the model client's background renewals
+    and releases of ledger claims let it pass, as they do any ledger error."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__("the database is unavailable for the moment (restarting or busy); "

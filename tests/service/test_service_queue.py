@@ -102,3 +102,32 @@ def test_worker_and_no_worker_options():
     worker = parser.parse_args(["worker", "--db", "postgresql://x/y", "--jobs", "8"])
     assert worker.job_slots == 8 and worker.worker_mode == "process"
     assert worker.handler.__name__ == "_run_worker"
+
+
+def test_a_job_queued_on_postgres_wakes_a_listening_worker_at_once(postgres_db):
+    """LISTEN/NOTIFY: submit (and a resume) notify in their transaction; the listener's wake
+    comes within a fraction of a second, with no poll."""
+    import threading
+
+    from judge.service.queue._listen import Listener
+
+    db = Database(postgres_db)
+    db.migrate()
+    woken = threading.Event()
+    listener = Listener(postgres_db, woken.set)
+    try:
+        with db.write() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at, settings) "
+                                 "VALUES ('prj_x', 'x', 0, '{}')"))
+        listener.start()
+        assert woken.wait(10)  # the first wake: whatever was queued before it listened
+        time.sleep(0.2)
+        woken.clear()
+        started = time.monotonic()
+        _submit(db)
+        assert woken.wait(5), "no notification"
+        print(f"woken {1000 * (time.monotonic() - started):.1f} ms after the submit")
+        assert listener.notified >= 1
+    finally:
+        listener.stop()
+        db.dispose()

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .._db import Database, artifacts, job_calls, jobs, judgments, now
+from .._db import Database, artifacts, job_calls, jobs, judgments, notify_queue, now
 from .._jobs import FINAL, delete_jobs, judgment_row
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
@@ -190,6 +190,7 @@ class JobQueue:
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
                                              jobs.c.status == "running").values(**values))
+            notify_queue(conn)  # another worker takes it at once
 
     def park(self, job_id: str, worker_id: str, wake_at: float, *,
              progress: dict[str, Any] | None = None, cost: float | None = None,

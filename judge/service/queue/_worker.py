@@ -37,6 +37,7 @@ from .._settings import ServiceSettings
 from ._journal import CallJournal
 from ._kinds import build_runners, runner_for
 from ._lease import JobQueue, Records
+from ._listen import Listener
 from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
@@ -156,6 +157,10 @@ class Worker:
         self.journal = CallJournal(self.queue)
         beat = asyncio.create_task(self._heartbeat())
         writer = asyncio.create_task(self.journal.run())
+        listener = None
+        if self.db.is_postgres and self.settings.listen:
+            listener = Listener(self.db.url, self.nudge)
+            listener.start()
         try:
             while not self.draining.is_set():
                 claimed = False
@@ -181,6 +186,8 @@ class Worker:
                 await self._housekeeping()
             await self._drain()
         finally:
+            if listener is not None:
+                await asyncio.to_thread(listener.stop)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
