@@ -298,6 +298,9 @@ class Database:
     lock. Postgres transactions are ordinary; the queue uses ``FOR UPDATE SKIP LOCKED``.
     """
 
+    busy_seconds = 30.0
+    """How long SQLite waits for another writer's lock before the request is refused (503)."""
+
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -310,7 +313,7 @@ class Database:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url, echo=echo,
                                            connect_args={"check_same_thread": False,
-                                                         "timeout": 30})
+                                                         "timeout": self.busy_seconds})
             self._setup_sqlite()
         else:
             self.engine = sa.create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10,
@@ -328,7 +331,7 @@ class Database:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={int(self.busy_seconds * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 

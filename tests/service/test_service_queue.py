@@ -16,6 +16,7 @@ from judge.service._jobspec import JobSpec
 from judge.service.queue import JobQueue, build_runners, readiness, runner_for
 from judge.service.queue._batchjob import BatchRunner
 from judge.service.queue._runners import AnalysisRunner, EvaluateRunner, Toolkit
+from tests.conftest import EXAMPLES
 
 from .conftest import service_settings
 
@@ -131,3 +132,32 @@ def test_a_job_queued_on_postgres_wakes_a_listening_worker_at_once(postgres_db):
     finally:
         listener.stop()
         db.dispose()
+
+
+def test_sqlite_locked_too_long_is_a_503_not_a_traceback(tmp_path, fake_model, monkeypatch):
+    """Another process holds SQLite's write lock past the busy timeout: the client gets 503
+    with a plain message (no "database is locked", no 500), and the next request works."""
+    import sqlite3
+
+    from judge.service import create_token
+
+    from .conftest import Api, running_service
+
+    monkeypatch.setattr(Database, "busy_seconds", 0.3)
+    settings = service_settings(tmp_path / "data", fake_model.url, job_slots=0)
+    with running_service(settings) as (service, app):
+        token = create_token(service.db, "lab", "read,submit")[0]
+        api = Api(app, token)
+        holder = sqlite3.connect(tmp_path / "data" / "dst-judge.db", isolation_level=None)
+        try:
+            api.get("/v1/files")  # the token is known (its last use is written now)
+            holder.execute("BEGIN IMMEDIATE")
+            refused = api.upload(EXAMPLES / "schema.json", "schema")
+            holder.execute("ROLLBACK")
+            accepted = api.upload(EXAMPLES / "schema.json", "schema")
+        finally:
+            holder.close()
+            api.close()
+    assert refused.status_code == 503, refused.text
+    assert "locked" not in refused.text and "unavailable" in refused.json()["error"]["message"]
+    assert accepted.status_code == 201
