@@ -30,7 +30,7 @@ from .._errors import ServiceError
 from .._version import __version__
 from ._auth import Principal, TokenBook, create_token, list_tokens, revoke_token
 from ._bundles import export_bundle, import_bundle
-from ._db import Database
+from ._db import Database, DatabaseUnavailable
 from ._files import FileStore
 from ._jobs import FINAL, JobStore, public_job
 from ._jobspec import JobRequest, check_job
@@ -477,6 +477,9 @@ async def _events(service: Service, project_id: str, job_id: str,
     while not service.closing:
         try:
             row = await asyncio.to_thread(service.jobs.row, project_id, job_id)
+        except DatabaseUnavailable:  # an outage is not a deleted job: look again
+            await asyncio.sleep(1.0)
+            continue
         except ServiceError:
             yield b"event: end\ndata: {\"status\": \"deleted\"}\n\n"
             return
