@@ -39,9 +39,11 @@ class WorkerProcess:
     """The worker in a child process (the default of ``dst-judge serve``): judging and the
     API never compete for one interpreter lock, so the API answers fast under a full queue.
 
-    The child dies with its parent, the fork server, which ends with the replica
-    (``PR_SET_PDEATHSIG`` on Linux, and a parent check every heartbeat), so ``kill -9`` of a
-    replica kills its worker too, as a crashed machine would.
+    The child dies with the replica, so ``kill -9`` of a replica kills its worker too, as a
+    crashed machine would: the replica holds the only writing end of the child's wake-up
+    pipe, and the child exits the moment that end closes (the fork server, its parent, lives
+    as long as any of its children; ``PR_SET_PDEATHSIG`` and a parent check every heartbeat
+    cover the fork server's own death).
     SIGTERM to the parent drains the child (same grace period as a thread worker).
     """
 

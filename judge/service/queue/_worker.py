@@ -213,8 +213,14 @@ class Worker:
                 log.warning("could not load a tokenizer ahead of the jobs: %s", exc)
 
     def _woken(self, fd: int) -> None:
-        with contextlib.suppress(OSError):
-            os.read(fd, 4096)
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b"!"
+        if not data and self.parent is not None:
+            # the pipe's other end closed: the process that started this worker died
+            # (kill -9); die as it did, handing nothing back
+            os._exit(1)
         if self._wake is not None:
             self._wake.set()
 
