@@ -25,6 +25,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recal
 
 from .._errors import DataMismatchError, OptionError
 from .._io import iter_jsonl_lines
+from ._estimates import Tuning, sample_estimates
 from ._labels import (
     UNNAMED,
     HumanLabel,
@@ -457,7 +458,8 @@ def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnK
 
 def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
                          raters: Mapping[str, Mapping[TurnKey, int]],
-                         human: Mapping[TurnKey, int], boot: Bootstrap) -> dict[str, Any]:
+                         human: Mapping[TurnKey, int], boot: Bootstrap,
+                         tuning: Tuning = "loo") -> dict[str, Any]:
     """Step 4: population figures from the human labels of a stratified sample.
 
     A labelled turn of stratum h weighs ``N_h / m_h`` (m_h = labelled turns of h; sampled turns
@@ -467,11 +469,16 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
     table, hence accuracy, kappa, AC1, alpha, PABAK, incorrect-class P/R/F1). Intervals come
     from a stratified bootstrap of the labelled turns. Strata without any label cannot be
     estimated; their turns are reported as not covered.
+
+    ``estimates`` holds the metric estimates side by side (``judge``, ``labels``, ``ppi``, see
+    :func:`judge.analysis.sample_estimates`), with their normal-approximation intervals.
     """
     check_sample(sample, rows)
+    estimation = sample_estimates(sample, [rows], [human], confidence=boot.confidence,
+                                  tuning=tuning)
     strata = sample.strata()
     labelled = [t for t in sample.turns if t.key in human]
-    counts = {h: sum(t.stratum == h for t in labelled) for h in strata}
+    counts = {h: len({t.unit_key for t in labelled if t.stratum == h}) for h in strata}
     weights = np.array([strata[t.stratum]["size"] / counts[t.stratum] for t in labelled])
     stratum_of = [t.stratum for t in labelled]
     uncovered = sum(s["size"] for h, s in strata.items() if counts[h] == 0)
@@ -514,6 +521,8 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
                                 "ci": intervals[statistic]}
         estimates.append(entry)
     block["pairs"] = estimates
+    block["estimates"] = estimation["estimates"]
+    block["estimation"] = {k: v for k, v in estimation.items() if k != "estimates"}
     return block
 
 
@@ -522,8 +531,8 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
 
 def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = None, *,
                      sample: Sample | None = None, n_boot: int = 1000, seed: int = 0,
-                     confidence: float = 0.95,
-                     source: RowsSource | None = None) -> dict[str, Any]:
+                     confidence: float = 0.95, source: RowsSource | None = None,
+                     tuning: Tuning = "loo") -> dict[str, Any]:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is
@@ -565,7 +574,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
         "pairs": pairs,
         "human": human_block,
         "reevaluation": reevaluations,
-        "population": (population_estimates(sample, rows, raters, majority, boot)
+        "population": (population_estimates(sample, rows, raters, majority, boot, tuning)
                        if sample is not None else None),
         "bootstrap": boot.describe(),
     }
@@ -638,4 +647,29 @@ def format_population(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
     rows += [(p["name"], str(p["n"]), _cell(p["accuracy"], 1), _cell(p["kappa"], 3),
               _cell(p["ac1"], 3), _cell(p["alpha"], 3), _cell(p["pabak"], 3))
              for p in block["pairs"]]
+    return rows
+
+
+ESTIMATE_HEADER: tuple[str, ...] = (
+    "metric", "estimate", "value % [CI]", "labelled", "turns", "note")
+METRIC_NAMES = {"tsa": "TSA", "jga": "JGA (every turn so far correct)",
+                "success": "dialogue success"}
+
+
+def format_estimates(block: Mapping[str, Any] | None) -> list[tuple[str, ...]]:
+    """The judge, labels-only and PPI estimates of each metric (from ``population`` of an
+    agreement report, or a ``sample_estimates`` result), in the order of ``ESTIMATE_HEADER``."""
+    if not block or not block.get("estimates"):
+        return []
+    rows = []
+    for metric, figures in block["estimates"].items():
+        for name in ("judge", "labels", "ppi"):
+            figure = figures[name]
+            note = "no interval can cover the judge's bias" if name == "judge" else ""
+            if name == "ppi" and figure.get("lambda") is not None:
+                note = f"λ = {figure['lambda']:.2f} ({figure.get('tuning')})"
+            if name != "judge" and figure.get("note"):
+                note = figure["note"]
+            rows.append((METRIC_NAMES.get(metric, metric), name, _cell(figure, 1),
+                         str(figure["n_labelled"]), str(figure["n_turns"]), note))
     return rows

@@ -14,7 +14,9 @@ from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
 from ._agreement import Bootstrap, compare_raters, read_ratings
+from ._estimates import Tuning, sample_estimates
 from ._labels import TurnKey, row_key
+from ._sampling import Sample
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
@@ -75,6 +77,48 @@ def method_table(runs: Sequence[Run],
         row["kappa"] = _kappas(run, human, boot)
         table.append(row)
     return {"turns": len(reference), "methods": table}
+
+
+def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]],
+                    sample: Sample, *, confidence: float = 0.95,
+                    tuning: Tuning = "loo") -> list[dict[str, Any]]:
+    """Every pair of runs (systems judged on the same dialogues, each labelled on the turns of
+    one shared ``sample``; ``humans[i]`` are the labels of run i's predictions): judge,
+    labels-only and PPI estimates of the TSA difference, and a verdict that names a better run
+    only when the PPI interval of the difference excludes 0. The sample is drawn from the
+    first run of each pair."""
+    if len(runs) < 2:
+        raise DataMismatchError("a difference needs two runs")
+    if len(humans) != len(runs):
+        raise DataMismatchError(f"{len(humans)} labels file(s) for {len(runs)} runs: give one "
+                                "per run (the labels of that run's predictions)")
+    out = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            a, b = str(runs[i].path), str(runs[j].path)
+            result = sample_estimates(sample, [runs[i].rows, runs[j].rows],
+                                      [humans[i], humans[j]], confidence=confidence,
+                                      tuning=tuning, names=[a, b])
+            out.append({"a": a, "b": b, **result,
+                        "verdict": difference_verdict(result["estimates"]["tsa"]["ppi"], a, b,
+                                                      confidence)})
+    return out
+
+
+def difference_verdict(ppi: Mapping[str, Any], a: str, b: str, confidence: float) -> str:
+    """"A is better than B" only when the PPI interval of A − B excludes 0."""
+    ci = ppi.get("ci")
+    level = f"{100 * confidence:g} %"
+    if ci is None:
+        return f"no verdict: the PPI estimate of {a} − {b} has no interval"
+    if ci[0] > 0:
+        return f"{a} is better than {b} (TSA; the {level} PPI interval of the difference " \
+               "excludes 0)"
+    if ci[1] < 0:
+        return f"{b} is better than {a} (TSA; the {level} PPI interval of the difference " \
+               "excludes 0)"
+    return f"no difference shown between {a} and {b}: the {level} PPI interval of the TSA " \
+           "difference includes 0"
 
 
 def system_table(runs: Sequence[Run], schema: Schema, *,

@@ -12,6 +12,15 @@ population totals without bias.
 ``equal`` allocation (the default) gives each stratum the same number of turns (capped by its
 size, the rest spread over the others), so the small disagreement strata get enough labels to
 say something; ``proportional`` allocation mirrors the population.
+
+That design (``judge-rule``) suits agreement figures. For *estimating the metric* it gives
+prediction-powered inference nothing to work with: inside a stratum the judge's verdict is
+constant, so correcting by it is the labels-only estimate. Two designs leave the judge's
+verdict free to vary: ``random`` (a simple random sample) and ``domain`` (strata by the domain
+the turn is about; proportional allocation, at least two per stratum so each has a variance).
+Neither needs gold annotation. With ``unit="dialogue"`` whole dialogues are drawn (every turn
+of a drawn dialogue is to be labelled), which makes dialogue-level figures estimable and
+clusters the intervals by dialogue.
 """
 
 from __future__ import annotations
@@ -32,6 +41,12 @@ from ._labels import TurnKey, row_key
 
 Allocation = Literal["equal", "proportional"]
 ALLOCATIONS: tuple[Allocation, ...] = ("equal", "proportional")
+Design = Literal["judge-rule", "random", "domain"]
+DESIGNS: tuple[Design, ...] = ("judge-rule", "random", "domain")
+Unit = Literal["turn", "dialogue"]
+UNITS: tuple[Unit, ...] = ("turn", "dialogue")
+UnitKey = TurnKey | str
+"""A sampling unit: a turn key, or a dialogue key for whole-dialogue designs."""
 
 
 class SampledTurn(BaseModel):
@@ -42,17 +57,25 @@ class SampledTurn(BaseModel):
     dialogue_id: str = Field(min_length=1)
     turn_index: int = Field(ge=0)
     stratum: str = Field(min_length=1)
-    judge: StrictBool
-    rule: StrictBool
+    judge: StrictBool | None = None
+    """The judge's verdict the turn was drawn with (``judge-rule`` design only)."""
+    rule: StrictBool | None = None
     domain: str | None = None
     stratum_size: int = Field(ge=1)
     stratum_sample: int = Field(ge=1)
     inclusion_probability: float = Field(gt=0, le=1)
     weight: float = Field(ge=1)
-    gold: str = Field(min_length=1)
+    gold: str | None = Field(default=None, min_length=1)
     population: int = Field(ge=1)
     seed: int
     allocation: Allocation
+    design: Design = "judge-rule"
+    unit: Unit = "turn"
+    """What was drawn: turns, or whole dialogues (stratum sizes and weights count units)."""
+
+    @property
+    def unit_key(self) -> UnitKey:
+        return self.key if self.unit == "turn" else self.key[0]
 
     @property
     def key(self) -> TurnKey:
@@ -68,12 +91,36 @@ class Sample:
     lines: list[int] | None = field(default=None, repr=False)
 
     @property
-    def gold(self) -> str:
+    def gold(self) -> str | None:
         return self.turns[0].gold
 
     @property
     def population(self) -> int:
         return self.turns[0].population
+
+    @property
+    def design(self) -> Design:
+        return self.turns[0].design
+
+    @property
+    def unit(self) -> Unit:
+        return self.turns[0].unit
+
+    @property
+    def by_domain(self) -> bool:
+        return self.turns[0].domain is not None
+
+    def describe(self) -> dict[str, Any]:
+        """The design in a few fields, for reports."""
+        first = self.turns[0]
+        return {"design": first.design, "unit": first.unit, "gold": first.gold,
+                "allocation": first.allocation, "seed": first.seed,
+                "population": first.population, "drawn_units": len(self.units()),
+                "drawn_turns": len(self.turns)}
+
+    def units(self) -> list[UnitKey]:
+        """The drawn units in file order."""
+        return list(dict.fromkeys(turn.unit_key for turn in self.turns))
 
     def strata(self) -> dict[str, dict[str, Any]]:
         """Per stratum: its population size, sample size and the (judge, rule) verdicts."""
@@ -115,11 +162,14 @@ def _verdict(flag: bool) -> str:
     return "correct" if flag else "incorrect"
 
 
-def allocate(sizes: Mapping[str, int], n: int, allocation: Allocation) -> dict[str, int]:
-    """How many turns to draw from each stratum (never more than it has).
+def allocate(sizes: Mapping[str, int], n: int, allocation: Allocation, *,
+             minimum: int = 0) -> dict[str, int]:
+    """How many units to draw from each stratum (never more than it has).
 
     ``equal``: water-filling, so small strata are taken whole and the rest share what is left;
     ``proportional``: largest remainders of ``n · N_h / N``. Ties break by stratum name.
+    ``minimum``: every stratum gets at least that many (or all it has), taken from the strata
+    with the most, so that each stratum has a variance estimate.
     """
     names = sorted(sizes)
     total = sum(sizes.values())
@@ -132,7 +182,7 @@ def allocate(sizes: Mapping[str, int], n: int, allocation: Allocation) -> dict[s
         by_remainder = sorted(names, key=lambda h: (-(exact[h] - out[h]), h))
         for h in by_remainder[: n - sum(out.values())]:
             out[h] += 1
-        return out
+        return _raise_to(out, sizes, minimum)
     remaining = n
     for position, h in enumerate(sorted(names, key=lambda h: (sizes[h], h))):
         share = remaining // (len(names) - position)
@@ -144,56 +194,151 @@ def allocate(sizes: Mapping[str, int], n: int, allocation: Allocation) -> dict[s
         if out[h] < sizes[h]:
             out[h] += 1
             remaining -= 1
+    return _raise_to(out, sizes, minimum)
+
+
+def _raise_to(counts: dict[str, int], sizes: Mapping[str, int],
+              minimum: int) -> dict[str, int]:
+    """Move draws from the largest allocations to strata below ``minimum`` (while the total
+    allows: a stratum never gives up draws it needs itself)."""
+    out = dict(counts)
+    for h in sorted(out, key=lambda h: (sizes[h], h)):
+        while out[h] < min(minimum, sizes[h]):
+            donor = max(sorted(out), key=lambda g: out[g])
+            if donor == h or out[donor] <= minimum:
+                return out
+            out[donor] -= 1
+            out[h] += 1
     return out
 
 
-def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str, seed: int = 0,
-                by_domain: bool = False, allocation: Allocation = "equal") -> Sample:
-    """Draw ``n`` turns of a judge run, stratified by judge verdict × RULE-``gold`` verdict
-    (× domain), without replacement within each stratum.
+@dataclass
+class Strata:
+    """The population of a design: its units by stratum, in run order, and the rows of each."""
 
-    Turns without a judge verdict (error rows) or RULE verdict cannot be placed in a stratum
-    and are not part of the population. The same rows, options and seed give the same sample.
+    members: dict[str, list[UnitKey]]
+    rows: dict[UnitKey, list[int]]
+    verdicts: dict[UnitKey, tuple[bool | None, bool | None, str | None]]
+    left_out: int
+    """Units outside the population (a turn without a judge verdict, or a dialogue with one)."""
+
+    @property
+    def size(self) -> int:
+        return sum(len(m) for m in self.members.values())
+
+
+def _dialogue_domain(domains: Sequence[str]) -> str:
+    named = {d for d in domains if d != "none"} - {"several"}
+    if "several" in domains or len(named) > 1:
+        return "several"
+    return named.pop() if named else "none"
+
+
+def design_strata(rows: Sequence[Mapping[str, Any]], *, design: Design, unit: Unit = "turn",
+                  gold: str | None = None, by_domain: bool = False) -> Strata:
+    """Place every unit of a run in its stratum under a design (the same for drawing a sample
+    and for estimating from it). ``gold`` is a RULE version the run holds (``judge-rule``
+    needs it; ``domain`` also reads its gold turn state when given)."""
+    if design not in DESIGNS:
+        raise OptionError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
+    if unit not in UNITS:
+        raise OptionError(f"unknown unit {unit!r}; choose from {', '.join(UNITS)}")
+    if design == "judge-rule" and gold is None:
+        raise OptionError("the judge-rule design stratifies by a RULE verdict: give --gold")
+    if design == "judge-rule" and unit == "dialogue":
+        raise OptionError("the judge-rule design stratifies turns; draw whole dialogues with "
+                          "--design random or --design domain")
+    strata = Strata({}, {}, {}, 0)
+    placed: dict[UnitKey, tuple[str, list[str]]] = {}
+    for index, row in enumerate(rows):
+        judge = row.get("verdict")
+        rule = (row.get("rule") or {}).get(gold) if gold is not None else None
+        domain = (turn_domain(row, gold) if design == "domain" or by_domain else None)
+        key = row_key(row)
+        if unit == "dialogue":
+            entry = placed.setdefault(key[0], ("", []))
+            strata.rows.setdefault(key[0], []).append(index)
+            entry[1].append(domain or "none")
+            if not isinstance(judge, bool):
+                placed[key[0]] = ("excluded", entry[1])
+            continue
+        usable = isinstance(judge, bool) and (design != "judge-rule" or isinstance(rule, bool))
+        if not usable:
+            strata.left_out += 1
+            continue
+        if design == "judge-rule":
+            name = f"judge={_verdict(judge)}, RULE-{gold}={_verdict(rule)}"  # type: ignore[arg-type]
+            if by_domain:
+                name += f", domain={domain}"
+        elif design == "domain":
+            name = f"domain={domain}"
+        else:
+            name = "all turns"
+        strata.members.setdefault(name, []).append(key)
+        strata.rows[key] = [index]
+        strata.verdicts[key] = (judge if design == "judge-rule" else None,
+                                rule if design == "judge-rule" else None,
+                                domain if design == "domain" or by_domain else None)
+    for dialogue, (mark, domains) in placed.items():
+        if mark == "excluded":
+            strata.left_out += 1
+            del strata.rows[dialogue]
+            continue
+        domain = _dialogue_domain(domains) if design == "domain" else None
+        name = f"domain={domain}" if design == "domain" else "all dialogues"
+        strata.members.setdefault(name, []).append(dialogue)
+        strata.verdicts[dialogue] = (None, None, domain)
+    return strata
+
+
+def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str | None = None,
+                seed: int = 0, by_domain: bool = False, allocation: Allocation | None = None,
+                design: Design = "judge-rule", unit: Unit = "turn") -> Sample:
+    """Draw ``n`` units of a judge run by a design, without replacement within each stratum.
+
+    ``judge-rule`` (the default): strata judge verdict × RULE-``gold`` verdict (× domain);
+    ``random``: one stratum; ``domain``: strata by domain. Units outside the population (turns
+    without a judge verdict, or for ``judge-rule`` without a RULE verdict; dialogues with such
+    a turn) are not drawn. The same rows, options and seed give the same sample.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise OptionError(f"--n must be a whole number >= 1 (got {n!r})")
+    if allocation is None:
+        allocation = "equal" if design == "judge-rule" else "proportional"
     if allocation not in ALLOCATIONS:
         raise OptionError(f"unknown allocation {allocation!r}; choose from "
                           f"{', '.join(ALLOCATIONS)}")
-    gold = resolve_version(gold, [v for row in rows for v in (row.get("rule") or {})])
-    members: dict[str, list[int]] = {}
-    placed: dict[int, tuple[bool, bool, str | None]] = {}
-    for index, row in enumerate(rows):
-        judge, rule = row.get("verdict"), (row.get("rule") or {}).get(gold)
-        if not isinstance(judge, bool) or not isinstance(rule, bool):
-            continue
-        domain = turn_domain(row, gold) if by_domain else None
-        name = f"judge={_verdict(judge)}, RULE-{gold}={_verdict(rule)}"
-        if domain is not None:
-            name += f", domain={domain}"
-        members.setdefault(name, []).append(index)
-        placed[index] = (judge, rule, domain)
-    if not placed:
-        raise OptionError("the run has no turn with both a judge and a RULE verdict")
+    if gold is not None:
+        gold = resolve_version(gold, [v for row in rows for v in (row.get("rule") or {})])
+    strata = design_strata(rows, design=design, unit=unit, gold=gold, by_domain=by_domain)
+    if not strata.size:
+        what = ("turn with both a judge and a RULE verdict" if design == "judge-rule"
+                else "turn with a judge verdict" if unit == "turn"
+                else "dialogue whose every turn has a judge verdict")
+        raise OptionError(f"the run has no {what}")
+    members = strata.members
     sizes = {h: len(m) for h, m in members.items()}
-    counts = allocate(sizes, n, allocation)
+    counts = allocate(sizes, n, allocation, minimum=0 if design == "judge-rule" else 2)
     rng = np.random.default_rng(seed)
-    chosen: dict[int, str] = {}
+    chosen: dict[UnitKey, str] = {}
     for h in sorted(members):
         picks = rng.choice(sizes[h], size=counts[h], replace=False) if counts[h] else []
         chosen.update({members[h][int(i)]: h for i in picks})
-    population = len(placed)
     turns = []
-    for index in sorted(chosen):
-        h = chosen[index]
-        judge, rule, domain = placed[index]
+    for index in sorted(i for u in chosen for i in strata.rows[u]):
         row = rows[index]
+        key = row_key(row)
+        unit_key: UnitKey = key if unit == "turn" else key[0]
+        h = chosen.get(unit_key)
+        if h is None:
+            continue
+        judge, rule, domain = strata.verdicts[unit_key]
         turns.append(SampledTurn(
             dialogue_id=str(row["dialogue_id"]), turn_index=int(row["turn_index"]), stratum=h,
             judge=judge, rule=rule, domain=domain, stratum_size=sizes[h],
             stratum_sample=counts[h], inclusion_probability=counts[h] / sizes[h],
-            weight=sizes[h] / counts[h], gold=gold, population=population, seed=seed,
-            allocation=allocation))
+            weight=sizes[h] / counts[h], gold=gold, population=strata.size, seed=seed,
+            allocation=allocation, design=design, unit=unit))
     return Sample(turns)
 
 
@@ -211,15 +356,19 @@ def load_sample(path: str | Path) -> Sample:
     lines: list[int] = []
     first: dict[str, int] = {}
     seen: dict[TurnKey, int] = {}
+    unit_stratum: dict[UnitKey, str] = {}
     for line, text in iter_jsonl_lines(path):
         turn = parse_line(SampledTurn, text, path=path, line=line)
+        if unit_stratum.setdefault(turn.unit_key, turn.stratum) != turn.stratum:
+            raise InputError(f"dialogue {turn.dialogue_id!r} is drawn whole, but its turns "
+                             "name different strata", path=path, line=line, field="stratum")
         if turn.key in seen:
             raise InputError(f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} is drawn "
                              f"twice (line {seen[turn.key]})", path=path, line=line,
                              field="turn_index")
         seen[turn.key] = line
         if turns:
-            for name in ("gold", "population", "seed", "allocation"):
+            for name in ("gold", "population", "seed", "allocation", "design", "unit"):
                 if getattr(turn, name) != getattr(turns[0], name):
                     raise InputError(f"{name} differs from line {lines[0]}: one sample file "
                                      "holds one design", path=path, line=line, field=name)
@@ -242,19 +391,19 @@ def load_sample(path: str | Path) -> Sample:
         lines.append(line)
     if not turns:
         raise InputError("no sampled turns in file", path=path)
-    drawn = Counter(t.stratum for t in turns)
+    drawn = Counter(t.stratum for t in {t.unit_key: t for t in turns}.values())
     for stratum, count in drawn.items():
         declared = turns[first[stratum]].stratum_sample
         if count != declared:
-            raise InputError(f"stratum {stratum!r} declares {declared} drawn turns but the file "
-                             f"holds {count}", path=path, line=lines[first[stratum]],
+            raise InputError(f"stratum {stratum!r} declares {declared} drawn {turns[0].unit}s "
+                             f"but the file holds {count}", path=path, line=lines[first[stratum]],
                              field="stratum_sample")
     return Sample(turns, path=str(path), lines=lines)
 
 
 def check_sample(sample: Sample, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Refuse a sample drawn from another run: every drawn turn must exist in ``rows`` with
-    the judge and RULE verdicts it was drawn with."""
+    """Refuse a sample drawn from another run: every drawn turn must exist in ``rows`` with a
+    judge verdict, and for the judge-rule design with the verdicts it was drawn with."""
     by_key = {row_key(row): row for row in rows}
     for index, turn in enumerate(sample.turns):
         row = by_key.get(turn.key)
@@ -264,10 +413,45 @@ def check_sample(sample: Sample, rows: Sequence[Mapping[str, Any]]) -> None:
                 f"the sample draws dialogue {turn.dialogue_id!r} turn {turn.turn_index}, which "
                 "the run does not hold (was it drawn from another run?)", path=sample.path,
                 line=line, field="dialogue_id")
-        rule = (row.get("rule") or {}).get(turn.gold)
+        if turn.design != "judge-rule":
+            if not isinstance(row.get("verdict"), bool):
+                raise DataMismatchError(
+                    f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} has no judge verdict "
+                    "in this run, so it cannot be part of the sampled population (was it drawn "
+                    "from another run?)", path=sample.path, line=line, field="dialogue_id")
+            continue
+        rule = (row.get("rule") or {}).get(turn.gold)  # type: ignore[arg-type]
         if row.get("verdict") is not turn.judge or rule is not turn.rule:
             raise DataMismatchError(
                 f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} was drawn with judge="
                 f"{turn.judge}, RULE-{turn.gold}={turn.rule} but the run says judge="
                 f"{row.get('verdict')}, RULE-{turn.gold}={rule} (was it drawn from another "
                 "run?)", path=sample.path, line=line, field="judge")
+
+
+def sample_strata(sample: Sample, rows: Sequence[Mapping[str, Any]]) -> Strata:
+    """The population the sample was drawn from, rebuilt from the run with the sample's design;
+    refused when it does not match what the sample file records (another run, or a changed
+    one)."""
+    check_sample(sample, rows)
+    strata = design_strata(rows, design=sample.design, unit=sample.unit, gold=sample.gold,
+                           by_domain=sample.design == "judge-rule" and sample.by_domain)
+    for name, info in sample.strata().items():
+        size = len(strata.members.get(name, []))
+        if size != info["size"]:
+            raise DataMismatchError(
+                f"stratum {name!r} has {size} {sample.unit}s in this run but {info['size']} in "
+                "the sample file (was it drawn from another run?)", path=sample.path,
+                field="stratum_size")
+    if strata.size != sample.population:
+        raise DataMismatchError(
+            f"the run has {strata.size} {sample.unit}s in the sampled population but the sample "
+            f"file records {sample.population} (was it drawn from another run?)",
+            path=sample.path, field="population")
+    for index, turn in enumerate(sample.turns):
+        if turn.unit_key not in strata.rows or turn.unit_key not in strata.members[turn.stratum]:
+            raise DataMismatchError(
+                f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} is not in stratum "
+                f"{turn.stratum!r} in this run", path=sample.path,
+                line=sample.lines[index] if sample.lines else None, field="stratum")
+    return strata

@@ -29,21 +29,32 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="interval coverage (default: 0.95)")
+    p.add_argument("--tuning", default="loo", metavar="MODE",
+                   help="PPI power tuning: loo (default: λ estimated without each labelled "
+                   "turn), plain (one λ from all labels) or a fixed λ in [0, 1]")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import agreement_report, judgment_rows_source, load_labels, load_sample
+    from ..analysis import (
+        agreement_report,
+        check_tuning,
+        judgment_rows_source,
+        load_labels,
+        load_sample,
+    )
     from ..pipeline import load_run
     from ._options import write_json
     from ._report import print_agreement
 
+    check_tuning(args.tuning)
     rows = load_run(args.run).rows
     human = load_labels(args.human) if args.human else None
     sample = load_sample(args.sample) if args.sample else None
     report = agreement_report(rows, human, sample=sample, n_boot=args.n_boot, seed=args.seed,
-                              confidence=args.confidence, source=judgment_rows_source(args.run))
+                              confidence=args.confidence, source=judgment_rows_source(args.run),
+                              tuning=args.tuning)
     print_agreement(report, console)
     write_json(args.json_out, report, console)
     return 0

@@ -12,25 +12,39 @@ from rich.console import Console
 from .._digest import file_digest
 from .._errors import OptionError
 from ..analysis import (
+    check_tuning,
     load_labels,
+    load_sample,
     method_table,
     plot_systems,
+    run_differences,
     system_table,
 )
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
 from ._options import write_json
-from ._report import print_methods, print_systems, say
+from ._report import print_estimates, print_methods, print_systems, say
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p = commands.add_parser(
         "compare", help="judge methods side by side on the same turns (the paper's Table 2)",
-        description="Compare judge runs of several methods over the same turns: TSA, judge "
-        "JGA and agreement with RULE verdicts (and with human labels when given).")
+        description="Compare judge runs over the same turns: TSA, judge JGA and agreement "
+        "with RULE verdicts (and with human labels when given). With --sample and one labels "
+        "file per run (runs of different systems on the same dialogues, labelled on one "
+        "shared sample): judge, labels-only and prediction-powered estimates of each pair's "
+        "TSA difference, and 'A is better than B' only when the PPI interval excludes 0.")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                   help="judge runs of the same predictions, one per method or prompt")
-    p.add_argument("--human", metavar="FILE", help="human labels to add agreement with humans")
+                   help="judge runs over the same turns, one per method, prompt or system")
+    p.add_argument("--human", nargs="+", metavar="FILE",
+                   help="human labels: one file for all runs (same predictions), or one per "
+                   "run in the same order (with --sample)")
+    p.add_argument("--sample", metavar="FILE", help="the shared sample the runs' labels come "
+                   "from ('labels sample' on the first run): adds differences")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="interval coverage of the differences (default: 0.95)")
+    p.add_argument("--tuning", default="loo", metavar="MODE",
+                   help="PPI power tuning: loo (default), plain or a fixed λ in [0, 1]")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
     p.set_defaults(handler=run_compare)
 
@@ -48,10 +62,24 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_compare(args: argparse.Namespace, console: Console) -> int:
+    check_tuning(args.tuning)
+    files = args.human or []
+    if len(files) > 1 and len(files) != len(args.runs):
+        raise OptionError(f"--human has {len(files)} files for {len(args.runs)} runs: give one "
+                          "for all runs or one per run")
+    if args.sample and len(files) != len(args.runs):
+        raise OptionError("--sample needs one --human file per run (the labels of each run's "
+                          "predictions on the sampled turns)")
     runs = [load_run(path) for path in args.runs]
-    human = load_labels(args.human).per_turn() if args.human else None
-    table = method_table(runs, human)
+    labels = [load_labels(path).per_turn() for path in files]
+    table = method_table(runs, labels[0] if len(labels) == 1 else None)
+    if args.sample:
+        table["differences"] = run_differences(runs, labels, load_sample(args.sample),
+                                               confidence=args.confidence, tuning=args.tuning)
     print_methods(table, console)
+    for difference in table.get("differences") or []:
+        print_estimates(difference, console)
+        say(console, difference["verdict"])
     write_json(args.json_out, table, console)
     return 0
 

@@ -1,5 +1,5 @@
 """``dst-judge labels ...``: human labels in and out: import annotators' decisions from the
-audit page, and draw a stratified sample of turns to label."""
+audit page, draw a sample of turns to label, and plan how many labels an interval needs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ __all__ = ["add_parsers"]
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``labels import|sample`` under the main ``dst-judge`` parser."""
-    from ..analysis import ALLOCATIONS
+    """Register ``labels import|sample|plan`` under the main ``dst-judge`` parser."""
+    from ..analysis import ALLOCATIONS, DESIGNS, UNITS
 
     p = commands.add_parser("labels", help="human labels: draw a sample to label, import "
                             "annotators' decisions")
@@ -27,23 +27,52 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     imp.add_argument("--annotator", help="annotator name for rows that give none")
     imp.set_defaults(handler=run_import)
     sample = sub.add_parser(
-        "sample", help="draw turns to label, stratified by judge × RULE verdict (× domain)",
-        description="Draw a stratified random sample of a judge run's turns for human "
-        "labelling: strata are judge verdict × RULE-<gold> verdict (× domain with "
-        "--by-domain). Each drawn turn carries its inclusion probability and weight, so that "
-        "'agreement --sample' can estimate population figures without the bias of labelling "
-        "only disagreements.")
+        "sample", help="draw turns (or whole dialogues) to label, by a sampling design",
+        description="Draw a random sample of a judge run's turns for human labelling. "
+        "Designs: judge-rule (the default; strata judge verdict × RULE-<gold> verdict, × "
+        "domain with --by-domain: for agreement figures), random (simple random sample) and "
+        "domain (strata by domain, proportional): the last two suit estimates of the metric "
+        "('agreement --sample' shows judge, labels-only and prediction-powered estimates side "
+        "by side) and need no gold annotation. --unit dialogue draws whole dialogues. Each "
+        "drawn turn carries its design, inclusion probability and weight.")
     sample.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
-    sample.add_argument("--n", type=int, required=True, help="turns to draw")
-    sample.add_argument("--gold", required=True, metavar="VERSION",
-                        help="annotation version whose RULE verdict stratifies (e.g. 2.1)")
-    sample.add_argument("--by-domain", action="store_true", help="also stratify by domain")
-    sample.add_argument("--allocation", choices=ALLOCATIONS, default="equal",
-                        help="turns per stratum: equal (default; small strata taken whole) "
-                        "or proportional to stratum size")
+    sample.add_argument("--n", type=int, required=True,
+                        help="units to draw (turns, or dialogues with --unit dialogue)")
+    sample.add_argument("--design", choices=DESIGNS, default="judge-rule",
+                        help="judge-rule (default), random or domain")
+    sample.add_argument("--unit", choices=UNITS, default="turn",
+                        help="draw turns (default) or whole dialogues")
+    sample.add_argument("--gold", metavar="VERSION",
+                        help="annotation version whose RULE verdict stratifies (e.g. 2.1; "
+                        "needed by the judge-rule design; the domain design also reads its "
+                        "gold turn state when given)")
+    sample.add_argument("--by-domain", action="store_true",
+                        help="judge-rule design: also stratify by domain")
+    sample.add_argument("--allocation", choices=ALLOCATIONS, default=None,
+                        help="units per stratum: equal (judge-rule's default; small strata "
+                        "taken whole) or proportional to stratum size (domain's default)")
     sample.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     sample.add_argument("--out", required=True, metavar="FILE", help="sample (JSON Lines)")
     sample.set_defaults(handler=run_sample)
+    plan = sub.add_parser(
+        "plan", help="how many labels give a TSA interval of a given width, labels alone vs "
+        "prediction-powered",
+        description="From a pilot (a sample file and its human labels) or from an assumed "
+        "disagreement rate between judge and people: how many labelled turns (simple random "
+        "sample) give a TSA interval of full width W percentage points, for the labels-only "
+        "estimate and for the prediction-powered (PPI) one.")
+    plan.add_argument("run", metavar="RUN_DIR", help="the judge run to be labelled")
+    plan.add_argument("--width", type=float, required=True, metavar="W",
+                      help="full interval width in percentage points (10 = ±5)")
+    plan.add_argument("--sample", metavar="FILE", help="the pilot's sample file")
+    plan.add_argument("--human", metavar="FILE", help="the pilot's human labels")
+    plan.add_argument("--disagreement", type=float, metavar="D",
+                      help="without a pilot: assumed share of turns where judge and people "
+                      "disagree (e.g. 0.1)")
+    plan.add_argument("--confidence", type=float, default=0.95,
+                      help="interval coverage (default: 0.95)")
+    plan.add_argument("--json", dest="json_out", metavar="OUT", help="write the plan as JSON")
+    plan.set_defaults(handler=run_plan)
 
 
 def run_import(args: argparse.Namespace, console: Console) -> int:
@@ -61,15 +90,52 @@ def run_sample(args: argparse.Namespace, console: Console) -> int:
 
     rows = load_run(args.run).rows
     sample = draw_sample(rows, n=args.n, gold=args.gold, seed=args.seed,
-                         by_domain=args.by_domain, allocation=args.allocation)
+                         by_domain=args.by_domain, allocation=args.allocation,
+                         design=args.design, unit=args.unit)
     count = write_sample(sample, args.out)
-    table = Table(title=f"Stratified sample of {count} turns from {sample.population} "
-                  f"(seed {args.seed}, {args.allocation} allocation)", title_justify="left")
-    for name in ("stratum", "turns", "drawn", "weight"):
+    first = sample.turns[0]
+    units = (f"{len(sample.units())} dialogues ({count} turns)" if args.unit == "dialogue"
+             else f"{count} turns")
+    kind = {"judge-rule": "Stratified", "random": "Simple random",
+            "domain": "Domain-stratified"}[args.design]
+    table = Table(title=f"{kind} sample of {units} from {sample.population} "
+                  f"(seed {args.seed}, {first.allocation} allocation)",
+                  title_justify="left")
+    for name in ("stratum", f"{args.unit}s", "drawn", "weight"):
         table.add_column(name, justify="left" if name == "stratum" else "right")
     for stratum in sorted(sample.strata().values(), key=lambda s: s["stratum"]):
         table.add_row(escape(stratum["stratum"]), str(stratum["size"]), str(stratum["sample"]),
                       f"{stratum['size'] / stratum['sample']:.2f}")
     console.print(table)
     console.print(f"wrote {args.out}", markup=False)
+    return 0
+
+
+def run_plan(args: argparse.Namespace, console: Console) -> int:
+    from ..analysis import load_labels, load_sample, plan_labels
+    from ..pipeline import load_run
+    from ._options import write_json
+
+    rows = load_run(args.run).rows
+    if args.sample and not args.human:
+        from .._errors import OptionError
+
+        raise OptionError("--sample needs --human: the pilot's labels")
+    sample = load_sample(args.sample) if args.sample else None
+    human = load_labels(args.human).per_turn() if args.human else None
+    plan = plan_labels(rows, width=args.width, confidence=args.confidence, sample=sample,
+                       human=human, disagreement=args.disagreement)
+    basis = plan["basis"]
+    source = (f"pilot {basis['pilot']} ({basis['labelled']} labelled turns, disagreement "
+              f"{100 * basis['disagreement']:.1f} %)" if "pilot" in basis
+              else f"assumed disagreement {100 * basis['disagreement']:.1f} %")
+    table = Table(title=f"Labels for a {100 * args.confidence:g} % TSA interval of width "
+                  f"{args.width:g} points ({plan['population']} judged turns; {source})",
+                  title_justify="left")
+    for name in ("estimate", "labelled turns needed"):
+        table.add_column(name, justify="left" if name == "estimate" else "right")
+    table.add_row("labels alone", str(plan["labels"]["labels_needed"]))
+    table.add_row("prediction-powered (PPI)", str(plan["ppi"]["labels_needed"]))
+    console.print(table)
+    write_json(args.json_out, plan, console)
     return 0

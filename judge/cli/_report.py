@@ -220,6 +220,7 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         if population["uncovered_turns"]:
             console.print(text(f"{population['uncovered_turns']} turns belong to strata with "
                                "no labelled turn; the estimates leave them out", style="yellow"))
+        print_estimates(population, console)
     human = report.get("human")
     if human and human["unknown"]["count"]:
         console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
@@ -227,6 +228,31 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
     if human and human.get("unsure"):
         console.print(text(f"{human['unsure']} label(s) marked unsure are left out of every "
                            "figure"))
+
+
+def print_estimates(block: dict[str, Any], console: Console) -> None:
+    """The judge, labels-only and prediction-powered estimates side by side, with what was
+    left out of them."""
+    from ..analysis import ESTIMATE_HEADER, format_estimates
+
+    rows = format_estimates(block)
+    if not rows:
+        return
+    estimation = block.get("estimation") or block
+    design = estimation["design"]
+    level = f"{100 * estimation['confidence']:g} %"
+    what = f"difference {estimation['difference']}, " if estimation.get("difference") else ""
+    _simple_table(f"Estimates ({what}{design['design']} design by {design['unit']}, "
+                  f"{level} normal intervals)", ESTIMATE_HEADER, rows, console)
+    left_out = estimation["left_out"]["count"]
+    if left_out:
+        console.print(text(f"{left_out} labelled turn(s) are not in the sample file: they count "
+                           "for agreement but are left out of these estimates", style="yellow"))
+    unlabelled = estimation["unlabelled_sampled_turns"]["count"]
+    if unlabelled:
+        console.print(text(f"{unlabelled} sampled turn(s) have no label yet; the estimates "
+                           "treat them as missing at random within their stratum",
+                           style="yellow"))
 
 
 def _kappa_cell(figure: dict[str, Any] | None) -> str:

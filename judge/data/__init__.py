@@ -35,6 +35,7 @@ from ._dialogues import (
     dialogue_key,
     load_dialogues,
     load_predictions,
+    load_schema,
     read_id_list,
     version_label,
 )
@@ -43,7 +44,6 @@ from ._schema import (
     KeyIndex,
     Schema,
     SlotSpec,
-    load_schema,
     normalize_key,
     prompt_text,
 )

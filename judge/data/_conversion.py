@@ -31,9 +31,10 @@ from ._dialogues import (
     dialogue_key,
     load_dialogues,
     load_predictions,
+    load_schema,
     read_id_list,
 )
-from ._schema import Schema, load_schema
+from ._schema import Schema
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Dialogues, predictions and human-readable loading errors.
+"""Loading the input files (schema, dialogues, predictions, native or converted on the fly)
+with human-readable errors.
 
 File formats (JSON Lines, optionally gzipped, one dialogue per line) follow the layout of
 ``shared/data/multiwoz``; see the README's *File formats* section. Gold states per annotation
@@ -539,3 +540,19 @@ def check_integration(predictions: PredictionSet, *,
                                                    expected, given))
             previous = given
     return issues
+
+
+def load_schema(path: str | Path, *, fmt: str | None = None) -> Schema:
+    """Load and validate a schema file; errors name the file and the offending field.
+
+    Besides the native layout, a schema may be a list of services (SGD, MultiWOZ 2.2) or a
+    ConvLab-3 ``ontology.json``; those are converted on the fly (``source_format`` says which).
+    """
+    found, source, read = read_foreign(path, "schema", fmt=fmt)
+    data = source.document if found.name == "native-schema" else read()
+    try:
+        schema = Schema.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, path=path, line=None) from None
+    schema._source_format = found.name
+    return schema

@@ -9,11 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
-
-from .._io import validation_error
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 
 class SlotSpec(BaseModel):
@@ -237,21 +234,3 @@ class Schema(BaseModel):
             return index.aliases[wanted]
         hits = index.squeezed.get(wanted.replace(" ", ""), ())
         return next(iter(hits)) if len(hits) == 1 else None
-
-
-def load_schema(path: str | Path, *, fmt: str | None = None) -> Schema:
-    """Load and validate a schema file; errors name the file and the offending field.
-
-    Besides the native layout, a schema may be a list of services (SGD, MultiWOZ 2.2) or a
-    ConvLab-3 ``ontology.json``; those are converted on the fly (``source_format`` says which).
-    """
-    from ._convert import read_foreign
-
-    found, source, read = read_foreign(path, "schema", fmt=fmt)
-    data = source.document if found.name == "native-schema" else read()
-    try:
-        schema = Schema.model_validate(data)
-    except ValidationError as exc:
-        raise validation_error(exc, path=path, line=None) from None
-    schema._source_format = found.name
-    return schema

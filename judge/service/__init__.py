@@ -5,11 +5,12 @@ uploads, leases that survive a dead replica, and one rate-limit pool per endpoin
 from ._app import Service, create_app
 from ._auth import SCOPES, Principal, create_token, ensure_project, list_tokens, revoke_token
 from ._bundles import export_bundle
+from ._copy import copy_database
 from ._db import Database
 from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
-from ._migrate import copy_database
+from ._reads import JudgmentReads
 from ._server import run_server
 from ._settings import (
     DEFAULT_PORT,
@@ -29,6 +30,7 @@ __all__ = [
     "Database",
     "EndpointConfig",
     "JobRequest",
+    "JudgmentReads",
     "Principal",
     "Service",
     "ServiceSettings",

@@ -14,25 +14,32 @@ import io
 import json
 import tarfile
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 import sqlalchemy as sa
 
 from .._errors import ServiceError
 from ._auth import Principal, new_id
-from ._db import files, job_calls, jobs, judgments
-from ._jobs import judgment_row
+from ._db import Database, files, job_calls, jobs, judgments
+from ._jobs import JobStore, judgment_row
 from ._labels import predictions_sha256
+from ._settings import ServiceSettings
 
-if TYPE_CHECKING:
-    from ._app import Service
+
+class BundleHost(Protocol):
+    """What export and import need of the service (``_app.Service`` has it; this module does
+    not import the app, which imports it)."""
+
+    settings: ServiceSettings
+    db: Database
+    jobs: JobStore
 
 BUNDLE_FORMAT = 1
 MEMBERS = ("bundle.json", "manifest.json", "summary.json", "judgments.jsonl", "calls.jsonl")
 _ROW_FIELDS = ("dialogue_id", "turn_index", "verdict", "rule")
 
 
-def export_bundle(service: Service, project_id: str, job_id: str) -> tuple[str, bytes]:
+def export_bundle(service: BundleHost, project_id: str, job_id: str) -> tuple[str, bytes]:
     row = service.jobs.row(project_id, job_id)
     if row.status not in ("succeeded", "stopped", "failed") or row.summary is None:
         raise ServiceError(f"job is {row.status} without results; nothing to export",
@@ -102,7 +109,7 @@ def _lines(rows: Any) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def import_bundle(service: Service, principal: Principal, stream: IO[bytes]) -> dict[str, Any]:
+def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]) -> dict[str, Any]:
     """Create a finished job from a bundle exported by this or another server."""
     limit = service.settings.max_unpacked_bytes
     members = _read_members(stream, limit)

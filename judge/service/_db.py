@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
 from .._errors import ServiceError, StoreError
+from ._migrate import upgrade
 
 metadata = sa.MetaData()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
@@ -371,9 +372,7 @@ class Database:
 
     def migrate(self) -> None:
         """Create or upgrade the schema to the newest migration (alembic)."""
-        from ._migrate import upgrade
-
-        upgrade(self)
+        upgrade(self, self._writer)
 
     def ping(self) -> bool:
         try:

@@ -22,13 +22,13 @@ import sqlalchemy as sa
 
 from .._errors import DSTJudgeError, InputError, ServiceError
 from .._io import replace_whole
-from ..analysis import load_labels
+from ..analysis import load_labels, load_sample
 from ..data import load_dialogues, load_schema, validate_file
 from ..method import load_rules
 from ._auth import new_id
 from ._db import Database, blobs, files, now
 
-FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules")
+FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample")
 _CHUNK = 1 << 20
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -166,7 +166,7 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
     the loader's own checks (as ``evaluate``). Raises 422 with the messages; returns a short
     description of the content."""
     prefix = folder.rstrip("/") + "/"
-    if kind in ("schema", "dialogues", "predictions", "labels"):
+    if kind in ("schema", "dialogues", "predictions", "labels", "sample"):
         try:
             problems = validate_file(kind, path, limit=20)  # type: ignore[arg-type]
         except DSTJudgeError as exc:
@@ -188,6 +188,9 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         if kind == "labels":
             labels = load_labels(path)
             return {"labels": len(labels.records), "annotators": list(labels.annotators)}
+        if kind == "sample":
+            sample = load_sample(path)
+            return {**sample.describe(), "strata": len(sample.strata())}
         if kind == "rules":
             rules = load_rules(path)
             return {"source": Path(rules.source).name}

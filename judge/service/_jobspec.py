@@ -18,7 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._config import JudgeConfig
-from .._errors import ServiceError
+from .._errors import DSTJudgeError, ServiceError
+from ..analysis import check_tuning
 from ..metrics import MetricOptions
 from ._settings import EndpointConfig, ServiceSettings
 
@@ -33,7 +34,7 @@ SUBSET_OPTIONS = ("limit", "dialogue_ids")
 BATCH_OPTIONS = ("batch_max_requests", "batch_max_bytes")
 """Options of batch jobs only: how request files are split (one batch each)."""
 METRIC_OPTIONS = (*MetricOptions.model_fields, "gold")
-AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence")
+AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence", "tuning")
 RETRY_OPTIONS = ("concurrency", "timeout", "max_retries", "budget")
 
 REFUSED = {
@@ -59,7 +60,8 @@ INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
                  "predictions": ("predictions", True, False), "rules": ("rules", False, False)},
     "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
                 "predictions": ("predictions", True, True)},
-    "agreement": {"run": ("job", True, False), "human": ("labels", False, False)},
+    "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
+                  "sample": ("sample", False, False)},
     "compare": {"runs": ("job", True, True), "human": ("labels", False, False)},
     "audit": {"run": ("job", True, False)},
     "retry-errors": {"run": ("job", True, False)},
@@ -254,7 +256,12 @@ def _agreement_options(options: dict[str, Any]) -> dict[str, Any]:
             or not 0 < confidence < 1):
         raise ServiceError("a number strictly between 0 and 1", status=422,
                            field="options.confidence")
-    return {"n_boot": n_boot, "seed": seed, "confidence": float(confidence)}
+    tuning = options.get("tuning", "loo")
+    try:
+        tuning = check_tuning(tuning)
+    except DSTJudgeError as exc:
+        raise ServiceError(str(exc), status=422, field="options.tuning") from None
+    return {"n_boot": n_boot, "seed": seed, "confidence": float(confidence), "tuning": tuning}
 
 
 def _option_error(exc: ValidationError) -> ServiceError:

@@ -8,7 +8,7 @@ calls in flight and shared-pool grants.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -16,16 +16,23 @@ from prometheus_client import generate_latest as generate
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ._db import now, workers
-from ._jobs import STATUSES
+from ._db import Database, now, workers
+from ._jobs import STATUSES, JobStore
 from .queue import queue_metrics
 
-if TYPE_CHECKING:
-    from ._app import Service
+
+class MetricsHost(Protocol):
+    """What a scrape reads of the service (``_app.Service`` has it; this module does not
+    import the app, which imports it). ``worker`` is read at scrape time: it is set when the
+    service starts, after the metrics were made."""
+
+    db: Database
+    jobs: JobStore
+    worker: Any
 
 
 class _QueueCollector(Collector):
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: MetricsHost) -> None:
         self.service = service
 
     def collect(self) -> Iterator[Any]:
@@ -60,7 +67,7 @@ class _QueueCollector(Collector):
 
 
 class ServiceMetrics:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: MetricsHost) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("dst_judge_http_requests", "HTTP requests served",
                                 ["method", "route", "status"], registry=self.registry)

@@ -4,14 +4,20 @@ the background with the library's statistics (``judge.analysis.agreement_report`
 ``dst-judge agreement`` prints them), so a save never waits for a bootstrap.
 
 The labels are those of the job's predictions (any judge run on the same predictions file
-adds to them). The background result is keyed by a fingerprint of those labels; a request
-that finds it stale schedules one recomputation (a single worker thread, one job at a time)
-and shows the previous figures marked as updating.
+adds to them). The background result is keyed by a fingerprint of those labels (and of the
+run's review sample); a request that finds it stale schedules one recomputation (a single
+worker thread, one job at a time) and shows the previous figures marked as updating.
+
+The review sample a run's reviewers label is stored in the project's file store (kind
+``sample``, named after the job), not in this process: every replica, and a restarted one,
+computes the population estimates from the same sample.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import logging
 import threading
 import time
@@ -22,7 +28,7 @@ from typing import Any
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
-from ..service import job_subject
+from ..service import Service, job_subject
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -59,6 +65,15 @@ def _kappa(a: list[int], b: list[int]) -> float | None:
     return None if value != value else value  # NaN: no variation
 
 
+def label_counts(labels: list[dict[str, Any]], me: str) -> dict[str, int]:
+    """The panel's headline counts (what a save answers with): labels, labelled turns,
+    reviewers, and the turns ``me`` labelled."""
+    return {"labels": len(labels),
+            "turns": len({(i["dialogue_id"], int(i["turn_index"])) for i in labels}),
+            "reviewers": len({i["reviewer"] for i in labels}),
+            "mine": sum(1 for i in labels if i["reviewer"] == me and not i["slot"])}
+
+
 def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
     """Label counts per reviewer and pairwise agreement of reviewers on turn labels."""
     reviewers: dict[str, dict[str, int]] = {}
@@ -87,34 +102,54 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
             "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}
 
 
+def sample_name(job_id: str) -> str:
+    """The stored name of a run's review sample."""
+    return f"review-sample-{job_id}.jsonl"
+
+
+def store_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:
+    """Keep the sample reviewers of this run label in the project's file store, named after
+    the run. The store is content-addressed per kind, so a byte-identical sample stored for
+    another run (two runs of the same predictions can draw the same turns) would keep that
+    run's name: the copy for this run then ends in blank lines (which readers skip)."""
+    text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
+    for padding in range(8):
+        record, _ = service.files.add(project_id, "sample", sample_name(job_id),
+                                      io.BytesIO((text + "\n" * padding).encode("utf-8")))
+        if record["name"] == sample_name(job_id):
+            return
+    log.warning("could not store the review sample of job %s under its own name", job_id)
+
+
+def stored_sample(service: Any, project_id: str, job_id: str) -> tuple[str | None, Any]:
+    """The run's most recently stored review sample (file id and sample), if any."""
+    for record in service.files.list(project_id, kind="sample", limit=100):
+        if record["name"] == sample_name(job_id):
+            path = service.files.local_path(record["sha256"])
+            return record["id"], analysis.load_sample(path)
+    return None, None
+
+
 class AgreementBoard:
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
         self.results: dict[str, Computed] = {}
         self.pending: set[str] = set()
-        self.samples: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-agreement")
-
-    def use_sample(self, job_id: str, sample: Any) -> None:
-        """The stratified sample reviewers of this job label (for population estimates)."""
-        with self.lock:
-            if self.samples.get(job_id) is not sample:
-                self.samples[job_id] = sample
-                self.results.pop(job_id, None)
 
     def panel(self, project_id: str, row: Any, index: RunIndex, me: str) -> dict[str, Any]:
         """The panel of a judge run (its job row): the labels of its predictions only."""
         job_id = row.id
         labels = self.service.labels.list(project_id, subject=job_subject(row))
-        mark = fingerprint(labels)
+        sample_id, sample = stored_sample(self.service, project_id, job_id)
+        mark = (*fingerprint(labels), sample_id)
         with self.lock:
             computed = self.results.get(job_id)
             stale = computed is None or computed.fingerprint != mark
             if stale and job_id not in self.pending and labels:
                 self.pending.add(job_id)
-                self.executor.submit(self._compute, job_id, index, labels, mark,
-                                     self.samples.get(job_id))
+                self.executor.submit(self._compute, job_id, index, labels, mark, sample)
             updating = job_id in self.pending
         return {"quick": quick_stats(labels, me), "computed": computed,
                 "stale": stale and bool(labels), "updating": updating}
@@ -163,6 +198,11 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
         tables.append(Table("Population estimates from the stratified sample",
                             tuple(analysis.POPULATION_HEADER[:4]),
                             [tuple(r[:4]) for r in population]))
+    estimates = analysis.format_estimates(report.get("population"))
+    if estimates:
+        tables.append(Table("Estimates of TSA: the judge's own figure, labels alone and "
+                            "prediction-powered (95 % normal intervals)",
+                            tuple(analysis.ESTIMATE_HEADER), [tuple(r) for r in estimates]))
     return Computed(
         fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),

@@ -80,6 +80,12 @@ def _seconds(value: Any) -> str:
     return f"{value / 60:.0f} min"
 
 
+def plural(value: Any, one: str, many: str | None = None) -> str:
+    """``1 label``, ``3 labels``, ``1,204 turns``: a count with its noun in the right number."""
+    count = int(value or 0)
+    return f"{count:,} {one if count == 1 else (many or one + 's')}"
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
@@ -116,7 +122,7 @@ def make_environment() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True, auto_reload=False)
     env.filters.update(percent=_percent, money=_money, when=_when, count=_count,
-                       seconds=_seconds, pretty=_pretty, short=_short)
+                       seconds=_seconds, pretty=_pretty, short=_short, plural=plural)
     env.globals.update(url=_url, turn_url=_turn_url, part=_part, version=__version__,
                        prefix=PREFIX)
     return env
@@ -155,9 +161,34 @@ def error_response(request: Request, status: int, message: str, field: str | Non
                   field=field)
 
 
+class Preparing(Exception):
+    """The page needs something being computed in the background (a large run's turn index,
+    ranked candidates): the browser gets a short page that reloads itself, a script 202 with
+    ``Retry-After``; the request never waits for the computation."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+RETRY_SECONDS = 2
+
+
+def preparing_response(request: Request, what: str) -> Response:
+    headers = {"Retry-After": str(RETRY_SECONDS), "Cache-Control": "no-store"}
+    if wants_json(request):
+        return JSONResponse({"preparing": what}, status_code=202, headers=headers)
+    again = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    response = render(request, "preparing.html", code=202, what=what, retry=RETRY_SECONDS,
+                      again=again)
+    response.headers.update(headers)
+    return response
+
+
 class WebRoute(APIRoute):
     """Routes of the interface: a :class:`ServiceError` (401, 403, 404, 409, 422...) becomes
-    a page or a JSON error instead of the API's JSON body."""
+    a page or a JSON error instead of the API's JSON body; :class:`Preparing` a page that
+    reloads itself."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -167,6 +198,8 @@ class WebRoute(APIRoute):
                 return await handler(request)
             except ServiceError as exc:
                 return error_response(request, exc.status, exc.reason, exc.field)
+            except Preparing as exc:
+                return preparing_response(request, exc.what)
             except RequestValidationError as exc:
                 first = exc.errors()[0] if exc.errors() else {}
                 where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None

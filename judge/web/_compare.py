@@ -25,7 +25,8 @@ from ._charts import grouped_bars
 from ._common import WebRoute, _url, render
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
-from ._runs import job_label, viewer_of
+from ._runs import job_label
+from ._session import CurrentViewer
 
 router = APIRouter(route_class=WebRoute)
 MAX_RUNS = 8
@@ -126,8 +127,8 @@ def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]
 
 
 @router.get("/compare")
-def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = None) -> Response:
-    viewer = viewer_of(request)
+def compare_page(request: Request, viewer: CurrentViewer,
+                 run: Annotated[list[str] | None, Query()] = None) -> Response:
     service = request.app.state.service
     web = request.app.state.web
     available = [j for j in service.jobs.list(viewer.project_id, status="succeeded", limit=200)
@@ -136,16 +137,15 @@ def compare_page(request: Request, run: Annotated[list[str] | None, Query()] = N
     chosen = [r for r in dict.fromkeys(run or []) if r in labels][:MAX_RUNS]
     if not run:
         chosen = [j["id"] for j in available[:4]]
-    runs, indexes = [], []
-    for job_id in chosen:
-        row = service.jobs.row(viewer.project_id, job_id)
+    rows = [service.jobs.row(viewer.project_id, job_id) for job_id in chosen]
+    indexes = web.index.ready_all(rows)
+    runs = []
+    for job_id, row, index in zip(chosen, rows, indexes, strict=True):
         job = next(j for j in available if j["id"] == job_id)
-        index = web.index.get(row)
         figures = headline(job, row.summary or {}, labels[job_id])
         figures["human"] = human_agreement(
             index, service.labels.list(viewer.project_id, subject=job_subject(row)))
         runs.append(figures)
-        indexes.append(index)
     figures = build(runs, indexes) if runs else None
     return render(request, "compare.html", available=available, labels=labels, chosen=chosen,
                   runs=runs, figures=figures, max_runs=MAX_RUNS)

@@ -21,14 +21,11 @@ from ._index import (
     TurnEntry,
     _entry,
 )
-from ._rows import dialogue_rows, slim_rows
-from ._runs import FINAL, job_label, live_fields, viewer_of
+from ._runs import FINAL, job_label, live_fields
+from ._session import CurrentViewer
 
 router = APIRouter(route_class=WebRoute)
 PAGE = 50
-SYNC_INDEX = 2000
-"""Runs up to this many turns get their index before the first page (a few tenths of a
-second); larger ones paint first and index in the background."""
 JUDGE_RUNS = ("evaluate", "retry-errors")
 
 
@@ -42,10 +39,10 @@ def _filters(verdict: str, disagree: str, version: str, kind: str, domain: str, 
 
 
 @router.get("/runs/{job_id}")
-def run_page(request: Request, job_id: str, page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+def run_page(request: Request, viewer: CurrentViewer, job_id: str,
+             page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
              verdict: str = "", disagree: str = "", version: str = "", kind: str = "",
              domain: str = "", slot: str = "", error: str = "", q: str = "") -> Response:
-    viewer = viewer_of(request)
     web = request.app.state.web
     service = request.app.state.service
     row = service.jobs.row(viewer.project_id, job_id)
@@ -62,16 +59,16 @@ def run_page(request: Request, job_id: str, page: Annotated[int, Query(ge=1, le=
     if row.summary is None:
         entries: list[TurnEntry] = []
         total = 0
-    elif index is None and not filters.active and int(summary.get("turns") or 0) > SYNC_INDEX:
+    elif index is None and not filters.active and web.index.large(row):
         # First paint of a large run: this page's rows by position; the index (which adds
         # the disagreement kinds and serves filters) is built meanwhile.
         offset = (page - 1) * PAGE
-        entries = [_entry(seq, r, ()) for seq, r in slim_rows(
-            service, viewer.project_id, job_id, start=offset, stop=offset + PAGE)]
+        entries = [_entry(seq, r, ()) for seq, r in web.reads.slim_rows(
+            viewer.project_id, job_id, start=offset, stop=offset + PAGE)]
         total = int(summary.get("turns") or 0)
         web.index.warm(row)
     else:
-        index = index or web.index.get(row)
+        index = index or web.index.ready(row)
         matched = index.match(filters)
         total = len(matched)
         entries = [index.entries[i] for i in matched[(page - 1) * PAGE: page * PAGE]]
@@ -85,14 +82,13 @@ def run_page(request: Request, job_id: str, page: Annotated[int, Query(ge=1, le=
 
 
 @router.get("/runs/{job_id}/facets")
-def facets(request: Request, job_id: str) -> Response:
+def facets(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     """Values the filters offer (domains, slots, disagreement kinds), once the index is built:
     the run page asks for them after it has painted."""
-    viewer = viewer_of(request)
     row = request.app.state.service.jobs.row(viewer.project_id, job_id)
     if row.summary is None:
         return JSONResponse({"domains": [], "slots": [], "kinds": [], "versions": []})
-    index = request.app.state.web.index.get(row)
+    index = request.app.state.web.index.ready(row)
     return JSONResponse({"domains": list(index.domains), "slots": list(index.slots),
                          "kinds": index.kinds, "versions": index.versions})
 
@@ -174,14 +170,14 @@ def neighbours(index: RunIndex | None, filters: Filters, dialogue_id: str, turn_
 
 
 @router.get("/runs/{job_id}/turns/{dialogue_id:path}/{turn_index}")
-def turn_page(request: Request, job_id: str, dialogue_id: str, turn_index: int,
-              verdict: str = "", disagree: str = "", version: str = "", kind: str = "",
-              domain: str = "", slot: str = "", error: str = "", q: str = "") -> Response:
-    viewer = viewer_of(request)
+def turn_page(request: Request, viewer: CurrentViewer, job_id: str, dialogue_id: str,
+              turn_index: int, verdict: str = "", disagree: str = "", version: str = "",
+              kind: str = "", domain: str = "", slot: str = "", error: str = "", q: str = ""
+              ) -> Response:
     service = request.app.state.service
     web = request.app.state.web
     row = service.jobs.row(viewer.project_id, job_id)
-    rows = dialogue_rows(service, viewer.project_id, job_id, dialogue_id)
+    rows = web.reads.dialogue_rows(viewer.project_id, job_id, dialogue_id)
     if not rows:
         raise ServiceError(f"the run has no dialogue {dialogue_id!r}", status=404)
     view = turn_view(rows, turn_index)

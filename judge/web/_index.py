@@ -9,9 +9,10 @@ when a run page is first opened, and kept for the few most recently used jobs. A
 job's rows never change; a running job has none yet, so the index is keyed by the job's
 ``updated_at`` and rebuilt when that moves.
 
-Rows are read without their calls and traces (``_rows.slim_rows``). An unfiltered page of
-a large run does not wait for the index: it reads its 50 rows by position, which is what keeps
-first paint fast.
+Rows are read without their calls and traces (the service's ``JudgmentReads.slim_rows``). An
+unfiltered page of a large run does not wait for the index: it reads its 50 rows by position,
+which is what keeps first paint fast; a page that needs the index of a large run says it is
+being prepared and reloads itself (``IndexCache.ready``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis import audit_items
-from ._rows import slim_rows
+from ..service import JudgmentReads
+from ._common import Preparing
 
 DISAGREE_CHOICES = {
     "": "any",
@@ -37,6 +39,9 @@ VERDICT_CHOICES = {"": "any", "correct": "correct", "incorrect": "incorrect",
                    "none": "no verdict (error)"}
 ERROR_CHOICES = {"": "any", "yes": "with an error", "no": "without error"}
 SNIPPET = 160
+SYNC_INDEX = 2000
+"""Runs up to this many turns get their index within the request (a few tenths of a
+second); larger ones are indexed in the background while the page says so."""
 
 
 def domain_of(slot: str) -> str:
@@ -250,12 +255,13 @@ def _count(entry: TurnEntry, row: dict[str, Any], slots: dict[str, SlotFigures],
 class IndexCache:
     """The indexes of the most recently used jobs, built at most once at a time per job."""
 
-    def __init__(self, service: Any, size: int = 6) -> None:
-        self.service = service
+    def __init__(self, reads: JudgmentReads, size: int = 6) -> None:
+        self.reads = reads
         self.size = size
         self.items: OrderedDict[str, RunIndex] = OrderedDict()
         self.lock = threading.Lock()
         self.building: dict[str, threading.Lock] = {}
+        self.warming: set[str] = set()
 
     def _key(self, row: Any) -> Any:
         return (row.updated_at, row.status)
@@ -279,7 +285,7 @@ class IndexCache:
             index = self.peek(row)
             if index is not None:
                 return index
-            rows = (r for _, r in slim_rows(self.service, row.project_id, row.id))
+            rows = (r for _, r in self.reads.slim_rows(row.project_id, row.id))
             index = build_index(row.id, self._key(row), rows, row.summary)
             with self.lock:
                 self.items[row.id] = index
@@ -288,14 +294,54 @@ class IndexCache:
                     self.items.popitem(last=False)
         return index
 
+    @staticmethod
+    def large(row: Any) -> bool:
+        """Whether the run is indexed in the background (more than :data:`SYNC_INDEX`)."""
+        return int((row.summary or {}).get("turns") or 0) > SYNC_INDEX
+
+    def ready(self, row: Any) -> RunIndex:
+        """The index of a finished run for a page that needs it: built here for a small run,
+        in the background for a large one (:class:`Preparing` until it is there)."""
+        index = self.peek(row)
+        if index is not None:
+            return index
+        if not self.large(row):
+            return self.get(row)
+        self.warm(row)
+        raise Preparing(f"the turn index of run {row.id}")
+
+    def ready_all(self, rows: list[Any]) -> list[RunIndex]:
+        """:meth:`ready` for several runs: every missing index starts building at once."""
+        found: list[RunIndex] = []
+        waiting: list[str] = []
+        for row in rows:
+            try:
+                found.append(self.ready(row))
+            except Preparing:
+                waiting.append(row.id)
+        if waiting:
+            raise Preparing(f"the turn indexes of {len(waiting)} "
+                            f"{'run' if len(waiting) == 1 else 'runs'} ({', '.join(waiting)})")
+        return found
+
     def warm(self, row: Any) -> None:
         """Start building the index in the background (the page does not wait for it)."""
+        with self.lock:
+            if row.id in self.warming:
+                return
+            self.warming.add(row.id)
         if self.peek(row) is not None:
+            with self.lock:
+                self.warming.discard(row.id)
             return
         threading.Thread(target=self._warm, args=(row,), daemon=True,
                          name=f"web-index-{row.id}").start()
 
     def _warm(self, row: Any) -> None:
         # a job deleted meanwhile fails here; the next request for it says so
-        with contextlib.suppress(Exception):
-            self.get(row)
+        try:
+            with contextlib.suppress(Exception):
+                self.get(row)
+        finally:
+            with self.lock:
+                self.warming.discard(row.id)

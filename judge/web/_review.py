@@ -10,7 +10,8 @@ Queues:
 * ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
   stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
   agreement without the bias of labelling disagreements only; the agreement panel then adds
-  the population estimates of that sample.
+  the population estimates of that sample (and the judge, labels-only and prediction-powered
+  TSA estimates). The sample is kept in the project's file store, so every replica sees it.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -23,7 +24,9 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,14 +36,16 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
-from ..service import job_subject
-from ._common import WebRoute, render
+from ..data import load_dialogues, load_schema
+from ..pipeline import Run
+from ..service import JudgmentReads, Service, job_subject
+from ._agreement import AgreementBoard, label_counts, store_sample
+from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import label_records
-from ._rows import dialogue_rows
-from ._runs import job_label, viewer_of
-from ._session import check_csrf
+from ._runs import job_label
+from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
 QUEUES = {"disagreements": "judge / RULE disagreements",
@@ -87,16 +92,13 @@ def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
     """The sample's turns in a seeded random order (strata mixed, so a reviewer cannot tell
     a turn's stratum from its place in the queue)."""
     items = [(t.dialogue_id, t.turn_index, f"sample: {t.stratum} (weight {t.weight:.1f}: "
-              f"{t.stratum_sample} of {t.stratum_size} turns)") for t in sample.turns]
+              f"{t.stratum_sample} of {plural(t.stratum_size, 'turn')})") for t in sample.turns]
     random.Random(seed).shuffle(items)
     return items
 
 
-def candidate_queue(service: Any, row: Any, index: RunIndex) -> list[QueueItem]:
+def candidate_queue(service: Service, row: Any, index: RunIndex) -> list[QueueItem]:
     """Turns of ranked label-error candidates (judge.analysis.find_candidates)."""
-    from ..data import load_dialogues, load_schema
-    from ..pipeline import Run
-
     inputs = row.inputs or {}
     if not isinstance(inputs.get("dialogues"), str):
         raise ServiceError("this run's dialogues file is not on the server (an imported "
@@ -123,42 +125,61 @@ def candidate_queue(service: Any, row: Any, index: RunIndex) -> list[QueueItem]:
     return [(d, t, why) for (d, t), why in items.items()]
 
 
-class Queues:
-    """Queues per job, kind and parameters, rebuilt when the run's index changes."""
+def _ranked(service: Service, row: Any, index: RunIndex) -> list[QueueItem]:
+    try:
+        return candidate_queue(service, row, index)
+    except ServiceError:
+        raise
+    except DSTJudgeError as exc:
+        raise ServiceError(f"could not rank candidates: {exc}", status=409) from None
 
-    def __init__(self, service: Any, board: Any) -> None:
+
+class Queues:
+    """Queues per job, kind and parameters, rebuilt when the run's index changes. The
+    candidates queue (loading the dialogues and ranking every slot) is built in a background
+    thread; pages say so meanwhile (:class:`Preparing`)."""
+
+    def __init__(self, service: Service, reads: JudgmentReads, board: AgreementBoard) -> None:
         self.service = service
+        self.reads = reads
         self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
-        self.samples: dict[tuple[Any, ...], Any] = {}
+        self.ranking: dict[tuple[Any, ...], Future[list[QueueItem]]] = {}
+        self.lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
+
+    def _candidates(self, key: tuple[Any, ...], row: Any, index: RunIndex) -> list[QueueItem]:
+        with self.lock:
+            future = self.ranking.get(key)
+            if future is None:
+                future = self.executor.submit(_ranked, self.service, row, index)
+                self.ranking[key] = future
+        if not future.done():
+            raise Preparing(f"the label-error candidates of run {row.id}")
+        with self.lock:
+            self.ranking.pop(key, None)
+        return future.result()  # a failure is raised once, then tried again on reload
 
     def get(self, row: Any, index: RunIndex, kind: str, n: int, seed: int) -> list[QueueItem]:
         key = (row.id, index.key, kind, n if kind == "sample" else 0,
                seed if kind == "sample" else 0)
         found = self.items.get(key)
-        if kind == "sample" and key in self.samples:
-            self.board.use_sample(row.id, self.samples[key])
         if found is None:
             if kind == "sample":
-                sample = draw(index, n, seed)
-                self.samples[key] = sample
-                self.board.use_sample(row.id, sample)
+                sample = draw(index, n, seed)  # seeded: the same on every replica
+                store_sample(self.service, row.project_id, row.id, sample)
                 found = sample_queue(sample, seed)
             elif kind == "candidates":
-                try:
-                    found = candidate_queue(self.service, row, index)
-                except DSTJudgeError as exc:
-                    if isinstance(exc, ServiceError):
-                        raise
-                    raise ServiceError(f"could not rank candidates: {exc}", status=409) \
-                        from None
+                found = self._candidates(key, row, index)
             else:
                 found = disagreement_queue(index)
             if len(self.items) > 32:
                 self.items.clear()
-                self.samples.clear()
             self.items[key] = found
         return found
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
@@ -169,22 +190,21 @@ def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
     return params
 
 
-def _judge_run(request: Request, job_id: str) -> tuple[Any, Any, RunIndex]:
-    viewer = viewer_of(request)
+def _judge_run(request: Request, viewer: Viewer, job_id: str) -> tuple[Any, RunIndex]:
     row = request.app.state.service.jobs.row(viewer.project_id, job_id)
     if row.kind not in ("evaluate", "retry-errors") or row.summary is None:
         raise ServiceError("only finished judge runs can be reviewed", status=409)
-    return viewer, row, request.app.state.web.index.get(row)
+    return row, request.app.state.web.index.ready(row)
 
 
-def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
+def _item_context(request: Request, viewer: Viewer, row: Any, index: RunIndex,
                   queue: list[QueueItem], pos: int, params: dict[str, Any]) -> dict[str, Any]:
     service = request.app.state.service
     if not queue:
         return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
     pos = max(0, min(pos, len(queue) - 1))
     dialogue_id, turn_index, why = queue[pos]
-    rows = dialogue_rows(service, viewer.project_id, row.id, dialogue_id)
+    rows = request.app.state.web.reads.dialogue_rows(viewer.project_id, row.id, dialogue_id)
     view = turn_view(rows, turn_index)
     mine = {item["slot"]: item for item in service.labels.list(viewer.project_id,
                                                                  subject=job_subject(row),
@@ -195,7 +215,7 @@ def _item_context(request: Request, viewer: Any, row: Any, index: RunIndex,
             "job_id": row.id, "can_label": viewer.can("review")}
 
 
-def _first_open(request: Request, viewer: Any, row: Any, queue: list[QueueItem]) -> int:
+def _first_open(request: Request, viewer: Viewer, row: Any, queue: list[QueueItem]) -> int:
     """The first queue position this reviewer has not labelled (at the turn level)."""
     done = {(i["dialogue_id"], i["turn_index"]) for i in request.app.state.service.labels.list(
         viewer.project_id, subject=job_subject(row), reviewer=viewer.name) if not i["slot"]}
@@ -206,8 +226,7 @@ def _first_open(request: Request, viewer: Any, row: Any, queue: list[QueueItem])
 
 
 @router.get("/review")
-def review_index(request: Request) -> Response:
-    viewer = viewer_of(request)
+def review_index(request: Request, viewer: CurrentViewer) -> Response:
     service = request.app.state.service
     runs = [j for j in service.jobs.list(viewer.project_id, status="succeeded", limit=200)
             if j["kind"] in ("evaluate", "retry-errors")]
@@ -224,10 +243,11 @@ def review_index(request: Request) -> Response:
 
 
 @router.get("/review/{job_id}")
-def review_page(request: Request, job_id: str, queue: str = "disagreements",
+def review_page(request: Request, viewer: CurrentViewer, job_id: str,
+                queue: str = "disagreements",
                 n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
                 pos: Annotated[int | None, Query(ge=0)] = None) -> Response:
-    viewer, row, index = _judge_run(request, job_id)
+    row, index = _judge_run(request, viewer, job_id)
     params = _params(queue, n, seed)
     items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
     start = pos if pos is not None else _first_open(request, viewer, row, items)
@@ -240,10 +260,11 @@ def review_page(request: Request, job_id: str, queue: str = "disagreements",
 
 
 @router.get("/review/{job_id}/item")
-def review_item(request: Request, job_id: str, queue: str = "disagreements",
+def review_item(request: Request, viewer: CurrentViewer, job_id: str,
+                queue: str = "disagreements",
                 n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
                 pos: Annotated[int, Query(ge=0)] = 0) -> Response:
-    viewer, row, index = _judge_run(request, job_id)
+    row, index = _judge_run(request, viewer, job_id)
     params = _params(queue, n, seed)
     items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
     context = _item_context(request, viewer, row, index, items, pos, params)
@@ -251,8 +272,8 @@ def review_item(request: Request, job_id: str, queue: str = "disagreements",
 
 
 @router.get("/review/{job_id}/agreement")
-def review_agreement(request: Request, job_id: str) -> Response:
-    viewer, row, index = _judge_run(request, job_id)
+def review_agreement(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
+    row, index = _judge_run(request, viewer, job_id)
     panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "_agreement.html", panel=panel, job_id=job_id)
 
@@ -283,7 +304,7 @@ def _check_label(body: Any, index: RunIndex) -> dict[str, Any]:
             "label": label, "note": (note or "").strip() or None}
 
 
-def _consistent(service: Any, viewer: Any, values: dict[str, Any]) -> None:
+def _consistent(service: Service, viewer: Viewer, values: dict[str, Any]) -> None:
     """A turn labelled correct cannot have a slot labelled incorrect by the same reviewer
     (the labels file would contradict itself); say which label to change."""
     if values["label"] not in ("correct", "incorrect"):
@@ -305,38 +326,39 @@ def _consistent(service: Any, viewer: Any, values: dict[str, Any]) -> None:
                                "before marking a slot wrong", status=409, field="label")
 
 
-@router.post("/review/{job_id}/labels")
-async def save_label(request: Request, job_id: str) -> Response:
-    viewer = await run_in_threadpool(viewer_of, request)
-    check_csrf(request, viewer, None)
-    viewer.require("review")
+@router.post("/review/{job_id}/labels", dependencies=[needs("review")])
+async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     try:
         body = await request.json()
     except ValueError:
         raise ServiceError("expected a JSON body", status=422) from None
 
-    def save() -> dict[str, Any]:
-        _, row, index = _judge_run(request, job_id)
+    def save() -> tuple[dict[str, Any], dict[str, int]]:
+        row, index = _judge_run(request, viewer, job_id)
         values = {**_check_label(body, index), "subject": job_subject(row)}
         service = request.app.state.service
         _consistent(service, viewer, values)
-        return service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        saved = service.labels.put(viewer.principal, {**values, "job_id": job_id})
+        return saved, label_counts(service.labels.list(viewer.project_id,
+                                                       subject=values["subject"]), viewer.name)
 
-    saved = await run_in_threadpool(save)
+    saved, counts = await run_in_threadpool(save)
     return JSONResponse({"saved": {k: saved[k] for k in ("id", "dialogue_id", "turn_index",
                                                           "slot", "label", "note", "reviewer",
-                                                          "updated_at")}})
+                                                          "updated_at")},
+                         "counts": counts})
 
 
 @router.get("/review/{job_id}/labels.jsonl")
-def export_labels(request: Request, job_id: str, reviewer: str | None = None) -> Response:
-    viewer = viewer_of(request)
+def export_labels(request: Request, viewer: CurrentViewer, job_id: str,
+                  reviewer: str | None = None) -> Response:
     service = request.app.state.service
     subject = job_subject(service.jobs.row(viewer.project_id, job_id))
     items = service.labels.list(viewer.project_id, subject=subject, reviewer=reviewer or None)
     predicted: dict[tuple[str, int], Mapping[str, Any]] = {}
     for dialogue_id in sorted({i["dialogue_id"] for i in items if i["slot"]}):
-        for row in dialogue_rows(service, viewer.project_id, job_id, dialogue_id):
+        for row in request.app.state.web.reads.dialogue_rows(viewer.project_id, job_id,
+                                                             dialogue_id):
             predicted[(dialogue_id, int(row["turn_index"]))] = row.get("pred_turn_state") or {}
     records = label_records(items, predicted)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)

@@ -27,8 +27,8 @@ from starlette.datastructures import UploadFile
 from .._config import JudgeConfig
 from .._errors import ServiceError
 from ..service import STATUSES, JobRequest, check_job, export_bundle
-from ._common import PREFIX, WebRoute, render
-from ._session import Viewer, check_csrf
+from ._common import PREFIX, WebRoute, plural, render
+from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
 
@@ -39,10 +39,6 @@ JUDGE_FIELDS = ("method", "prompt_variant", "semantics", "rule_match", "response
                 "temperature", "top_p", "seed", "max_tokens", "timeout", "max_retries",
                 "concurrency", "reasks", "prompt_cache_key", "budget")
 PAGE = 50
-
-
-def viewer_of(request: Request) -> Viewer:
-    return request.app.state.web.sessions.viewer(request)
 
 
 # --- describing jobs -----------------------------------------------------------------------------
@@ -66,7 +62,7 @@ def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
     if job["kind"] in ("agreement", "audit"):
         return f"{job['kind']} of {inputs.get('run')}"
     if job["kind"] == "compare":
-        return f"compare {len(inputs.get('runs') or [])} runs"
+        return f"compare {plural(len(inputs.get('runs') or []), 'run')}"
     return job["kind"]
 
 
@@ -86,9 +82,8 @@ def live_fields(job: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/")
-def runs_page(request: Request, status: str = "", kind: str = "",
+def runs_page(request: Request, viewer: CurrentViewer, status: str = "", kind: str = "",
               page: Annotated[int, Query(ge=1, le=100000)] = 1) -> Response:
-    viewer = viewer_of(request)
     service = request.app.state.service
     chosen_status = status if status in STATUSES else None
     chosen_kind = kind or None
@@ -105,10 +100,10 @@ def runs_page(request: Request, status: str = "", kind: str = "",
 
 
 @router.get("/events")
-async def events(request: Request, job: Annotated[list[str] | None, Query()] = None) -> Response:
+async def events(request: Request, viewer: CurrentViewer,
+                 job: Annotated[list[str] | None, Query()] = None) -> Response:
     """Server-sent events for the jobs a page shows: ``job`` with the live fields whenever
     one changes, until all are final (or the page goes away)."""
-    viewer = await run_in_threadpool(viewer_of, request)
     service = request.app.state.service
     watched = list(dict.fromkeys(job or []))[:100]
 
@@ -146,12 +141,9 @@ async def events(request: Request, job: Annotated[list[str] | None, Query()] = N
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-@router.post("/runs/{job_id}/cancel")
-async def cancel(request: Request, job_id: str) -> Response:
-    viewer = await run_in_threadpool(viewer_of, request)
+@router.post("/runs/{job_id}/cancel", dependencies=[needs("submit")])
+async def cancel(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     form = await request.form()
-    check_csrf(request, viewer, _text(form.get("csrf")))
-    viewer.require("submit")
     service = request.app.state.service
     job = await run_in_threadpool(service.jobs.cancel, viewer.project_id, job_id)
     if "application/json" in request.headers.get("accept", ""):
@@ -170,8 +162,7 @@ def _attachment(name: str) -> dict[str, str]:
 
 
 @router.get("/runs/{job_id}/download/results.json")
-def download_results(request: Request, job_id: str) -> Response:
-    viewer = viewer_of(request)
+def download_results(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     row = request.app.state.service.jobs.row(viewer.project_id, job_id)
     if row.summary is None:
         raise ServiceError(f"job is {row.status}; results exist once it has finished",
@@ -182,8 +173,7 @@ def download_results(request: Request, job_id: str) -> Response:
 
 
 @router.get("/runs/{job_id}/download/judgments.jsonl")
-def download_judgments(request: Request, job_id: str) -> Response:
-    viewer = viewer_of(request)
+def download_judgments(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     rows = request.app.state.service.jobs.judgments(viewer.project_id, job_id)
     first = next(rows, None)
 
@@ -198,15 +188,14 @@ def download_judgments(request: Request, job_id: str) -> Response:
 
 
 @router.get("/runs/{job_id}/download/bundle.tar.gz")
-def download_bundle(request: Request, job_id: str) -> Response:
-    viewer = viewer_of(request)
+def download_bundle(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     name, data = export_bundle(request.app.state.service, viewer.project_id, job_id)
     return Response(data, media_type="application/gzip", headers=_attachment(name))
 
 
 @router.get("/runs/{job_id}/download/artifact/{name}")
-def download_artifact(request: Request, job_id: str, name: str) -> Response:
-    viewer = viewer_of(request)
+def download_artifact(request: Request, viewer: CurrentViewer, job_id: str, name: str
+                      ) -> Response:
     content_type, data = request.app.state.service.jobs.artifact(viewer.project_id, job_id,
                                                                  name)
     headers = {**_attachment(name), "Content-Security-Policy": "sandbox allow-scripts"}
@@ -305,19 +294,14 @@ def _form_context(request: Request, viewer: Viewer, values: dict[str, Any],
             "max_upload_mb": 16}
 
 
-@router.get("/runs/new")
-def submit_page(request: Request) -> Response:
-    viewer = viewer_of(request)
-    viewer.require("submit")
+@router.get("/runs/new", dependencies=[needs("submit")])
+def submit_page(request: Request, viewer: CurrentViewer) -> Response:
     return render(request, "submit.html", **_form_context(request, viewer, {}, {}, {}))
 
 
-@router.post("/runs/new")
-async def submit(request: Request) -> Response:
-    viewer = await run_in_threadpool(viewer_of, request)
+@router.post("/runs/new", dependencies=[needs("submit")])
+async def submit(request: Request, viewer: CurrentViewer) -> Response:
     form = await request.form()
-    check_csrf(request, viewer, _text(form.get("csrf")))
-    viewer.require("submit")
     service = request.app.state.service
     errors: dict[str, str] = {}
     chosen: dict[str, str] = {}

@@ -8,9 +8,12 @@ cookie expires after :data:`SESSION_SECONDS`, never shows the token, and every r
 resolves the token in the database: a revoked token ends its sessions at once. Scopes are the
 API's: ``read`` browses, ``submit`` runs and cancels, ``review`` labels.
 
-Every state-changing request carries the session's CSRF token (a hidden form field, or the
-``X-CSRF-Token`` header of the page's scripts) and is refused without it. The login form,
-which has no session yet, uses a double-submit cookie.
+Every route behind the login gets its checks from the router, not from its own code
+(:func:`guard`, a dependency of the router that holds all of them): the session's viewer
+first (401 without one), then, for every state-changing method, the session's CSRF token (a
+hidden form field, or the ``X-CSRF-Token`` header of the page's scripts; 403 without it).
+Scopes are dependencies of the routes that need them (:func:`needs`). The login form, which
+has no session yet, uses a double-submit cookie.
 
 The key: ``DST_JUDGE_WEB_SECRET`` when set (give every replica the same value), otherwise a
 random key kept in ``<data dir>/web-secret`` (mode 0600).
@@ -26,13 +29,15 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from cryptography.fernet import Fernet, InvalidToken
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.params import Depends as DependsMarker
 from fastapi.responses import RedirectResponse, Response
 
 from .._errors import ServiceError
+from ..service import Principal, Service
 from ._common import PREFIX, WebRoute, render
 
 COOKIE = "dsj_session"
@@ -40,6 +45,8 @@ LOGIN_COOKIE = "dsj_login"
 SESSION_SECONDS = 12 * 3600
 SECRET_ENV = "DST_JUDGE_WEB_SECRET"
 CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def _fernet_key(secret: bytes) -> bytes:
@@ -67,23 +74,23 @@ def load_secret(data_dir: Path) -> bytes:
 class Viewer:
     """The person behind a request: their token's principal and the session's CSRF token."""
 
-    principal: Any
+    principal: Principal
     csrf: str
 
     @property
     def name(self) -> str:
-        return str(self.principal.token_name)
+        return self.principal.token_name
 
     @property
     def project(self) -> str:
-        return str(self.principal.project_name)
+        return self.principal.project_name
 
     @property
     def project_id(self) -> str:
-        return str(self.principal.project_id)
+        return self.principal.project_id
 
     def can(self, scope: str) -> bool:
-        return bool(self.principal.allows(scope))
+        return self.principal.allows(scope)
 
     def require(self, scope: str) -> None:
         if not self.can(scope):
@@ -91,7 +98,7 @@ class Viewer:
 
 
 class Sessions:
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Service) -> None:
         self.service = service
         self.fernet = Fernet(_fernet_key(load_secret(service.settings.data_dir)))
 
@@ -129,12 +136,41 @@ class Sessions:
         return viewer
 
 
-def check_csrf(request: Request, viewer: Viewer, given: str | None) -> None:
+def check_csrf(viewer: Viewer, given: str | None) -> None:
     """Refuse a state-changing request whose CSRF token is missing or wrong (403)."""
-    token = given or request.headers.get(CSRF_HEADER) or ""
+    token = given or ""
     if not token or not hmac.compare_digest(token.encode(), viewer.csrf.encode()):
         raise ServiceError("the form's security token is missing or stale; reload the page "
                            "and try again", status=403)
+
+
+def current_viewer(request: Request) -> Viewer:
+    """The request's viewer, or 401 (a dependency: resolved once per request)."""
+    return request.app.state.web.sessions.viewer(request)
+
+
+CurrentViewer = Annotated[Viewer, Depends(current_viewer)]
+
+
+async def guard(request: Request, viewer: CurrentViewer) -> None:
+    """The dependency of the router behind the login: a viewer for every route, and the
+    session's CSRF token (header or form field) for every state-changing method."""
+    if request.method in SAFE_METHODS:
+        return
+    given = request.headers.get(CSRF_HEADER)
+    if not given and request.headers.get("content-type", "").startswith(FORM_TYPES):
+        value = (await request.form()).get("csrf")  # parsed once; the handler reuses it
+        given = value if isinstance(value, str) else None
+    check_csrf(viewer, given)
+
+
+def needs(scope: str) -> DependsMarker:
+    """A route dependency: the viewer's token has ``scope`` (else 403)."""
+
+    def allowed(viewer: CurrentViewer) -> None:
+        viewer.require(scope)
+
+    return Depends(allowed)
 
 
 def _secure(request: Request) -> bool:
@@ -149,14 +185,17 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+public = APIRouter(route_class=WebRoute)
+"""The login form: the only routes without a session."""
 router = APIRouter(route_class=WebRoute)
+"""Routes of a session (included under :func:`guard`)."""
 
 
 def _sessions(request: Request) -> Sessions:
     return request.app.state.web.sessions
 
 
-@router.get("/login")
+@public.get("/login")
 def login_page(request: Request, next: str | None = None) -> Response:
     nonce = secrets.token_urlsafe(24)
     response = render(request, "login.html", viewer=None, csrf=nonce, next=_safe_next(next),
@@ -166,7 +205,7 @@ def login_page(request: Request, next: str | None = None) -> Response:
     return response
 
 
-@router.post("/login")
+@public.post("/login")
 def login(request: Request, token: Annotated[str, Form()] = "",
           csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "") -> Response:
     expected = request.cookies.get(LOGIN_COOKIE) or ""
@@ -197,9 +236,7 @@ def _login_again(request: Request, target: str, message: str, status: int) -> Re
 
 
 @router.post("/logout")
-def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
-    viewer = _sessions(request).viewer(request)
-    check_csrf(request, viewer, csrf)
+def logout() -> Response:
     response = RedirectResponse(PREFIX + "/login", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX)
     return response

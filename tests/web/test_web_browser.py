@@ -249,3 +249,87 @@ def test_controls_are_labelled_and_focus_starts_at_the_skip_link(watched, live):
         page.keyboard.press("Tab")
         assert page.evaluate("document.activeElement.className") == "skip", path
     watched.clean()
+
+
+BUTTONS_IN_PLACE_JS = """() => {
+  const side = document.querySelector('.side');
+  const found = Array.from(document.querySelectorAll(
+      'button, a.button, input[type=submit], input[type=button]')).filter(e =>
+    e.getClientRects().length && !e.closest('details:not([open])')
+    && getComputedStyle(e).visibility !== 'hidden');
+  const problems = [];
+  for (const e of found) {
+    const name = (e.getAttribute('aria-label') || e.textContent || e.value || '').trim()
+      .replace(/\\s+/g, ' ').slice(0, 40);
+    // bring it into view vertically only: a button pushed off sideways must stay off
+    const before = e.getBoundingClientRect();
+    window.scrollTo(0, window.scrollY + before.top - innerHeight / 2);
+    const r = e.getBoundingClientRect();
+    if (r.left < -0.5 || r.right > innerWidth + 0.5)
+      problems.push(`${name}: x ${Math.round(r.left)}..${Math.round(r.right)}`
+                    + ` leaves 0..${innerWidth}`);
+    if (side && !side.contains(e)) {
+      const s = side.getBoundingClientRect();
+      if (r.left < s.right && s.left < r.right && r.top < s.bottom && s.top < r.bottom)
+        problems.push(`${name}: under the sidebar`);
+    }
+    const x = Math.min(Math.max((r.left + r.right) / 2, 0), innerWidth - 1);
+    const hit = document.elementFromPoint(x, (r.top + r.bottom) / 2);
+    if (!hit || !(hit === e || e.contains(hit)))
+      problems.push(`${name}: covered by ${hit ? hit.tagName + '.' + hit.className : 'nothing'}`);
+  }
+  return {count: found.length, problems,
+          overflow: document.documentElement.scrollWidth - innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 768, 375])
+def test_buttons_of_the_review_and_run_pages_are_on_screen_and_clear_of_the_sidebar(
+        browser, live, width):
+    """Every button of the review and run pages lies inside the viewport, off the agreement
+    sidebar, and is what a click at its centre reaches; the page never scrolls sideways.
+    Labels saved with the mouse and the keyboard show in the panel's counts at once."""
+    token = live.token(f"layout-{width}", "read,submit,review", project=f"layout{width}")
+    job_id = live.import_bundle(token, bundle(
+        synthetic_rows(60, seed=5), system="a-system-with-a-rather-long-name-for-layout",
+        predictions_sha256=f"{width:064d}"))
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    watched = Watched(page, live.url)
+    try:
+        page.goto(live.url + "/ui/login")
+        page.get_by_label("Token").fill(token)
+        page.get_by_role("button", name="Log in").click()
+        sync_api.expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        for path in (f"/ui/review/{job_id}", f"/ui/runs/{job_id}"):
+            page.goto(live.url + path)
+            placed = page.evaluate(BUTTONS_IN_PLACE_JS)
+            assert placed["count"] >= 3, (width, path, placed)
+            assert placed["problems"] == [], (width, path, placed["problems"])
+            assert placed["overflow"] <= 0, (width, path, "the page scrolls sideways")
+        assert page.get_by_role("link", name="Bundle (.tar.gz)").is_visible()
+
+        page.goto(f"{live.url}/ui/review/{job_id}")
+        item = page.locator("#review-item .review-item")
+        slot = page.locator("#review-item table.states tr[data-slot]").first
+        slot_name = slot.get_attribute("data-slot")
+        # a real click (Playwright refuses when another element would receive it)
+        slot.locator("button[data-label=incorrect]").click(timeout=5_000)
+        sync_api.expect(page.locator(".save-status")).to_contain_text(
+            f"Saved incorrect for {slot_name}")
+        slot.locator("button[data-label=unsure]").click(timeout=5_000)
+        sync_api.expect(page.locator(".save-status")).to_contain_text(
+            f"Saved unsure for {slot_name}")
+        for position, key in enumerate("xcu"):
+            sync_api.expect(item).to_have_attribute("data-pos", str(position))
+            page.keyboard.press(key)
+            sync_api.expect(page.locator(".save-status")).to_contain_text("Saved")
+        counts = page.locator("#agreement .counts")
+        sync_api.expect(counts).to_contain_text("4 labels on 3 turns by 1 reviewer; "
+                                                "yours: 3 turns, 1 slot.", timeout=10_000)
+        placed = page.evaluate(BUTTONS_IN_PLACE_JS)
+        assert placed["problems"] == [] and placed["overflow"] <= 0, (width, placed)
+        watched.clean()
+    finally:
+        context.close()

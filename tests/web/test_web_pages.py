@@ -393,14 +393,24 @@ def test_agreement_panel_grows_with_labels(web, synthetic_run):
     assert pair and int(pair.group(1)) == 6
     judge_row = re.search(r"<td>judge vs human</td><td>(\d+)</td><td>([\d.]+)", html)
     assert judge_row and int(judge_row.group(1)) >= 1
-    assert "12</strong> labels on <strong>6</strong> turns" in html
+    assert _counted(html, "labels") == (12, "labels") and _counted(html, "turns") == (6, "turns")
+    assert _counted(html, "reviewers") == (2, "reviewers")
     # the compare page puts the judge beside the humans' majority of this run's labels
     compare = alice.get(f"/ui/compare?run={synthetic_run}").text
     majority = {}
     for row in rows[:6]:  # alice follows the judge, bob says correct: ties are left out
         if row["verdict"] is not None and row["verdict"]:
             majority[(row["dialogue_id"], row["turn_index"])] = 1
-    assert f"100.0 % <span class=\"muted small\">({len(majority)} turns)</span>" in compare
+    turns = f"{len(majority)} turn{'' if len(majority) == 1 else 's'}"
+    assert f"100.0 % <span class=\"muted small\">({turns})</span>" in compare
+
+
+def _counted(html: str, field: str) -> tuple[int, str]:
+    """A count of the agreement panel and its noun (``1 label``, ``3 labels``)."""
+    found = re.search(rf'data-count="{field}"[^>]*><strong>([\d,]+)</strong> '
+                      r'<span class="unit">([^<]+)</span>', html)
+    assert found, html
+    return int(found.group(1).replace(",", "")), found.group(2)
 
 
 def test_labels_belong_to_the_predictions_not_to_the_run(web):
@@ -431,9 +441,9 @@ def test_labels_belong_to_the_predictions_not_to_the_run(web):
                 f"/ui/review/{job_id}/agreement").text):
             assert time.monotonic() < deadline, html
             time.sleep(0.1)
-        counts[job_id] = (re.search(r'data-field="label-count">(\d+)<', html).group(1),
-                          board.results[job_id].human_turns)
-    assert counts == {job_a: ("3", 3), job_b: ("1", 1), job_a_direct: ("3", 3)}
+        counts[job_id] = (_counted(html, "labels"), board.results[job_id].human_turns)
+    assert counts == {job_a: ((3, "labels"), 3), job_b: ((1, "label"), 1),
+                      job_a_direct: ((3, "labels"), 3)}
     exported = {job_id: [json.loads(line) for line in alice.get(
         f"/ui/review/{job_id}/labels.jsonl").text.splitlines()]
         for job_id in (job_a_direct, job_b)}
@@ -563,10 +573,83 @@ def test_candidates_queue_ranks_label_error_candidates_of_a_judged_run(web):
                             [source_from_run(Run(job_id, summary, rows))],
                             schema=load_schema(EXAMPLES / "schema.json"))
     assert found, "the example has suspect gold values"
-    page = client.get(f"/ui/review/{job_id}?queue=candidates")
+    page = _when_prepared(client, f"/ui/review/{job_id}?queue=candidates")
     assert page.status_code == 200 and "candidate #1: " + found[0].slot in page.text
     assert (f'data-dialogue="{found[0].dialogue_id}" data-turn="{found[0].turn_index}"'
             in page.text)
     imported = import_run(web, bundle(synthetic_rows(20, seed=1)))
-    refused = client.get(f"/ui/review/{imported}?queue=candidates")
+    refused = _when_prepared(client, f"/ui/review/{imported}?queue=candidates")
     assert refused.status_code == 409 and "dialogues file" in refused.text
+
+
+def _when_prepared(client: Any, url: str, timeout: float = 30) -> Any:
+    """The page once what it needs is computed: first a 202 page that reloads itself (the
+    ranking runs in the background, never in the request), then the page."""
+    first = client.get(url)
+    assert first.status_code == 202 and "Preparing" in first.text, first.text[:300]
+    assert first.headers["retry-after"] == "2"
+    assert '<meta http-equiv="refresh" content="2">' in first.text
+    deadline = time.monotonic() + timeout
+    while True:
+        page = client.get(url)
+        if page.status_code != 202:
+            return page
+        assert time.monotonic() < deadline, "still preparing"
+        time.sleep(0.1)
+
+
+def test_a_large_run_is_indexed_in_the_background_while_its_pages_say_so(web, synthetic_run,
+                                                                        monkeypatch):
+    import threading
+
+    from judge.web import _index
+
+    monkeypatch.setattr(_index, "SYNC_INDEX", 10)  # the 160-turn run counts as large
+    release = threading.Event()
+    build = _index.build_index
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(30)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(_index, "build_index", held)
+    client = web["client"]()
+    client.login(web["tokens"]["alice"])
+    page = client.get(f"/ui/runs/{synthetic_run}")  # unfiltered: painted from rows by position
+    assert page.status_code == 200 and "SYN00001.json" in page.text
+    facets = client.get(f"/ui/runs/{synthetic_run}/facets",
+                        headers={"Accept": "application/json"})
+    assert facets.status_code == 202 and facets.headers["retry-after"] == "2"
+    for url in (f"/ui/review/{synthetic_run}", f"/ui/compare?run={synthetic_run}",
+                f"/ui/runs/{synthetic_run}?verdict=incorrect"):
+        waiting = client.get(url)
+        assert waiting.status_code == 202 and "Preparing" in waiting.text, url
+        assert synthetic_run in waiting.text
+    release.set()
+    deadline = time.monotonic() + 30
+    while client.get(f"/ui/runs/{synthetic_run}/facets").status_code == 202:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert client.get(f"/ui/review/{synthetic_run}").status_code == 200
+    filtered = client.get(f"/ui/runs/{synthetic_run}?verdict=incorrect")
+    assert filtered.status_code == 200 and "Preparing" not in filtered.text
+
+
+def test_a_save_answers_with_the_panels_new_counts_in_the_right_number(web, synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    rows = synthetic_rows(160, seed=3)
+    first = _label(client, csrf, synthetic_run, dialogue_id=rows[0]["dialogue_id"],
+                   turn_index=rows[0]["turn_index"], label="unsure")
+    assert first.status_code == 200
+    assert first.json()["counts"] == {"labels": 1, "turns": 1, "reviewers": 1, "mine": 1}
+    html = client.get(f"/ui/review/{synthetic_run}/agreement").text
+    assert _counted(html, "labels") == (1, "label") and _counted(html, "turns") == (1, "turn")
+    assert _counted(html, "reviewers") == (1, "reviewer")
+    slot = next(iter(rows[1]["pred_turn_state"]))
+    second = _label(client, csrf, synthetic_run, dialogue_id=rows[1]["dialogue_id"],
+                    turn_index=rows[1]["turn_index"], slot=slot, label="correct")
+    assert second.json()["counts"] == {"labels": 2, "turns": 2, "reviewers": 1, "mine": 1}
+    html = client.get(f"/ui/review/{synthetic_run}/agreement").text
+    assert _counted(html, "labels") == (2, "labels") and "1 slot." in html
+    assert _counted(html, "mine") == (1, "turn")  # the panel counts as the save did

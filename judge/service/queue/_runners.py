@@ -38,7 +38,14 @@ from ..._errors import (
     ServiceError,
     StoreError,
 )
-from ...analysis import agreement_report, audit_items, load_labels, method_table, render_audit
+from ...analysis import (
+    agreement_report,
+    audit_items,
+    load_labels,
+    load_sample,
+    method_table,
+    render_audit,
+)
 from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ...method import default_rules, load_rules
 from ...metrics import MetricOptions, compute_metrics
@@ -535,7 +542,9 @@ class AnalysisRunner:
         if job.kind == "agreement":
             run = self._run_of(job.project_id, job.inputs["run"])
             human = self._labels(job.inputs.get("human"), inputs)
-            report = agreement_report(run.rows, human, **job.options)
+            sample_id = job.inputs.get("sample")
+            sample = load_sample(inputs.path(sample_id)[0]) if sample_id else None
+            report = agreement_report(run.rows, human, sample=sample, **job.options)
             return Outcome("succeeded", 0, summary=_json(report, inputs))
         if job.kind == "compare":
             runs = [self._run_of(job.project_id, r) for r in job.inputs["runs"]]

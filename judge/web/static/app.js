@@ -55,7 +55,7 @@
       }
       const text = $('[data-field="progress"] .progress-text', root);
       if (text) {
-        let t = (p.done || 0) + " / " + (p.total === null || p.total === undefined ? "?" : p.total) + " calls";
+        let t = (p.done || 0) + " / " + (p.total === null || p.total === undefined ? "?" : p.total) + (p.total === 1 ? " call" : " calls");
         if (p.errors) t += ", " + p.errors + (p.errors === 1 ? " error" : " errors");
         if (p.cache_hits) t += ", " + p.cache_hits + " cached";
         if (p.eta_seconds && data.status === "running") t += ", ~" + seconds(p.eta_seconds) + " left";
@@ -104,11 +104,18 @@
   }
 
   /* --- run page: filter values once the index is ready ------------------------------------- */
-  function facets() {
+  function facets(attempt) {
     const form = $("form[data-facets]");
     if (!form) return;
     fetch(form.dataset.facets, { headers: { Accept: "application/json" }, credentials: "same-origin" })
-      .then((r) => (r.ok ? r.json() : null))
+      .then((r) => {
+        // 202: the run's index is being built in the background; ask again shortly
+        if (r.status === 202 && (attempt || 0) < 60) {
+          window.setTimeout(() => facets((attempt || 0) + 1), 2000);
+          return null;
+        }
+        return r.ok && r.status === 200 ? r.json() : null;
+      })
       .then((data) => {
         if (!data) return;
         const fill = (id, values) => {
@@ -201,6 +208,9 @@
       const el = $(".save-status", root);
       if (el) { el.textContent = text; el.classList.toggle("error", !!bad); }
     };
+    // a dialogue shown in a scrolling window (narrow layouts) opens at the turn under review
+    const toCurrentTurn = () => { const d = $(".dialogue", root); if (d) d.scrollTop = d.scrollHeight; };
+    toCurrentTurn();
     const itemUrl = (pos) => { const u = new URL(root.dataset.itemUrl, location.origin); u.searchParams.set("pos", pos); return u.toString(); };
     const prefetch = (pos) => {
       if (pos < 0 || pos >= size() || state.cache.has(pos)) return;
@@ -215,6 +225,7 @@
       let html;
       try { html = await pending; } catch (err) { status("Could not load the next turn: " + err.message, true); return; }
       root.innerHTML = html;
+      toCurrentTurn();
       state.slot = null;
       const url = new URL(root.dataset.pageUrl, location.origin);
       url.searchParams.set("pos", pos);
@@ -237,6 +248,16 @@
             if (panel && panel.dataset.updating === "true" && polls < 30) { polls += 1; refreshAgreement(600); } else { polls = 0; }
           }).catch(() => {});
       }, delay);
+    };
+    // the panel's counts change with the save itself; its statistics follow in the background
+    const showCounts = (counts) => {
+      Object.entries(counts).forEach(([field, value]) => {
+        $$('#agreement [data-count="' + CSS.escape(field) + '"]').forEach((el) => {
+          const number = $("strong", el), unit = $(".unit", el);
+          if (number) number.textContent = Number(value).toLocaleString("en");
+          if (unit) unit.textContent = value === 1 ? el.dataset.one : el.dataset.many;
+        });
+      });
     };
     const save = async (label, slot) => {
       const current = item();
@@ -267,6 +288,7 @@
       }
       state.saves.push(took);
       state.lastSaveMs = took;
+      try { showCounts((await response.json()).counts || {}); } catch (err) { /* the panel refresh follows */ }
       const group = slot ? $$('button[data-slot="' + CSS.escape(slot) + '"]', current) : $$(".label-bar button[data-label]", current);
       group.forEach((b) => b.setAttribute("aria-pressed", b.dataset.label === label ? "true" : "false"));
       status("Saved " + label + (slot ? " for " + slot : "") + " (" + Math.round(took) + " ms)");
@@ -349,7 +371,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     autosubmit();
     live();
-    facets();
+    facets(0);
     charts();
     sortable();
     review();

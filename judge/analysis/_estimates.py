@@ -1,0 +1,547 @@
+"""Prediction-powered estimates: a system's accuracy from the judge on every turn plus a small
+random sample of human labels.
+
+The estimand is a metric over the judged run's *own* units (a finite population: the judge
+scored every one of them) as a person would have scored it, e.g. TSA = the share of turns whose
+predicted turn state a person calls correct. Three estimates answer it:
+
+* ``judge``: the judge's own figure over every unit. It has no sampling error, but it carries
+  the judge's bias, which no interval computed from the judge alone can cover.
+* ``labels``: the stratified (Horvitz–Thompson / ratio) estimate from the labelled units alone.
+* ``ppi``: PPI++ (Angelopoulos et al. 2023) in its finite-population form, which survey
+  statistics calls the difference estimator: per stratum h,
+  ``θ_h = λ·F_h/T_h + Σ_s (y − λ·f) / Σ_s t`` where ``F_h``, ``T_h`` are the judge's total and
+  the number of turns of the stratum (known for every unit), ``y``, ``f``, ``t`` a labelled
+  unit's human total, judge total and turns. ``λ = 0`` gives ``labels``, ``λ = 1`` plain PPI;
+  the power-tuning ``λ`` minimises the estimated variance, clipped to [0, 1]. Strata combine
+  with weights ``T_h / T`` (stratified PPI, Fisch et al. 2024, with one pooled ``λ``).
+
+Variance is the design variance of sampling without replacement: per stratum
+``(1 − n_h/N_h) · S²_e / (n_h · t̄_h²)`` with ``e`` the linearised residual
+``y − λf − r̂·t`` (``t̄_h = T_h/N_h``). With dialogues as units (``t`` = turns of a dialogue)
+this is the interval clustered by dialogue; with turns as units ``t = 1`` and it is the plain
+one. A difference of two systems labelled on one shared sample is the same estimate of
+``y_A − y_B`` with ``f_A − f_B``.
+
+Small samples: ``λ`` estimated from the same labels it then weighs makes the estimate slightly
+biased and its variance slightly optimistic. The default ``tuning="loo"`` gives each labelled
+unit a ``λ`` estimated *without* it (leave-one-out, closed form from sums), so each unit's term
+is unbiased given its ``λ``; ``"plain"`` uses one ``λ`` for all (the textbook PPI++), and a
+number fixes ``λ``. With turns as units a second device guards the variance: a small sample
+in which judge and people happen never to disagree would estimate a residual variance of 0;
+pseudo-units at the corners of the label × judge range (Agresti–Min's 0.5 per cell of a
+paired 2×2 table, two units in all) keep the interval honest there, for labels and PPI alike.
+``bench/ppi_coverage.py`` measures the coverage of each.
+
+Every function works on arrays with leading batch axes (``(..., n)``), so the coverage bench
+computes thousands of samples in one call of the same code the reports use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Literal
+
+import numpy as np
+
+from .._errors import DataMismatchError, OptionError
+from ._labels import TurnKey, row_key
+from ._sampling import Sample, Strata, UnitKey, sample_strata
+
+Tuning = Literal["loo", "plain"] | float
+TUNINGS: tuple[str, ...] = ("loo", "plain")
+
+JUDGE_NOTE = ("the judge's own figure over every unit: no sampling error, but it carries the "
+              "judge's bias, and no interval computed from the judge alone can cover that bias")
+
+
+CORNERS: tuple[tuple[float, float, float], ...] = (
+    (0.0, 0.0, 0.25), (0.0, 1.0, 0.25), (1.0, 0.0, 0.25), (1.0, 1.0, 0.25))
+"""One run: every cell of the label × judge 2×2 table, equally."""
+
+DIFFERENCE_CORNERS: tuple[tuple[float, float, float], ...] = tuple(
+    (dy, df, wy * wf) for dy, wy in ((-1.0, 0.25), (0.0, 0.5), (1.0, 0.25))
+    for df, wf in ((-1.0, 0.25), (0.0, 0.5), (1.0, 0.25)))
+"""Two runs: every cell of the (label A, label B, judge A, judge B) table equally, seen
+through the differences ``y_A − y_B`` and ``f_A − f_B``."""
+
+PSEUDO_UNITS = 2.0
+"""Total weight of the corner pseudo-units for one run: Agresti–Min's 0.5 per cell."""
+
+DIFFERENCE_PSEUDO_UNITS = 0.25
+"""Total weight for a difference of two runs. Differences of two systems are mostly 0, so a
+full Agresti–Min weight (0.5 for each of 16 cells) swamps their small residual variance (the
+bench measured 98-99 % coverage at 50 labels); without any device a sample whose judge
+differences happen to match the human ones everywhere gets a width near 0 (92-93 %). This
+value was chosen by measuring coverage with ``bench/ppi_coverage.py`` on the shared MultiWOZ
+stand-ins, so it is tuned on that data."""
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of a confidence level (1.96 at 0.95)."""
+    if isinstance(confidence, bool) or not 0.0 < float(confidence) < 1.0:
+        raise OptionError(f"confidence must lie strictly between 0 and 1 (got {confidence!r})")
+    return NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
+
+
+def check_tuning(tuning: Any) -> Tuning:
+    """``loo``, ``plain`` or a fixed λ in [0, 1]."""
+    if isinstance(tuning, str):
+        if tuning in TUNINGS:
+            return tuning  # type: ignore[return-value]
+        try:
+            tuning = float(tuning)
+        except ValueError:
+            raise OptionError(f"tuning must be one of {', '.join(TUNINGS)} or a number in "
+                              f"[0, 1] (got {tuning!r})") from None
+    if isinstance(tuning, bool) or not isinstance(tuning, int | float) or not 0 <= tuning <= 1:
+        raise OptionError(f"a fixed λ must be a number in [0, 1] (got {tuning!r})")
+    return float(tuning)
+
+
+# --------------------------------------------------------------------------- population
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """What the judge tells about one stratum of the population (every unit was judged).
+
+    ``units`` N_h, ``turns`` T_h (the sum of unit sizes), ``judge`` F_h (the judge's total),
+    ``judge_spread`` the variance (ddof 1) over the stratum's units of ``f − (F_h/T_h)·t``:
+    the judge's part of the residual, known exactly, so ``λ`` need not estimate it.
+    """
+
+    units: int
+    turns: float
+    judge: float
+    judge_spread: float
+
+    @classmethod
+    def of(cls, judge: Sequence[float] | np.ndarray,
+           sizes: Sequence[float] | np.ndarray | None = None) -> Stratum:
+        f = np.asarray(judge, dtype=float)
+        t = np.ones_like(f) if sizes is None else np.asarray(sizes, dtype=float)
+        if f.size == 0:
+            raise ValueError("a stratum needs at least one unit")
+        ratio = f.sum() / t.sum()
+        spread = float(np.var(f - ratio * t, ddof=1)) if f.size > 1 else 0.0
+        return cls(int(f.size), float(t.sum()), float(f.sum()), spread)
+
+
+@dataclass
+class DesignEstimate:
+    """Value, standard error and λ of one estimator; arrays of the batch shape."""
+
+    value: np.ndarray
+    se: np.ndarray
+    lam: np.ndarray
+
+    def interval(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+        z = z_value(confidence)
+        return self.value - z * self.se, self.value + z * self.se
+
+
+def _sums(y: np.ndarray, f: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
+    return {"y": y.sum(-1), "f": f.sum(-1), "t": t.sum(-1), "yf": (y * f).sum(-1),
+            "yt": (y * t).sum(-1), "ft": (f * t).sum(-1), "tt": (t * t).sum(-1)}
+
+
+def _covariance(s: dict[str, np.ndarray], m: int | np.ndarray) -> np.ndarray:
+    """Sample covariance (ddof 1) of ``y − R_y·t`` and ``f − R_f·t`` from sums over m units."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ry, rf = s["y"] / s["t"], s["f"] / s["t"]
+        cross = s["yf"] - rf * s["yt"] - ry * s["ft"] + ry * rf * s["tt"]
+        out = cross / (np.asarray(m) - 1)
+    return np.where(np.asarray(m) >= 2, np.nan_to_num(out), 0.0)
+
+
+def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
+                    groups: Sequence[np.ndarray | slice], strata: Sequence[Stratum], *,
+                    tuning: Tuning = "loo",
+                    corners: Sequence[tuple[float, float, float]] | None = None,
+                    pseudo_units: float = PSEUDO_UNITS) -> DesignEstimate:
+    """The stratified difference estimate of ``Σ y / Σ t`` over the population.
+
+    ``y``, ``f``, ``t`` have shape ``(..., n)``: the human total, judge total and size of each
+    labelled unit (``t`` None: every unit is one turn). ``groups[h]`` picks stratum h's
+    columns, ``strata[h]`` its population facts. ``tuning`` is ``"loo"``, ``"plain"`` or a
+    fixed λ (0 = labels only). A stratum with one labelled unit of several has no variance
+    estimate: its standard error is NaN. A stratum without labels is an error.
+
+    ``corners`` (turn units only): pseudo-units ``(y, f, share)`` that the variance estimate
+    adds with total weight ``pseudo_units`` (spread over strata by their labelled share),
+    as Agresti and Min (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS`
+    for one run, :data:`DIFFERENCE_CORNERS` for the difference of two. A small sample in which
+    judge and people never disagree otherwise gets a residual variance of 0 and an interval
+    of width 0; the point estimate is unchanged.
+    """
+    y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
+    t = np.ones_like(y) if t is None else np.broadcast_to(np.asarray(t, dtype=float), y.shape)
+    total = sum(s.turns for s in strata)
+    parts = []
+    for columns, stratum in zip(groups, strata, strict=True):
+        yh, fh, th = y[..., columns], f[..., columns], t[..., columns]
+        m = yh.shape[-1]
+        if m == 0:
+            raise ValueError("every stratum needs at least one labelled unit")
+        mean_size = stratum.turns / stratum.units
+        share = stratum.turns / total
+        fpc = max(0.0, 1.0 - m / stratum.units)
+        weight = share ** 2 * fpc / (m * mean_size ** 2)
+        parts.append((yh, fh, th, m, stratum, share, weight))
+    lam = _tuning(parts, tuning)
+    labelled = sum(p[3] for p in parts)
+    value = np.zeros(y.shape[:-1])
+    variance = np.zeros(y.shape[:-1])
+    for index, (yh, fh, th, m, stratum, share, weight) in enumerate(parts):
+        lam_h = lam[index]
+        rho = stratum.judge / stratum.turns
+        terms = yh - lam_h * (fh - rho * th)
+        theta = terms.sum(-1) / th.sum(-1)
+        residual = terms - theta[..., None] * th
+        squares, dof = (residual ** 2).sum(-1), m - 1.0
+        if corners is not None and m >= 2:
+            pseudo = pseudo_units * m / labelled
+            for corner_y, corner_f, corner_share in corners:
+                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
+                squares = squares + pseudo * corner_share * corner ** 2
+            dof += pseudo
+        spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
+        value = value + share * theta
+        variance = variance + (0.0 if weight == 0 else weight * spread)
+    every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
+                            for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
+    return DesignEstimate(value, np.sqrt(variance), every.mean(-1))
+
+
+def _tuning(parts: list[tuple[Any, ...]], tuning: Tuning) -> list[np.ndarray]:
+    """λ of every labelled unit, per stratum, shape (..., m_h) each.
+
+    The optimal pooled λ minimises ``Σ_h w_h·Var_h(u − λv)``: ``Σ w_h C_h / Σ w_h V_h`` with
+    ``C_h`` the sampled covariance of the human and judge residuals and ``V_h`` the judge
+    residual's variance over the whole stratum (known). Leave-one-out drops a unit's own
+    contribution to its stratum's ``C_h``.
+    """
+    if not isinstance(tuning, str):
+        return [np.full(p[0].shape, float(tuning)) for p in parts]
+    denominator = sum(weight * stratum.judge_spread
+                      for _, _, _, _, stratum, _, weight in parts)
+    sums = [_sums(yh, fh, th) for yh, fh, th, *_ in parts]
+    numerator = sum(p[6] * _covariance(s, p[3]) for p, s in zip(parts, sums, strict=True))
+
+    def clip(num: np.ndarray) -> np.ndarray:
+        if denominator <= 0:
+            return np.zeros(np.shape(num))
+        return np.clip(num / denominator, 0.0, 1.0)
+
+    if tuning == "plain":
+        lam = clip(np.asarray(numerator))
+        return [np.broadcast_to(lam[..., None], p[0].shape) for p in parts]
+    out = []
+    for p, s in zip(parts, sums, strict=True):
+        yh, fh, th, m, _, _, weight = p
+        without = {"y": s["y"][..., None] - yh, "f": s["f"][..., None] - fh,
+                   "t": s["t"][..., None] - th, "yf": s["yf"][..., None] - yh * fh,
+                   "yt": s["yt"][..., None] - yh * th, "ft": s["ft"][..., None] - fh * th,
+                   "tt": s["tt"][..., None] - th * th}
+        own = weight * _covariance(s, m)
+        out.append(clip(np.asarray(numerator)[..., None] - own[..., None]
+                        + weight * _covariance(without, m - 1)))
+    return out
+
+
+# --------------------------------------------------------------------------- PPI++ reference
+
+
+def ppi_mean(y: Sequence[float] | np.ndarray, f: Sequence[float] | np.ndarray,
+             f_unlabelled: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
+             lam: float | None = None) -> dict[str, Any]:
+    """PPI++ for a mean as the paper states it (a superpopulation: ``n`` labelled draws and
+    ``N`` further unlabelled draws, all independent), with power tuning clipped to [0, 1].
+
+    This is the reference form that ``ppi_py.ppi_mean_ci`` computes (the tests compare them to
+    1e-6). Runs use :func:`design_estimate` instead, whose population is the run's own turns.
+    """
+    y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
+    g = np.asarray(f_unlabelled, dtype=float)
+    n, big_n = y.size, g.size
+    if n < 2 or f.size != n or big_n < 1:
+        raise OptionError("PPI needs at least two labelled units with a prediction each and "
+                          "at least one unlabelled prediction")
+    if lam is None:
+        centred_y, centred_f = y - y.mean(), f - f.mean()
+        covariance = 2.0 * (centred_y @ centred_f) / n
+        spread = np.var(np.concatenate([f, g]), ddof=1)
+        lam = float(np.clip(covariance / (2.0 * (1.0 + n / big_n) * spread), 0.0, 1.0)) \
+            if spread > 0 else 0.0
+    value = lam * g.mean() + (y - lam * f).mean()
+    se = np.sqrt((lam * g).var() / big_n + (y - lam * f).var() / n)
+    z = z_value(confidence)
+    return {"value": float(value), "ci": [float(value - z * se), float(value + z * se)],
+            "se": float(se), "lambda": float(lam), "n_labelled": n, "n_unlabelled": big_n}
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def labels_needed(spread: float, width: float, population: int, confidence: float) -> int:
+    """Labelled units for a two-sided interval of full ``width`` when the per-unit variance
+    is ``spread`` (sampling without replacement from ``population`` units)."""
+    if width <= 0:
+        raise OptionError(f"the width must be positive (got {width!r})")
+    z = z_value(confidence)
+    infinite = 4.0 * z * z * spread / (width * width)
+    return int(min(population, np.ceil(infinite / (1.0 + infinite / population))))
+
+
+# --------------------------------------------------------------------------- runs and samples
+
+
+METRICS_BY_UNIT: dict[str, tuple[str, ...]] = {"turn": ("tsa",),
+                                                "dialogue": ("tsa", "jga", "success")}
+"""What each sampling unit makes estimable: turn designs TSA only; whole dialogues also JGA
+(read as: every turn so far correct) and dialogue success (every turn correct)."""
+
+_MAX_EXAMPLES = 20
+
+
+def _metric(labels: Sequence[int], metric: str) -> tuple[float, float]:
+    """A unit's total and size under a metric, from its turns' 0/1 labels in turn order."""
+    if metric == "tsa":
+        return float(sum(labels)), float(len(labels))
+    if metric == "jga":
+        return float(np.cumprod(labels).sum()), float(len(labels))
+    return float(all(labels)), 1.0
+
+
+@dataclass
+class _Units:
+    """Population units of a sample's design with the judge's 0/1 verdicts of their turns."""
+
+    strata: Strata
+    unit: str
+    judge: dict[UnitKey, list[int]]
+    keys: dict[UnitKey, list[TurnKey]]
+
+
+def _population_units(strata: Strata, unit: str, rows: Sequence[Mapping[str, Any]],
+                      what: str) -> _Units:
+    judge: dict[UnitKey, list[int]] = {}
+    keys: dict[UnitKey, list[TurnKey]] = {}
+    for key, indices in strata.rows.items():
+        ordered = sorted(indices, key=lambda i: int(rows[i]["turn_index"]))
+        verdicts = [rows[i].get("verdict") for i in ordered]
+        if not all(isinstance(v, bool) for v in verdicts):
+            raise DataMismatchError(f"{what} has no judge verdict for a turn of the sampled "
+                                    f"population ({key!r}); retry its error turns first")
+        judge[key] = [int(v) for v in verdicts]
+        keys[key] = [row_key(rows[i]) for i in ordered]
+    return _Units(strata, unit, judge, keys)
+
+
+def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, low: float,
+            n_labelled: int, n_turns: float, **extra: Any) -> dict[str, Any]:
+    if estimate is None:
+        return {"value": None, "ci": None, "n_labelled": n_labelled, "n_turns": int(n_turns),
+                **extra}
+    value, se = float(estimate.value), float(estimate.se)
+    ci = None
+    if np.isfinite(se):
+        z = z_value(confidence)
+        ci = [max(low, scale * (value - z * se)), min(scale, scale * (value + z * se))]
+    return {"value": scale * value, "ci": ci, "n_labelled": n_labelled,
+            "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None, **extra}
+
+
+def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
+                     sampled: dict[str, list[UnitKey]], confidence: float,
+                     tuning: Tuning) -> dict[str, Any]:
+    """Judge, labels and PPI figures of one metric; with two runs, of their difference."""
+    strata = units[0].strata
+    difference = len(units) == 2
+    population: list[Stratum] = []
+    ys, fs, ts, groups, labelled = [], [], [], [], 0
+    missing: list[str] = []
+    for name, members in strata.members.items():
+        f_all, t_all = [], []
+        for unit in members:
+            values = [_metric(u.judge[unit], metric) for u in units]
+            f_all.append(values[0][0] - (values[1][0] if difference else 0.0))
+            t_all.append(values[0][1])
+        population.append(Stratum.of(f_all, t_all))
+        start = len(ys)
+        for unit in sampled.get(name, []):
+            per_run = []
+            for u, labels in zip(units, human, strict=True):
+                got = [labels.get(k) for k in u.keys[unit]]
+                if any(g is None for g in got):
+                    break
+                per_run.append((_metric(got, metric), _metric(u.judge[unit], metric)))
+            else:
+                (y0, t0), (f0, _) = per_run[0]
+                ys.append(y0 - (per_run[1][0][0] if difference else 0.0))
+                fs.append(f0 - (per_run[1][1][0] if difference else 0.0))
+                ts.append(t0)
+        groups.append(np.arange(start, len(ys)))
+        labelled += len(ys) - start
+        if len(ys) == start:
+            missing.append(name)
+    total_turns = sum(s.turns for s in population)
+    judge_value = sum(s.judge for s in population) / total_turns
+    scale, low = 100.0, (-100.0 if difference else 0.0)
+    out: dict[str, Any] = {
+        "judge": {"value": scale * judge_value, "ci": None, "n_labelled": 0,
+                  "n_turns": int(sum(len(u) for u in units[0].keys.values())),
+                  "note": JUDGE_NOTE},
+    }
+    common = {"n_labelled": labelled, "n_turns": out["judge"]["n_turns"]}
+    if missing:
+        reason = (f"no labelled {units[0].unit} in stratum "
+                  f"{', '.join(repr(m) for m in missing)}: its units cannot be estimated")
+        out["labels"] = {"value": None, "ci": None, **common, "note": reason}
+        out["ppi"] = {"value": None, "ci": None, **common, "note": reason}
+        return out
+    y, f, t = np.array(ys), np.array(fs), np.array(ts)
+    binary = units[0].unit == "turn" or metric == "success"  # one 0/1 value per unit
+    corners = None if not binary else DIFFERENCE_CORNERS if difference else CORNERS
+    pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
+    plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners,
+                            pseudo_units=pseudo)
+    ppi = design_estimate(y, f, t, groups, population, tuning=tuning, corners=corners,
+                          pseudo_units=pseudo)
+    out["labels"] = _figure(plain, confidence, scale, low, **common)
+    out["ppi"] = _figure(ppi, confidence, scale, low, **common, **{
+        "lambda": float(ppi.lam), "tuning": tuning if isinstance(tuning, str) else "fixed"})
+    for key in ("labels", "ppi"):
+        if out[key]["ci"] is None:
+            out[key]["note"] = ("a stratum has a single labelled unit of several, so no "
+                                "variance estimate: no interval")
+    return out
+
+
+def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]],
+                     human: Sequence[Mapping[TurnKey, int]], *, confidence: float = 0.95,
+                     tuning: Tuning = "loo", names: Sequence[str] | None = None
+                     ) -> dict[str, Any]:
+    """Judge, labels-only and PPI estimates of a run's metrics from a sample file and human
+    labels (``human[i]``: turn key → 0/1 majority label of run i's predictions).
+
+    With one run: TSA (and JGA, dialogue success for a whole-dialogue sample). With two runs
+    judged on the same dialogues and labelled on the same sample: the difference run 0 − run 1.
+    Only labels of turns the sample lists enter; the others are named as left out.
+    """
+    tuning = check_tuning(tuning)
+    z_value(confidence)
+    if len(runs) not in (1, 2) or len(human) != len(runs):
+        raise OptionError("estimates take one run, or two runs for a difference, each with "
+                          "its labels")
+    strata = sample_strata(sample, runs[0])
+    names = list(names or [f"run {i + 1}" for i in range(len(runs))])
+    units = [_population_units(strata, sample.unit, runs[0], names[0])]
+    if len(runs) == 2:
+        mirrored = Strata(strata.members, {}, strata.verdicts, 0)
+        index = {row_key(r): i for i, r in enumerate(runs[1])}
+        for unit, indices in strata.rows.items():
+            keys = [row_key(runs[0][i]) for i in indices]
+            if any(k not in index for k in keys):
+                raise DataMismatchError(
+                    f"{names[1]} does not hold every turn of the sampled population "
+                    f"({unit!r}): judge both systems on the same dialogues")
+            mirrored.rows[unit] = [index[k] for k in keys]
+        units.append(_population_units(mirrored, sample.unit, runs[1], names[1]))
+    sampled: dict[str, list[UnitKey]] = {}
+    for turn in sample.turns:
+        if turn.unit_key not in sampled.get(turn.stratum, []):
+            sampled.setdefault(turn.stratum, []).append(turn.unit_key)
+    listed = {turn.key for turn in sample.turns}
+    left_out = sorted({k for labels in human for k in labels if k not in listed})
+    unlabelled = [t for t in sample.turns
+                  if any(t.key not in labels for labels in human)]
+    estimates = {metric: _estimate_metric(units, list(human), metric, sampled, confidence,
+                                          tuning)
+                 for metric in METRICS_BY_UNIT[sample.unit]}
+    return {
+        "design": sample.describe(),
+        "confidence": confidence,
+        "tuning": tuning if isinstance(tuning, str) else float(tuning),
+        "difference": f"{names[0]} - {names[1]}" if len(runs) == 2 else None,
+        "estimates": estimates,
+        "left_out": {"count": len(left_out), "reason": "labels of turns the sample file does "
+                     "not list count for agreement but not for these estimates",
+                     "examples": [{"dialogue_id": d, "turn_index": t}
+                                  for d, t in left_out[:_MAX_EXAMPLES]]},
+        "unlabelled_sampled_turns": {"count": len(unlabelled), "examples": [
+            {"dialogue_id": t.dialogue_id, "turn_index": t.turn_index}
+            for t in unlabelled[:_MAX_EXAMPLES]]},
+        "assumptions": ASSUMPTIONS,
+    }
+
+
+ASSUMPTIONS = (
+    "labels and ppi: the sample file's design was followed (units drawn at random within each "
+    "stratum, before anyone saw a label), and sampled units left unlabelled are missing at "
+    "random within their stratum; intervals are normal approximations. judge: none about the "
+    "sample, but it is the judge's figure, not a person's.")
+
+
+
+def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: float = 0.95,
+                sample: Sample | None = None, human: Mapping[TurnKey, int] | None = None,
+                disagreement: float | None = None) -> dict[str, Any]:
+    """How many labelled turns give a TSA interval of full ``width`` (percentage points), for
+    labels alone and for PPI, under simple random sampling of turns.
+
+    From a pilot (``sample`` + ``human``): the per-turn variances its estimates imply (a
+    stratified pilot's design effect included). From an assumed ``disagreement`` rate (the
+    share of turns where judge and people differ): labels alone need ``p(1 − p)`` with ``p``
+    the judge's TSA, PPI at most ``min(D, p(1 − p))`` (the variance of ``y − f`` is at most
+    its mean square, ``D``; λ = 0 falls back to labels).
+    """
+    if isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width <= 100:
+        raise OptionError(f"--width must be a number of percentage points in (0, 100] "
+                          f"(got {width!r})")
+    judged = [row.get("verdict") for row in rows if isinstance(row.get("verdict"), bool)]
+    if not judged:
+        raise OptionError("the run has no judged turn")
+    population = len(judged)
+    p = sum(judged) / population
+    out: dict[str, Any] = {"width": width, "confidence": confidence, "population": population,
+                           "judge_tsa": 100.0 * p}
+    if (sample is None) == (disagreement is None):
+        raise OptionError("plan from a pilot (--sample and --human) or from an assumed "
+                          "--disagreement rate, not both and not neither")
+    if disagreement is not None:
+        if not 0 <= disagreement <= 1:
+            raise OptionError(f"--disagreement must be a share in [0, 1] (got {disagreement!r})")
+        spreads = {"labels": p * (1 - p), "ppi": min(disagreement, p * (1 - p))}
+        out["basis"] = {"disagreement": disagreement}
+    else:
+        if human is None:
+            raise OptionError("a pilot needs its human labels (--human)")
+        pilot = sample_estimates(sample, [rows], [human], confidence=confidence)  # type: ignore[arg-type]
+        tsa = pilot["estimates"]["tsa"]
+        spreads = {}
+        for key in ("labels", "ppi"):
+            se, n = tsa[key].get("se"), tsa[key]["n_labelled"]
+            if se is None or n < 2:
+                raise OptionError("the pilot gives no interval (too few labelled turns in a "
+                                  "stratum); label more of it first")
+            fpc = max(1e-12, 1.0 - n / pilot["design"]["population"])
+            spreads[key] = (se / 100.0) ** 2 * n / fpc
+        agree = [(human[t.key], int(rows_by_key(rows)[t.key])) for t in sample.turns  # type: ignore[union-attr]
+                 if t.key in human]
+        out["basis"] = {"pilot": sample.path, "labelled": len(agree),  # type: ignore[union-attr]
+                        "disagreement": sum(a != b for a, b in agree) / max(1, len(agree)),
+                        "lambda": tsa["ppi"].get("lambda")}
+    for key, spread in spreads.items():
+        out[key] = {"labels_needed": labels_needed(spread, width / 100.0, population,
+                                                   confidence),
+                    "variance_per_turn": spread}
+    return out
+
+
+def rows_by_key(rows: Sequence[Mapping[str, Any]]) -> dict[TurnKey, Any]:
+    """Judge verdicts by turn key (turns without one left out)."""
+    return {row_key(r): r["verdict"] for r in rows if isinstance(r.get("verdict"), bool)}

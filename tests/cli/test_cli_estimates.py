@@ -1,0 +1,151 @@
+"""CLI surface of the estimates: sample designs without gold, agreement's estimates block,
+compare's difference verdict, labels plan, and clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from judge.cli import main
+
+from ..conftest import CASSETTES, EXAMPLES
+
+DATA = ["--schema", str(EXAMPLES / "schema.json"), "--dialogues",
+        str(EXAMPLES / "dialogues.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("estimates")
+    out = {}
+    for name, predictions, cassette in (
+            ("good", "predictions.jsonl", "example-two-dim.json"),
+            ("weak", "predictions-weak.jsonl", "example-weak-two-dim.json")):
+        out[name] = folder / name
+        assert main(["evaluate", *DATA, "--predictions", str(EXAMPLES / predictions),
+                     "--model", "local", "--replay", str(CASSETTES / cassette), "--cache-dir",
+                     str(folder / f"c-{name}"), "--out", str(out[name])]) == 0
+    return out
+
+
+def flat(text: str) -> str:
+    """Console output with rich's wrapping undone."""
+    return " ".join(text.split())
+
+
+def rows_of(run) -> dict[tuple[str, int], dict]:
+    lines = (run / "judgments.jsonl").read_text().splitlines()
+    return {(r["dialogue_id"], r["turn_index"]): r for r in map(json.loads, lines)}
+
+
+def label_file(path, run, keys, version="2.4"):
+    """Stand-in human labels: the RULE verdict against the corrected 2.4 annotation."""
+    rows = rows_of(run)
+    path.write_text("".join(json.dumps({
+        "dialogue_id": d, "turn_index": t, "label": int(rows[(d, t)]["rule"][version]),
+        "reviewer": "ana"}) + "\n" for d, t in keys))
+    return path
+
+
+def test_random_sample_without_gold_and_agreement_estimates(runs, tmp_path, capsys):
+    sample = tmp_path / "sample.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--n", "7",
+                 "--seed", "1", "--out", str(sample)]) == 0
+    assert "Simple random sample of 7 turns from 11" in flat(capsys.readouterr().out)
+    drawn = [json.loads(line) for line in sample.read_text().splitlines()]
+    assert {(d["design"], d["unit"], d["gold"]) for d in drawn} == {("random", "turn", None)}
+    assert main(["validate", "sample", str(sample)]) == 0
+    keys = [(d["dialogue_id"], d["turn_index"]) for d in drawn]
+    extra = next(k for k in rows_of(runs["good"]) if k not in keys)
+    labels = label_file(tmp_path / "labels.jsonl", runs["good"], [*keys, extra])
+    report = tmp_path / "report.json"
+    capsys.readouterr()
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
+                 str(sample), "--n-boot", "0", "--json", str(report)]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "Estimates (random design by turn, 95 % normal intervals)" in out
+    assert "1 labelled turn(s) are not in the sample file" in out
+    block = json.loads(report.read_text())["population"]
+    tsa = block["estimates"]["tsa"]
+    assert set(tsa) == {"judge", "labels", "ppi"}
+    assert tsa["judge"]["ci"] is None and "bias" in tsa["judge"]["note"]
+    labelled = [rows_of(runs["good"])[k]["rule"]["2.4"] for k in keys]
+    assert tsa["labels"]["value"] == pytest.approx(100 * sum(labelled) / len(labelled))
+    for name in ("labels", "ppi"):
+        assert tsa[name]["n_labelled"] == 7 and tsa[name]["n_turns"] == 11
+        assert len(tsa[name]["ci"]) == 2
+    assert block["estimation"]["left_out"]["count"] == 1
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
+                 str(sample), "--n-boot", "0", "--tuning", "0.5", "--confidence", "0.9",
+                 "--json", str(report)]) == 0
+    tsa = json.loads(report.read_text())["population"]["estimates"]["tsa"]
+    assert tsa["ppi"]["lambda"] == 0.5 and tsa["ppi"]["tuning"] == "fixed"
+
+
+def test_whole_dialogue_sample_reports_jga_and_success(runs, tmp_path, capsys):
+    sample = tmp_path / "dialogues.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "domain", "--unit",
+                 "dialogue", "--n", "3", "--out", str(sample)]) == 0
+    drawn = [json.loads(line) for line in sample.read_text().splitlines()]
+    assert len({d["dialogue_id"] for d in drawn}) == 3
+    labels = label_file(tmp_path / "l.jsonl", runs["good"],
+                        [(d["dialogue_id"], d["turn_index"]) for d in drawn])
+    report = tmp_path / "r.json"
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
+                 str(sample), "--n-boot", "0", "--json", str(report)]) == 0
+    estimates = json.loads(report.read_text())["population"]["estimates"]
+    assert set(estimates) == {"tsa", "jga", "success"}
+    assert "Estimates (domain design by dialogue" in flat(capsys.readouterr().out)
+
+
+def test_compare_names_a_better_system_only_when_the_interval_excludes_zero(runs, tmp_path,
+                                                                             capsys):
+    sample = tmp_path / "shared.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--n", "11",
+                 "--out", str(sample)]) == 0
+    keys = list(rows_of(runs["good"]))
+    good = label_file(tmp_path / "good.jsonl", runs["good"], keys)
+    weak = label_file(tmp_path / "weak.jsonl", runs["weak"], keys)
+    table = tmp_path / "compare.json"
+    capsys.readouterr()
+    assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
+                 "--human", str(good), str(weak), "--json", str(table)]) == 0
+    out = flat(capsys.readouterr().out)
+    difference = json.loads(table.read_text())["differences"][0]
+    ppi = difference["estimates"]["tsa"]["ppi"]
+    # every turn is labelled: a census, so the interval is the point (no sampling error)
+    assert ppi["ci"][0] == pytest.approx(ppi["value"]) == pytest.approx(ppi["ci"][1])
+    expected = [rows_of(runs["good"])[k]["rule"]["2.4"] - rows_of(runs["weak"])[k]["rule"]["2.4"]
+                for k in keys]
+    assert ppi["value"] == pytest.approx(100 * sum(expected) / len(expected))
+    if ppi["value"] > 0:
+        assert f"{runs['good']} is better than {runs['weak']}" in out
+    else:
+        assert "is better than" not in difference["verdict"]
+
+
+def test_labels_plan(runs, tmp_path, capsys):
+    out_json = tmp_path / "plan.json"
+    assert main(["labels", "plan", str(runs["good"]), "--width", "17", "--disagreement",
+                 "0.1", "--json", str(out_json)]) == 0
+    assert "labels alone" in capsys.readouterr().out
+    plan = json.loads(out_json.read_text())
+    assert plan["ppi"]["labels_needed"] <= plan["labels"]["labels_needed"] <= 11
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["labels", "sample", "{run}", "--n", "3", "--out", "{tmp}/s.jsonl"], "give --gold"),
+    (["labels", "sample", "{run}", "--n", "3", "--design", "judge-rule", "--unit", "dialogue",
+      "--gold", "2.1", "--out", "{tmp}/s.jsonl"], "stratifies turns"),
+    (["labels", "plan", "{run}", "--width", "10"], "not both and not neither"),
+    (["labels", "plan", "{run}", "--width", "10", "--sample", "{tmp}/x.jsonl"], "needs --human"),
+    (["agreement", "{run}", "--tuning", "best"], "tuning must be"),
+    (["compare", "{run}", "{run}", "--sample", "{tmp}/x.jsonl", "--human", "{tmp}/x.jsonl"],
+     "one --human file per run"),
+])
+def test_errors_are_clear(runs, tmp_path, capsys, argv, message):
+    args = [a.format(run=runs["good"], tmp=tmp_path) for a in argv]
+    assert main(args) == 2
+    err = flat(capsys.readouterr().err)
+    assert message in err and "Traceback" not in err
