@@ -25,3 +25,36 @@ def local_only() -> None:
                  "all_proxy"):
         os.environ.pop(name, None)
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
+
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def write_results(name: str, tables: list[dict], **facts: object) -> str:
+    """Write a benchmark's figures to ``bench/results/NAME.json`` beside printing them.
+
+    The documentation renders its benchmark tables from these files (``docs/_hooks.py``), so a
+    table in the docs is always what the script last measured, never a figure copied by hand.
+    Each table is ``{"title", "columns", "rows", "note"?}``; ``facts`` are recorded with them
+    (the command, the machine, the date are added here)."""
+    import datetime
+    import json
+    import platform
+
+    os.makedirs(RESULTS, exist_ok=True)
+    record = {
+        "benchmark": name,
+        "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": (f"{os.cpu_count()} cores, {platform.machine()}, "
+                    f"Python {platform.python_version()}"),
+        "load_average": round(os.getloadavg()[0], 1),
+        **facts,
+        "tables": tables,
+    }
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1, ensure_ascii=False)
+        handle.write("\n")
+    print(f"figures written to {os.path.relpath(path)}")
+    return path

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+from _common import write_results  # the script's own folder is on sys.path
 
 from judge import evaluate, load_config, load_dialogues, load_predictions, load_schema
 from judge.analysis import find_candidates, source_from_predictions, source_from_run
@@ -245,13 +246,22 @@ def main() -> int:
     def cell(figures: dict[str, float], name: str, digits: int = 1) -> str:
         return f"{figures[name]:.{digits}f}" if name in figures else "—"
 
-    for label, figures in rows:
-        print(f"| {label} | {cell(figures, 'p@25')} | {cell(figures, 'p@50')} | "
-              f"{cell(figures, 'p@100')} | {cell(figures, 'p@200')} | "
-              f"{cell(figures, 'r-prec')} | {cell(figures, 'ap')} | {cell(figures, 'recall')} | "
-              f"{cell(figures, 'candidates', 0)} | {cell(figures, 'corrections', 0)} |")
+    names = ("p@25", "p@50", "p@100", "p@200", "r-prec", "ap", "recall")
+    table = [[label.strip(), *(cell(figures, name) for name in names),
+              cell(figures, "candidates", 0), cell(figures, "corrections", 0)]
+             for label, figures in rows]
+    for row in table:
+        print("| " + " | ".join(row) + " |")
     for note in NOTES:
         print(note)
+    write_results("audit_candidates", [{
+        "title": ("Ranked label-error candidates against MultiWOZ 2.1, scored by 2.4's "
+                  "corrections"),
+        "columns": ["setting", "P@25", "P@50", "P@100", "P@200", "R-prec", "AP", "recall",
+                    "candidates", "corrections"],
+        "rows": table,
+        "note": " ".join(f"{note[0].upper()}{note[1:]}." for note in NOTES),
+    }], ablation=args.ablation, crossfit=args.crossfit)
     return 0
 
 

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _common import write_results  # the script's own folder is on sys.path
+
 import judge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,21 @@ def main() -> int:
                   f"{'n/a' if tsa is None else f'{tsa:.1f} %'}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+    def tsa(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f} %"
+
+    rows = [["none (clean)", figures["clean"]["errors"], "—", "—", tsa(clean.summary["tsa"])]]
+    rows += [[name, f["errors"], f"{f['flips']} / {f['turns']}", f["flips_to_correct"],
+              tsa(f["tsa"])] for name, f in figures.items() if name != "clean"]
+    write_results("injection", [{
+        "title": (f"Each injection appended to every user utterance of the example, judged by "
+                  f"{args.model} ({args.method})"),
+        "columns": ["injection", "error rows", "verdicts changed", "of which to correct", "TSA"],
+        "rows": rows,
+        "note": ("Error rows would mean a broken output contract; changed verdicts are against "
+                 "the clean run. The injections are in bench/injection_corpus.json."),
+    }], model=args.model, method=args.method)
     return 0
 
 

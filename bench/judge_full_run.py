@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import current_rss_mb, local_only, peak_rss_mb  # noqa: E402
+from _common import current_rss_mb, local_only, peak_rss_mb, write_results  # noqa: E402
 
 import judge  # noqa: E402 - after the path set-up that makes tests/ importable
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
@@ -37,7 +37,7 @@ CACHED_TARGET_S = 10.0
 
 
 def _run(label: str, config: Any, data: tuple[Any, Any, Any], server: ServerProcess,
-         out_dir: Path) -> tuple[Any, float, dict[str, Any]]:
+         out_dir: Path) -> tuple[Any, float, float, dict[str, Any]]:
     server.reset()
     start, cpu = time.perf_counter(), time.process_time()
     result = judge.evaluate(config, *data, out_dir=out_dir)
@@ -52,7 +52,7 @@ def _run(label: str, config: Any, data: tuple[Any, Any, Any], server: ServerProc
     if stats["total"] != calls["sent"]:
         print(f"  !! the server received {stats['total']} requests, the client reports "
               f"{calls['sent']}")
-    return result, wall, stats
+    return result, wall, cpu, stats
 
 
 def main() -> int:
@@ -84,16 +84,17 @@ def main() -> int:
                                     "cache_dir": cache_dir, "use_cache": True,
                                     "concurrency": args.concurrency, "timeout": 60.0})
         runs = Path(cache_dir) / "runs"
-        first, first_wall, first_stats = _run("run 1 (cache empty)", config, data, server,
-                                              runs / "first")
+        first, first_wall, first_cpu, first_stats = _run(
+            "run 1 (cache empty)", config, data, server, runs / "first")
         # keep what the comparison needs, not the whole first result: the figure is the peak
         # of one run, not of two results held at once
         first_verdicts = [r["verdict"] for r in first.rows]
         calls = first.summary["calls"]["sent"]
+        planned = first.summary["calls"]["planned"]
         del first
         gc.collect()
-        second, second_wall, second_stats = _run("run 2 (cached)     ", config, data, server,
-                                                 runs / "second")
+        second, second_wall, second_cpu, second_stats = _run(
+            "run 2 (cached)     ", config, data, server, runs / "second")
         ledger_mb = sum(p.stat().st_size for p in Path(cache_dir).glob("ledger.sqlite3*"))
         run_mb = sum(p.stat().st_size for p in (runs / "first").iterdir())
         print(f"ledger: {ledger_mb / 2**20:.0f} MB on disk; run directory: {run_mb / 2**20:.0f}"
@@ -118,6 +119,22 @@ def main() -> int:
     print("TARGETS MISSED:\n  " + "\n  ".join(missed) if missed else
           f"targets met: peak RSS < {PEAK_TARGET_MB:.0f} MB, cached re-run < "
           f"{CACHED_TARGET_S:.0f} s with zero requests")
+    verdict = ("targets missed: " + "; ".join(missed)) if missed else "targets met"
+    write_results("judge_full_run", [{
+        "title": (f"The full MultiWOZ test set, system {args.system}: {dialogues.num_turns:,} "
+                  f"turns, {planned:,} planned calls, {args.latency * 1000:g} ms latency, "
+                  f"concurrency {args.concurrency}, store on"),
+        "columns": ["run", "wall (s)", "client CPU (s)", "requests sent", "requests at the server"],
+        "rows": [["first (empty cache)", f"{first_wall:.1f}", f"{first_cpu:.1f}", f"{calls:,}",
+                  f"{first_stats['total']:,}"],
+                 ["re-run (from the ledger)", f"{second_wall:.1f}", f"{second_cpu:.1f}",
+                  f"{second.summary['calls']['sent']:,}", f"{second_stats['total']:,}"]],
+        "note": (f"Peak RSS {peak:.0f} MB; ledger {ledger_mb / 2**20:.0f} MB on disk, run "
+                 f"directory {run_mb / 2**20:.0f} MB; the re-run's verdicts "
+                 f"{'equal' if same else 'DIFFER FROM'} the first run's. Targets: peak RSS < "
+                 f"{PEAK_TARGET_MB:.0f} MB, cached re-run < {CACHED_TARGET_S:.0f} s with zero "
+                 f"requests: {verdict}."),
+    }], system=args.system)
     return 0
 
 

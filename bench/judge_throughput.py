@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402 - after the path set-up that makes tests/ importable
 from judge import plan_evaluation  # noqa: E402
@@ -179,6 +179,28 @@ def profile(server: ServerProcess, data: Data, concurrency: int, calls: int, cac
         print(f"{where[:70]:70s} {own:7.3f} {raw[(filename, line, name)][1]:>8}")
 
 
+def record(args: argparse.Namespace, runs: list[Run], small: Run, missed: list[str]) -> None:
+    """Write the printed figures to bench/results (one file per HTTP backend)."""
+    name = "judge_throughput" if args.backend == "aiohttp" else f"judge_throughput-{args.backend}"
+    rows = [[run.concurrency, run.calls, f"{run.turns / run.wall:.1f}",
+             f"{run.calls / run.wall:.1f}", f"{run.share:.1%}", f"{run.cpu_ms:.2f}",
+             f"{1000 * (run.cpu - small.cpu) / max(1, run.calls - small.calls):.2f}",
+             run.errors] for run in runs]
+    verdict = ("targets missed: " + "; ".join(missed)) if missed else "targets met"
+    write_results(name, [{
+        "title": (f"Judge throughput, http_backend {args.backend}, "
+                  f"{args.latency * 1000:.0f} ms per call, cache off"),
+        "columns": ["concurrency", "calls", "turns/s", "calls/s", "% of ideal",
+                    "client CPU per call (ms)", "marginal CPU per call (ms)", "error turns"],
+        "rows": rows,
+        "note": (f"Ideal is concurrency / latency. Client CPU per call counts everything in the "
+                 f"client process (planning, rendering, HTTP, parsing, per-run set-up: "
+                 f"{1000 * small.cpu:.0f} ms for one small run); the marginal figure leaves the "
+                 f"set-up out. Targets: >= {IDEAL_TARGET:.0%} of ideal up to concurrency "
+                 f"{IDEAL_UP_TO}, < {CPU_TARGET_MS:g} ms client CPU per call: {verdict}."),
+    }], backend=args.backend, latency_s=args.latency)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.3, help="server seconds per request")
@@ -235,6 +257,7 @@ def main() -> int:
             else:
                 print(f"targets met: >= {IDEAL_TARGET:.0%} of ideal up to concurrency "
                       f"{IDEAL_UP_TO}, < {CPU_TARGET_MS:g} ms client CPU per call")
+            record(args, runs, small, missed)
             if missed or args.profile:
                 top = max(args.concurrency)
                 profile(server, data, top, targets[top], work / "cache", args.backend)

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 from tests.fault_server import FaultConfig, ServerProcess, replicate_examples  # noqa: E402
 
@@ -142,6 +142,7 @@ def main() -> int:
                       f"{'distinct':>8} {'excess':>6} {'bound':>6} {'ok':>3} {'same':>5}")
             print(header)
             results = []
+            rows: list[list[Any]] = []
             for trial in range(1, args.trials + 1):
                 server.reset()
                 out = tmp / f"trial-{trial}"
@@ -166,6 +167,8 @@ def main() -> int:
                 bound = distinct + args.kills * args.concurrency
                 same = (out / "judgments.jsonl").exists() and _verdicts(out) == expected
                 results.append((paid, distinct, paid <= bound, same))
+                rows.append([trial, ", ".join(points), paid, distinct, paid - distinct,
+                             bound - distinct, "yes" if same else "NO"])
                 print(f"{trial:>5} {', '.join(points):>26} {paid:>6} {distinct:>8} "
                       f"{paid - distinct:>6} {bound - distinct:>6} "
                       f"{'yes' if paid <= bound else 'NO':>3} {'yes' if same else 'NO':>5}",
@@ -177,6 +180,23 @@ def main() -> int:
           f"{args.kills * args.concurrency}); total paid {sum(p for p, *_ in results)} for "
           f"{sum(d for _, d, *_ in results)} distinct")
     failed = [i + 1 for i, r in enumerate(results) if not (r[2] and r[3])]
+    if code != ROOT.resolve():
+        print("figures not written to bench/results: --code runs another checkout")
+        return 0
+    write_results("kill_resume", [{
+        "title": (f"kill -9 at a random moment, then --resume: {planned:,} planned calls, "
+                  f"concurrency {args.concurrency}, cache off, faults and re-asks"),
+        "columns": ["trial", "killed at (calls logged)", "paid completions", "distinct requests",
+                    "excess", "bound", "verdicts as uninterrupted"],
+        "rows": rows,
+        "note": (f"The uninterrupted run: {reference['completed']:,} paid completions for "
+                 f"{reference['distinct_bodies']:,} distinct requests "
+                 f"({reference['reask_requests']} re-asks). Excess paid per trial: max "
+                 f"{max(excess)}, mean {sum(excess) / len(excess):.1f}. Target: excess <= "
+                 f"{args.kills} x concurrency = {args.kills * args.concurrency} and the "
+                 f"verdicts of an uninterrupted run, every trial: "
+                 f"{'missed in trial(s) ' + ', '.join(map(str, failed)) if failed else 'met'}."),
+    }], kills=args.kills, seed=args.seed)
     print("TARGET MISSED in trial(s) " + ", ".join(map(str, failed)) if failed else
           "target met in every trial: paid <= distinct + concurrency, verdicts as the "
           "uninterrupted run")

@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402
 from judge.store import Claim, SQLiteLedger  # noqa: E402
@@ -143,6 +143,20 @@ def main() -> int:
     worst = max(paid, with_ledger - without)
     print(f"target < {TARGET_MS} ms per call: " + ("met" if worst < TARGET_MS else
                                                   f"MISSED ({worst:.3f} ms)"))
+    write_results("ledger_overhead", [{
+        "title": "What the ledger of paid calls costs per call (SQLite, WAL)",
+        "columns": ["measurement", "per call (ms CPU)"],
+        "rows": [[f"ledger alone: paid call (look-up, claim, record), {args.prefill:,} replies "
+                  "already in it", f"{paid:.3f}"],
+                 ["ledger alone: call answered from the ledger (one look-up)", f"{hit:.3f}"],
+                 [f"in a run of {calls:,} calls at concurrency 16 (median of {args.repeats}): "
+                  "client CPU with the ledger", f"{with_ledger:.3f}"],
+                 ["the same run with a ledger that records nothing", f"{without:.3f}"],
+                 ["the ledger's share inside a run", f"{with_ledger - without:+.3f}"]],
+        "note": (f"Replies of {len(_reply(0)):,} bytes take {size:,.0f} bytes on disk each. "
+                 f"Target: < {TARGET_MS} ms per call: "
+                 f"{'met' if worst < TARGET_MS else 'MISSED'}."),
+    }])
     return 0
 
 

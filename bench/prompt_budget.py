@@ -31,6 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import write_results  # noqa: E402
+
 import judge  # noqa: E402
 from judge.method import PromptSet  # noqa: E402
 from judge.model import ASSUMED_COMPLETION_TOKENS, counter_for, load_prices, usage_cost  # noqa: E402
@@ -85,8 +87,15 @@ def _plan(config: judge.JudgeConfig, data: tuple[Any, Any, Any],
     return judge.plan_evaluation(config, schema, dialogues, predictions, prompts=prompts)
 
 
-def template_sections(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> None:
+Table = dict[str, Any]
+
+
+def template_sections(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> list[Table]:
+    """Print every template's sections; return the two-dim table and the methods' totals."""
     counter = counter_for(args.model)
+    parts: dict[str, dict[str, Any]] = defaultdict(dict)  # two-dim: part -> dimension -> tokens
+    totals_rows: list[list[Any]] = []
+    order: list[str] = []
     for method in ("two-dim", "two-dim-cot", "direct", "cot"):
         plan = _plan(_config(args, method), data, args.prompts)
         by_dimension: dict[str, list[Any]] = defaultdict(list)
@@ -116,13 +125,32 @@ def template_sections(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> N
                          f"{statistics.fmean(totals):.0f}"))
             _table(f"{method}/{dimension} ({plan.config.prompt_variant}, {counter.encoding}, "
                    f"{len(calls)} calls on the sample)", ("section", "tokens"), rows)
+            totals_rows.append([method, dimension, len(calls), f"{statistics.fmean(totals):,.0f}"])
+            if method == "two-dim":
+                after = -1  # a part only one dimension has goes after its predecessor there
+                for label, tokens in rows:
+                    if label not in order:
+                        order.insert(after + 1, label)
+                    after = order.index(label)
+                    parts[label][dimension] = tokens
+    dimensions = sorted({d for by_dim in parts.values() for d in by_dim})
+    return [{
+        "title": (f"Tokens per call of the two-dim template ({args.variant}, {counter.encoding}), "
+                  "by part of the request; dialogue parts are means over the sample's calls"),
+        "columns": ["part", *dimensions],
+        "rows": [[label, *(parts[label].get(d, "—") for d in dimensions)] for label in order],
+    }, {
+        "title": "Whole request, mean tokens per call, every method",
+        "columns": ["method", "dimension", "calls on the sample", "tokens per call (mean)"],
+        "rows": totals_rows,
+    }]
 
 
 def _usd(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.2f}"
 
 
-def sample_costs(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> None:
+def sample_costs(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> Table:
     config = _config(args)
     plan = _plan(config, data, args.prompts)
     start = time.perf_counter()
@@ -149,14 +177,18 @@ def sample_costs(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> None:
          _usd(cost(figures["prompt_tokens"], figures["provider_cacheable_tokens"],
                    figures["to_send"])), f"{figures['to_send']:,}"),
     ]
-    _table(f"100-dialogue sample, system original, {args.model} "
-           f"({figures['tokenizer']}), replies {reply} tokens per call; dry run took "
-           f"{seconds:.1f} s", ("", "prompt tokens", "per call (acc / comp)", "cost live",
-                                "with prefix caching", "calls"), rows)
-    print(f"  the reference's own figure: ${ref['live']:.2f} live (its replies, ~140 tokens)")
+    title = (f"100-dialogue sample, system original, {args.model} ({figures['tokenizer']}), "
+             f"replies {reply} tokens per call")
+    header = ("", "prompt tokens", "per call (acc / comp)", "cost live", "with prefix caching",
+              "calls")
+    _table(f"{title}; dry run took {seconds:.1f} s", header, rows)
+    note = f"The reference's own figure: ${ref['live']:.2f} live (its replies, ~140 tokens)."
+    print(f"  {note}")
+    return {"title": title, "columns": ["implementation", *header[1:]],
+            "rows": [list(row) for row in rows], "note": note}
 
 
-def full_costs(args: argparse.Namespace, data_dir: Path) -> None:
+def full_costs(args: argparse.Namespace, data_dir: Path) -> Table:
     schema = judge.load_schema(data_dir / "schema.json")
     dialogues = judge.load_dialogues(data_dir / "dialogues.jsonl.gz")
     config = _config(args)
@@ -178,13 +210,18 @@ def full_costs(args: argparse.Namespace, data_dir: Path) -> None:
                  _usd(together["cost_usd"]["live_with_prompt_caching"])))
     three_ref = 3 * REFERENCE_FULL_ONE_SYSTEM
     rows.append(("reference, three separate runs (issue 13)", "", "", f"${three_ref:,.2f}", ""))
-    _table(f"Full test set ({len(dialogues)} dialogues), {args.model}, replies "
-           f"{ASSUMED_COMPLETION_TOKENS} tokens per call", ("systems", "requests", "prompt tokens",
-                                           "cost live", "with prefix caching"), rows)
+    title = (f"Full test set ({len(dialogues)} dialogues), {args.model}, replies "
+             f"{ASSUMED_COMPLETION_TOKENS} tokens per call")
+    header = ("systems", "requests", "prompt tokens", "cost live", "with prefix caching")
+    _table(title, header, rows)
     live = together["cost_usd"]["live"]
+    note = ""
     if live is not None:
-        print(f"  together / three reference runs: {live / three_ref:.1%} "
-              f"(target ≤ 50 %: ≤ ${three_ref / 2:,.2f})")
+        note = (f"Together / three reference runs: {live / three_ref:.1%} "
+                f"(target ≤ 50 %: ≤ ${three_ref / 2:,.2f}).")
+        print(f"  {note}")
+    return {"title": title, "columns": list(header), "rows": [list(row) for row in rows],
+            "note": note}
 
 
 def main() -> int:
@@ -206,11 +243,12 @@ def main() -> int:
     predictions = judge.load_predictions(args.data / "predictions" / "original.jsonl.gz",
                                          sample, schema)
     data = (schema, sample, predictions)
-    if args.sections:
-        template_sections(args, data)
-    sample_costs(args, data)
+    tables = template_sections(args, data) if args.sections else []
+    tables.append(sample_costs(args, data))
     if args.full:
-        full_costs(args, args.data)
+        tables.append(full_costs(args, args.data))
+    if args.prompts is None and args.sections:  # the project's own prompts, every table
+        write_results("prompt_budget", tables, model=args.model, variant=args.variant)
     return 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
@@ -140,6 +140,19 @@ def main() -> int:
           f"{'held' if worst <= args.rpm else 'EXCEEDED'}")
     print(f"most in any 1 s window: {max_in_window(arrivals, 1.0)}; queue time {elapsed:.0f} s; "
           f"the limit allows no less than {floor:.0f} s for {len(arrivals)} requests")
+    write_results("service_ratelimit", [{
+        "title": (f"Two replicas on one Postgres sharing {args.rpm} requests/minute: "
+                  f"{args.jobs} jobs of 22 calls, {args.slots} jobs per replica at once"),
+        "columns": ["figure", "value"],
+        "rows": [["jobs succeeded", f"{ok}/{len(finished)}"],
+                 ["jobs finished by replica", ", ".join(f"{name}: {count}" for name, count
+                                                        in sorted(by_replica.items()))],
+                 ["requests the model saw", f"{len(arrivals)} in {elapsed:.0f} s"],
+                 ["most requests in any 60 s window", f"{worst} (limit {args.rpm}: "
+                  f"{'held' if worst <= args.rpm else 'EXCEEDED'})"],
+                 ["most requests in any 1 s window", max_in_window(arrivals, 1.0)],
+                 ["least time the limit allows for these requests", f"{floor:.0f} s"]],
+    }], rpm=args.rpm, jobs=args.jobs)
     return 0 if ok == len(finished) and worst <= args.rpm else 1
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import write_results  # noqa: E402
+
 from judge.model import counter_for, usage_check  # noqa: E402
 
 
@@ -67,6 +69,15 @@ def main() -> int:
                         for i, (c, w) in enumerate(zip(row, widths, strict=True))))
         if n == 0:
             print("  ".join("-" * w for w in widths))
+    write_results("token_check", [{
+        "title": (f"Our prompt-token counts ({counter.encoding}, {counter.chat} chat format) "
+                  "against the usage the server reported, per cassette"),
+        "columns": list(header),
+        "rows": [list(row) for row in rows],
+        "note": ("'counted' is our offline count of each request (chat format and "
+                 "response-format schema included), 'reported' the server's "
+                 "usage.prompt_tokens; the cached estimate assumes a cold server with one slot."),
+    }], model=args.model)
     return 0
 
 

@@ -64,8 +64,46 @@ def loads(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return json.loads(text)
 
 
+def json_error_message(exc: json.JSONDecodeError, *, unit: str = "line") -> str:
+    """What is wrong with a JSON text, for a person: the column (and, for a text of several
+    lines, the line) where parsing stopped, the parser's reason, and "the line ends early" when
+    the text stops before its JSON does: a line cut off (a truncated download, a copy that
+    stopped) is the usual cause, and the parser's own words for it ("Unterminated string
+    starting at", "Invalid control character at", "Expecting value") do not say so.
+    ``unit`` names the text in that sentence (``line`` for JSON Lines, ``file``)."""
+    if isinstance(exc, JSONTooDeep):
+        return f"invalid JSON: {exc.msg}"
+    reason = re.sub(r"\s*(starting )?at$", "", exc.msg).strip() or "not JSON"
+    reason = reason[0].lower() + reason[1:]
+    doc = exc.doc if isinstance(exc.doc, str) else ""
+    where = f"column {exc.colno}" if unit == "line" else f"line {exc.lineno}, column {exc.colno}"
+    early = bool(doc) and _ends_early(exc, doc)
+    if early and exc.msg.startswith(("Unterminated string", "Invalid control character")):
+        reason = "a string is still open where the text stops"
+    text = f"invalid JSON at {where}: {reason}"
+    if early:
+        text += f"; the {unit} ends early (cut off?)"
+    return text
+
+
+def _ends_early(exc: json.JSONDecodeError, doc: str) -> bool:
+    """Whether parsing failed because the text stopped: an open string runs to its end, or
+    nothing but white space follows the point where the parser gave up."""
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    if exc.msg.startswith("Extra data"):
+        return False
+    return not doc[exc.pos:].strip() or (exc.msg.startswith("Invalid control character")
+                                         and not doc[exc.pos:].strip(" \t\r\n"))
+
+
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co"})
 _KEPT_CONTROLS = frozenset("\n\t")
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 label``, ``2 labels``, ``0 labels`` (``many`` when adding an s is wrong)."""
+    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
 
 
 def printable(text: object, *, newlines: bool = True) -> str:
@@ -186,7 +224,7 @@ def read_json(path: str | Path) -> Any:
     try:
         return loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
+        raise InputError(json_error_message(exc, unit="file"), path=path,
                          line=exc.lineno) from exc
     except RecursionError:
         raise InputError("JSON nested too deeply to read", path=path) from None
@@ -217,7 +255,7 @@ def validation_error(exc: ValidationError, *, path: str | Path, line: int | None
             shown = shown[:57] + "..."
         message += f" (got {shown})"
     if extra > 0:
-        message += f"; {extra} more problem(s) on this line"
+        message += f"; {plural(extra, 'more problem', 'more problems')} on this line"
     return InputError(message, path=path, line=line, field=format_loc(loc) or None)
 
 
@@ -226,6 +264,13 @@ def parse_line(model: type[BaseModel], text: str, *, path: str | Path, line: int
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
+        if exc.errors(include_url=False)[0].get("type") == "json_invalid":
+            try:  # the standard parser's account of the same error: column, a line cut off
+                loads(text)
+            except json.JSONDecodeError as bad:
+                raise InputError(json_error_message(bad), path=path, line=line) from None
+            except RecursionError:
+                pass
         raise validation_error(exc, path=path, line=line) from None
     except RecursionError:
         raise InputError("JSON nested too deeply to read", path=path, line=line) from None

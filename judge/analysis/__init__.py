@@ -59,6 +59,7 @@ from ._estimates import (
     ppi_mean,
     sample_estimates,
 )
+from ._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._labels import (
     HumanLabel,
     HumanLabels,
@@ -95,6 +96,8 @@ __all__ = [
     "DIFFERENCE_CORNERS",
     "DIFFERENCE_PSEUDO_UNITS",
     "ESTIMATE_HEADER",
+    "JUDGE_JGA_DEFINITION",
+    "JUDGE_JGA_SHORT",
     "JUDGE_NOTE",
     "POPULATION_HEADER",
     "PSEUDO_UNITS",

@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 
 from .._errors import InputError
-from .._io import loads, read_text, write_text
+from .._io import json_error_message, loads, read_text, write_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
@@ -426,7 +426,7 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
             try:
                 record = loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON ({exc.msg})", path=path, line=number) from None
+                raise InputError(json_error_message(exc), path=path, line=number) from None
             except RecursionError:
                 raise InputError("JSON nested too deeply to read", path=path,
                                  line=number) from None

@@ -583,8 +583,29 @@ class AuditInputs:
     runs: list[Run]
 
 
+DOWNLOADED_INPUTS = "inputs.json"
+"""What ``dst-judge results --out`` writes next to a service job's results: kind → path of
+the job's input file (a copy it downloaded), relative to the run directory."""
+
+
+def _downloaded(run: Run, name: str) -> Path | None:
+    """The copy of an input file that ``dst-judge results`` fetched with the run, if any."""
+    try:
+        pointer = json.loads((run.path / DOWNLOADED_INPUTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    relative = pointer.get(name) if isinstance(pointer, dict) else None
+    if not isinstance(relative, str):
+        return None
+    found = (run.path / relative).resolve()
+    inside = found.is_relative_to(run.path.resolve())  # a pointer never leaves the run
+    return found if inside and found.is_file() else None
+
+
 def _recorded(run: Run, name: str) -> Path | None:
-    """A data file a judge run recorded (its manifest, else its summary), if it still exists."""
+    """A data file a judge run recorded (its manifest, else the copy ``dst-judge results``
+    downloaded, else its summary), if it still exists."""
+    downloaded = _downloaded(run, name)
     manifest_path = run.path / "manifest.json"
     recorded: Any = None
     if manifest_path.is_file():
@@ -593,11 +614,13 @@ def _recorded(run: Run, name: str) -> Path | None:
                         .get("sources") or {}).get(name)
         except (OSError, ValueError, AttributeError):
             recorded = None
+    if recorded is None and downloaded is not None:
+        return downloaded
     if recorded is None:
         recorded = (run.summary.get("data") or {}).get(name)
     if isinstance(recorded, str) and Path(recorded).is_file():
         return Path(recorded)
-    return None
+    return downloaded
 
 
 def _unique_names(sources: list[AuditSource]) -> None:

@@ -16,6 +16,7 @@ from ..pipeline import Run
 from ._agreement import Bootstrap, compare_raters, read_ratings
 from ._estimates import Tuning, sample_estimates
 from ._labels import TurnKey, row_key
+from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
 from ._sampling import Sample
 
 
@@ -46,9 +47,10 @@ def _kappas(run: Run, human: Mapping[TurnKey, int] | None,
 def method_table(runs: Sequence[Run],
                  human: Mapping[TurnKey, int] | None = None, *,
                  boot: Bootstrap | None = None) -> dict[str, Any]:
-    """One row per run: agreement and Cohen's kappa (with a bootstrap interval) against each
-    RULE version (and humans), TSA, judge JGA, calls, tokens, errors. Runs must cover the same
-    turns, so that the figures are comparable."""
+    """One row per run: its system and predictions file, agreement and Cohen's kappa (with a
+    bootstrap interval) against each RULE version (and humans), TSA, judge JGA, calls, tokens,
+    errors. Runs must cover the same turns, so that the figures are comparable; ``differs_in``
+    lists the aspects the runs differ in, and ``warning`` says so when there are several."""
     boot = boot or Bootstrap()
     if not runs:
         raise DataMismatchError("no runs to compare")
@@ -59,11 +61,13 @@ def method_table(runs: Sequence[Run],
                 f"runs cover different turns ({len(run.rows)} vs {len(runs[0].rows)}); compare "
                 "methods on the same dialogues", path=run.path)
     table = []
-    for run in runs:
+    identities = [run_identity(run) for run in runs]
+    for run, identity in zip(runs, identities, strict=True):
         s = run.summary
         versions = list(s.get("rule", {}))
         row: dict[str, Any] = {
             "run": str(run.path), "method": run.label, "model": s.get("options", {}).get("model"),
+            "system": identity["system"], "predictions_file": identity["predictions_file"],
             "rule_match": s.get("rule_match"),
             "agreement": {v: s["rule"][v].get("agreement") for v in versions},
             "tsa": s.get("tsa"), "judge_jga": s.get("judge_jga"),
@@ -76,7 +80,9 @@ def method_table(runs: Sequence[Run],
             row["agreement"]["human"] = _agreement(run.rows, human)
         row["kappa"] = _kappas(run, human, boot)
         table.append(row)
-    return {"turns": len(reference), "methods": table}
+    differs = differing_aspects(identities)
+    return {"turns": len(reference), "methods": table, "differs_in": differs,
+            "warning": mixed_comparison_warning(differs)}
 
 
 def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]],

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from .._io import check_output_dir
+from .._io import check_output_dir, plural
 from ..model import ReplyLimits, download, read_output, status
 from ..pipeline import (
     EvaluationPlan,
@@ -115,10 +115,13 @@ def run_prepare(args: argparse.Namespace, console: Console) -> int:
                                    for p in systems]
     if len(plans) == 1:
         written = write_requests(plans[0], args.out)
-        shared = (f"; {written.duplicates} call(s) share a body with another and are asked "
-                  "once" if written.duplicates else "")
-        say(console, f"wrote {written.requests} requests for {written.calls} calls "
-                     f"({len(plans[0].turns)} turns){shared}")
+        one = written.duplicates == 1
+        shared = (f"; {plural(written.duplicates, 'call')} {'shares' if one else 'share'} a "
+                  f"body with another and {'is' if one else 'are'} asked once"
+                  if written.duplicates else "")
+        say(console, f"wrote {plural(written.requests, 'request')} for "
+                     f"{plural(written.calls, 'call')} "
+                     f"({plural(len(plans[0].turns), 'turn')}){shared}")
     else:
         names = system_dirs(systems)
         written = write_requests(plans, args.out, names=names)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .._io import printable
 from ..data import (
     FORMAT_NAMES,
     KINDS,
@@ -16,10 +17,12 @@ from ..data import (
     PredictionSet,
     Schema,
     convert,
+    describe_out_of_schema,
     get_format,
     load_dialogues,
     load_predictions,
     load_schema,
+    out_of_schema_slots,
     write_conversion,
 )
 from ._report import say
@@ -57,11 +60,23 @@ def load_dialogues_noted(path: str, schema: Schema | None) -> DialogueSet:
     return dialogues
 
 
-def load_predictions_noted(path: str, dialogues: DialogueSet,
-                           schema: Schema | None) -> PredictionSet:
+def load_predictions_noted(path: str, dialogues: DialogueSet, schema: Schema | None, *,
+                           warn_slots: bool = True) -> PredictionSet:
+    """Predictions read with the notes of :func:`announce` and, with ``warn_slots``, a warning
+    naming the predicted slot names outside the schema (``metrics`` words it in its report)."""
     predictions = load_predictions(path, dialogues, schema)
     announce(predictions)
+    if warn_slots and schema is not None:
+        warn_out_of_schema(predictions.path, out_of_schema_slots(predictions.out_of_schema,
+                                                                 schema))
     return predictions
+
+
+def warn_out_of_schema(path: str, slots: list[Any]) -> None:
+    """One stderr warning about the slot names of ``path`` the schema does not have."""
+    sentence = describe_out_of_schema(slots)
+    if sentence:
+        print(printable(f"dst-judge: warning: {path}: {sentence}"), file=sys.stderr)
 
 
 def add_parser(commands: Any) -> None:

@@ -11,7 +11,8 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
-from .._io import check_output_dir, printable
+from .._io import check_output_dir, plural, printable
+from ..analysis import JUDGE_JGA_DEFINITION
 from ..model import cassette_client
 from ..pipeline import (
     TRANSPORT_OPTIONS,
@@ -45,7 +46,8 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p = commands.add_parser(
         "evaluate", help="judge every turn with an LLM (two-dimensional judge) and score it",
         description="Judge each predicted turn state with an LLM (accuracy and completeness), "
-        "integrate the verdicts into TSA and judge JGA, and compare with RULE verdicts.")
+        "integrate the verdicts into TSA and judge JGA, and compare with RULE verdicts.",
+        epilog=JUDGE_JGA_DEFINITION)
     add_data_options(p, many=True, many_help="or directories of them: several systems are "
                      "judged together, each distinct request sent once (--out then holds one "
                      "run directory per system)")
@@ -137,8 +139,8 @@ def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
         args.run, overrides=overrides, on_progress=on_progress, handle_signals=True))
-    say(console, f"re-ran {result.summary['calls'].get('retried', 0)} failed call(s); the "
-                  "others came from the run log")
+    retried = int(result.summary["calls"].get("retried", 0))
+    say(console, f"re-ran {plural(retried, 'failed call')}; the others came from the run log")
     return finish(result, args.run, console)
 
 
@@ -187,7 +189,9 @@ def finish(result: EvaluationResult, out: str, console: Console) -> int:
         print(printable(f"dst-judge: nothing could be judged: every turn is an error row "
                         f"(first: {examples[0]})", newlines=False), file=sys.stderr)
     elif status is ExitStatus.ERROR_ROWS:
-        print(f"dst-judge: {result.summary.get('error_turns')} turn(s) are error rows; "
+        errors = int(result.summary.get("error_turns") or 0)
+        rows = "is an error row" if errors == 1 else "are error rows"
+        print(f"dst-judge: {plural(errors, 'turn')} {rows}; "
               f"'dst-judge retry-errors {printable(out, newlines=False)}' sends their calls "
               "again", file=sys.stderr)
     return int(status)

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._io import plural
+
 __all__ = ["add_parsers"]
 
 
@@ -80,7 +82,7 @@ def run_import(args: argparse.Namespace, console: Console) -> int:
 
     records = import_decisions(args.decisions, annotator=args.annotator)
     count = write_labels(records, args.out)
-    console.print(f"wrote {count} human label(s) to {args.out}", markup=False)
+    console.print(f"wrote {plural(count, 'human label')} to {args.out}", markup=False)
     return 0
 
 

@@ -9,11 +9,20 @@ from typing import Any
 
 from rich.console import Console
 
-from .._errors import OptionError
-from .._io import printable
-from ..data import FILE_KINDS, json_schema, validate_file
+from .._errors import InputError, OptionError
+from .._io import plural, printable
+from ..data import (
+    FILE_KINDS,
+    OutOfSchemaSlot,
+    describe_out_of_schema,
+    json_schema,
+    load_schema,
+    out_of_schema_slots,
+    predicted_slot_names,
+    validate_file,
+)
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
-from ._convert import load_predictions_noted
+from ._convert import load_predictions_noted, warn_out_of_schema
 from ._options import add_data_options, disambiguate, load_data, metric_options
 from ._report import print_metrics, say
 
@@ -67,6 +76,12 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--limit", type=int, default=100,
                    help="stop after this many problems (default: 100)")
     p.add_argument("--print-schema", action="store_true", help="print the JSON Schema")
+    p.add_argument("--schema", metavar="S",
+                   help="predictions: also check every predicted slot name against this schema "
+                   "and name the closest schema slot for each one outside it (a warning)")
+    p.add_argument("--strict", action="store_true",
+                   help="with --schema: slot names outside the schema are problems (exit 2), "
+                   "not warnings")
     p.set_defaults(handler=run_validate)
 
 
@@ -80,7 +95,8 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
         undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
         breakdowns=not args.no_breakdowns)
     schema, dialogues = load_data(args)
-    predictions = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
+    predictions = [load_predictions_noted(p, dialogues, schema, warn_slots=False)
+                   for p in args.predictions]
     disambiguate(predictions)
     report = compute_metrics(dialogues, predictions, schema, options, gold=args.gold)
     print_metrics(report, console)
@@ -96,12 +112,34 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if not args.file:
         raise OptionError("validate needs a FILE (or --print-schema)")
+    if args.schema and args.kind != "predictions":
+        raise OptionError("--schema checks the slot names of a predictions file; "
+                          f"it does not apply to a {args.kind} file")
+    if args.strict and not args.schema:
+        raise OptionError("--strict needs --schema (the schema the slot names are checked "
+                          "against)")
     problems = validate_file(args.kind, args.file, limit=args.limit)
+    outside = (_slot_names_outside(args.file, args.schema)
+               if args.schema and not problems else [])
+    if outside and args.strict:
+        problems.append(InputError(describe_out_of_schema(outside) or "", path=args.file))
+    elif outside:
+        warn_out_of_schema(args.file, outside)
     for problem in problems:
         print(printable(problem), file=sys.stderr)
     if problems:
-        print(printable(f"dst-judge: {len(problems)} problem(s) in {args.file}"),
+        print(printable(f"dst-judge: {plural(len(problems), 'problem')} in {args.file}"),
               file=sys.stderr)
         return 2
     say(console, f"{args.file}: valid {args.kind} file")
+    if args.kind == "predictions" and not args.schema:
+        say(console, "slot names not checked against a schema (add --schema S to check them)")
     return 0
+
+
+def _slot_names_outside(path: str, schema_path: str) -> list[OutOfSchemaSlot]:
+    """The predicted slot names of a valid native predictions file that ``schema_path`` does
+    not have. (A file in another format is converted with the help of its dialogues, which
+    validate does not read: evaluate and metrics report its names.)"""
+    schema = load_schema(schema_path)
+    return out_of_schema_slots(predicted_slot_names(path), schema)

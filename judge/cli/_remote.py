@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._errors import OptionError
+from .._io import printable
 from ..client import Client
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
@@ -69,8 +70,12 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     results = commands.add_parser("results", help="fetch a finished job's results")
     results.add_argument("job_id")
     _server(results)
-    results.add_argument("--out", metavar="DIR", help="write summary.json and judgments.jsonl "
-                         "(a run directory for agreement, compare, systems, audit)")
+    results.add_argument("--out", metavar="DIR", help="write summary.json, judgments.jsonl "
+                         "and the job's schema, dialogues and predictions (inputs/, listed in "
+                         "inputs.json): a run directory for agreement, compare, systems, audit")
+    results.add_argument("--no-inputs", action="store_true",
+                         help="with --out: leave the input files out (audit then needs "
+                         "--dialogues)")
     results.add_argument("--export", metavar="FILE", help="save the job's bundle (.tar.gz)")
     results.add_argument("--json", action="store_true", help="print the summary JSON")
     results.set_defaults(handler=_run_results)
@@ -139,6 +144,8 @@ def _run_submit(args: argparse.Namespace, console: Console) -> int:
     with _client(args) as client:
         job = client.submit(args.kind, _inputs(client, args), _options(args), mode=args.mode)
         console.print(f"queued {job['id']} ({job['kind']})", highlight=False)
+        for warning in job.get("warnings") or ():
+            print(printable(f"dst-judge: warning: {warning['message']}"), file=sys.stderr)
         if not args.wait:
             print(job["id"])
             return 0
@@ -193,16 +200,25 @@ def _run_jobs(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             print(json.dumps(items, indent=2))
             return 0
-        from rich.table import Table
-
-        table = Table("id", "kind", "status", "progress", "cost", "created")
-        for job in items:
-            p = job["progress"]
-            done = f"{p['done']}/{p['total']}" if p.get("total") else ""
-            table.add_row(job["id"], job["kind"], job["status"], done,
-                          f"${p['cost_usd']:.4f}", job["created_at"])
-        console.print(table)
+        console.print(jobs_table(items))
     return 0
+
+
+def jobs_table(items: list[dict[str, Any]]) -> Any:
+    """The job list. Ids are printed whole on any terminal (``results`` needs them): the id
+    column never wraps or shrinks; the others give way, the creation time first."""
+    from rich.table import Column, Table
+
+    width = max((len(str(job["id"])) for job in items), default=2)
+    table = Table(Column("id", no_wrap=True, min_width=width), "kind", "status", "progress",
+                  "cost", Column("created", overflow="fold"))
+    for job in items:
+        p = job["progress"]
+        done = f"{p['done']}/{p['total']}" if p.get("total") else ""
+        created = str(job["created_at"] or "").replace("T", " ")[:19]  # to the second
+        table.add_row(printable(job["id"]), job["kind"], job["status"], done,
+                      f"${p['cost_usd']:.4f}", created)
+    return table
 
 
 def _show(job: dict[str, Any], console: Console) -> int:
@@ -222,9 +238,11 @@ def _run_results(args: argparse.Namespace, console: Console) -> int:
             client.export(args.job_id, args.export)
             console.print(f"wrote {escape(args.export)}")
         if args.out:
-            folder = client.download_run(args.job_id, args.out)
+            folder = client.download_run(args.job_id, args.out, inputs=not args.no_inputs)
             console.print(f"wrote {escape(str(folder / 'judgments.jsonl'))} and "
-                          f"{escape(str(folder / 'summary.json'))}")
+                          f"{escape(str(folder / 'summary.json'))}"
+                          + ("" if args.no_inputs else
+                             f", inputs in {escape(str(folder / 'inputs'))}"))
         summary = client.results(args.job_id)
         if args.json or job["kind"] not in ("evaluate", "retry-errors"):
             print(json.dumps(summary, indent=2, ensure_ascii=False))

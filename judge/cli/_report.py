@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._io import printable
+from .._io import plural, printable
 from ..metrics import MetricsReport
 
 
@@ -109,19 +109,23 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
         inputs = system.inputs
         oos = inputs["out_of_schema_slots"]
         if oos:
-            names = ", ".join(list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
+            hints = inputs.get("out_of_schema_suggestions") or {}
+            names = ", ".join(
+                name + (f": closest schema slot {hints[name]}" if hints.get(name) else "")
+                for name in list(oos)[:5]) + (" ..." if len(oos) > 5 else "")
             console.print(line((printable(system.name), "yellow"),
-                               f": {len(oos)} predicted slot name(s) outside the schema in "
-                               f"{inputs['turns_with_out_of_schema_slots']} turns ({names}); "
+                               f": {plural(len(oos), 'predicted slot name')} outside the schema "
+                               f"in {plural(inputs['turns_with_out_of_schema_slots'], 'turn')} "
+                               f"({names}); "
                                "they count as errors."))
         if inputs.get("renamed_slots"):
             count = sum(inputs["renamed_slots"].values())
             console.print(line((printable(system.name), "cyan"),
-                               f": {count} predicted slot name(s) read as the schema's "
+                               f": {plural(count, 'predicted slot name')} read as the schema's "
                                f"({', '.join(list(inputs['renamed_slots'])[:3])})."))
         if inputs["integration_mismatches"]:
             console.print(line((printable(system.name), "yellow"),
-                               f": {inputs['integration_mismatches']} turn(s) whose "
+                               f": {plural(inputs['integration_mismatches'], 'turn')} whose "
                                "pred_turn_state does not integrate into pred_state, e.g. "
                                f"{inputs['integration_examples'][0]}"))
 
@@ -161,6 +165,11 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     share = summary.get("static_prompt_share")
     _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
+    if summary.get("judge_jga") is not None:
+        from ..analysis import JUDGE_JGA_SHORT
+
+        console.print(JUDGE_JGA_SHORT + " (dst-judge evaluate --help defines it)",
+                      style="dim", highlight=False)
     for example in summary["errors"]["examples"]:
         console.print(line(("error row", "yellow"), " ", example), highlight=False)
 
@@ -223,11 +232,12 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         print_estimates(population, console)
     human = report.get("human")
     if human and human["unknown"]["count"]:
-        console.print(text(f"{human['unknown']['count']} human label(s) refer to turns this "
-                           "run does not contain", style="yellow"))
+        console.print(text(f"{plural(human['unknown']['count'], 'human label')} "
+                           f"{'refers' if human['unknown']['count'] == 1 else 'refer'} to turns "
+                           "this run does not contain", style="yellow"))
     if human and human.get("unsure"):
-        console.print(text(f"{human['unsure']} label(s) marked unsure are left out of every "
-                           "figure"))
+        console.print(text(f"{plural(human['unsure'], 'label')} marked unsure "
+                           f"{'is' if human['unsure'] == 1 else 'are'} left out of every figure"))
 
 
 def print_estimates(block: dict[str, Any], console: Console) -> None:
@@ -282,8 +292,20 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
             out.add_row(text(f"  {label}"), text(value),
                         text(_kappa_cell((m.get("kappa") or {}).get(version))), "", "", "")
     console.print(out)
+    for m in methods:  # what each row judged: two runs of one method may be of two systems
+        console.print(text(f"{m['method']}: {_run_names(m)} ({m['run']})"))
     console.print(text("calls / tokens: " + "; ".join(
         f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
+    if table.get("warning"):
+        console.print(text(f"warning: {table['warning']}", style="yellow"))
+
+
+def _run_names(method: dict[str, Any]) -> str:
+    """Under a method's name: the system, the predictions file and the model of its run."""
+    parts = [f"system {method.get('system') or '?'}", method.get("predictions_file") or "?"]
+    if method.get("model"):
+        parts.append(f"model {method['model']}")
+    return " · ".join(str(p) for p in parts)
 
 
 def print_systems(table: dict[str, Any], console: Console | None = None) -> None:

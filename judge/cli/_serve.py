@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +20,10 @@ from rich.table import Table
 from .._errors import OptionError
 
 _EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
+LIMIT_FLAGS = ("max_unpacked_mb", "max_ratio", "max_record_mb", "max_json_mb",
+               "project_quota_gb", "body_timeout_seconds", "body_idle_seconds",
+               "header_timeout_seconds", "auth_failures_per_minute", "requests_per_minute",
+               "trusted_proxies")
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -49,6 +54,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     revoke.add_argument("token_id")
     _db_args(revoke)
     revoke.set_defaults(handler=_run_token_revoke)
+    rotate = steps.add_parser("rotate", help="a new secret for a reviewer: the live token "
+                              "called NAME is revoked and replaced by one with the same name, "
+                              "scopes and spending cap (its labels and usage stay its)")
+    rotate.add_argument("name", help="the token's name (the reviewer)")
+    rotate.add_argument("--project", required=True, help="the project of the token")
+    _db_args(rotate)
+    rotate.set_defaults(handler=_run_token_rotate)
     copy = sub.add_parser("copy-db", help="copy every row of one service database into "
                           "another, empty one (SQLite → Postgres)")
     copy.add_argument("--from", dest="source", required=True, metavar="URL",
@@ -60,9 +72,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="database URL (default: SQLite in the data directory; env "
-                   "DST_JUDGE_SERVE_DB)")
-    p.add_argument("--data-dir", help="server data directory (env DST_JUDGE_SERVE_DATA_DIR)")
+    """--db and --data-dir here mean what they mean before ``token`` (SUPPRESS: not given
+    here leaves the value given there, or the environment's)."""
+    p.add_argument("--db", default=argparse.SUPPRESS, help="database URL (default: SQLite in "
+                   "the data directory; env DST_JUDGE_SERVE_DB)")
+    p.add_argument("--data-dir", default=argparse.SUPPRESS,
+                   help="server data directory (env DST_JUDGE_SERVE_DATA_DIR)")
+    p.add_argument("--init", action="store_true", help="create the database when there is "
+                   "none yet (otherwise a token command refuses to make a new, empty one)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -72,11 +89,17 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=None, help="port (default 8765)")
     p.add_argument("--db", help="database URL: sqlite:///PATH or postgresql://... (default: "
                    "SQLite in the data directory; env DST_JUDGE_SERVE_DB)")
-    p.add_argument("--data-dir", help="data directory (default: the user data dir)")
+    p.add_argument("--data-dir", help="data directory (default: the user data dir; env "
+                   "DST_JUDGE_SERVE_DATA_DIR)")
     p.add_argument("--endpoints", metavar="FILE", help="TOML/JSON file of named model "
                    "endpoints: base_url, api_key_env, models, rpm, tpm, max_concurrency")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL",
                    help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
+    p.add_argument("--replay", metavar="CASSETTES",
+                   help="add an endpoint 'replay' (the default one) that answers exactly the "
+                   "requests recorded in this cassette file or folder, e.g. cassettes/: try "
+                   "the service without a key (model 'local'; other requests become error "
+                   "rows)")
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
                    "(default 4; 0 = API only)")
     p.add_argument("--no-worker", action="store_const", const=0, dest="job_slots",
@@ -104,7 +127,31 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retention-days", type=float,
                    help="delete finished jobs, unused files and ledger replies older than "
                    "this (default: keep)")
-    p.add_argument("--max-upload-mb", type=float, help="largest upload (default 200)")
+    p.add_argument("--max-upload-mb", type=float, help="largest upload body as sent, in MB "
+                   "(default 200)")
+    p.add_argument("--max-unpacked-mb", type=float, help="largest upload once unpacked, a "
+                   "bundle's members together (default 512)")
+    p.add_argument("--max-ratio", type=float, help="largest compression ratio of a .gz upload "
+                   "(default 100)")
+    p.add_argument("--max-record-mb", type=float, help="largest JSON Lines line, or file that "
+                   "is one JSON document, in MB (default 16)")
+    p.add_argument("--max-json-mb", type=float, help="largest JSON request body (default 2)")
+    p.add_argument("--project-quota-gb", type=float, help="unpacked size of one project's "
+                   "files (default 10)")
+    p.add_argument("--body-timeout", type=float, dest="body_timeout_seconds",
+                   help="seconds a client may take to send a request body (default 300)")
+    p.add_argument("--body-idle", type=float, dest="body_idle_seconds",
+                   help="seconds between two parts of a request body (default 30)")
+    p.add_argument("--header-timeout", type=float, dest="header_timeout_seconds",
+                   help="seconds a connection may take to send its request head (default 10)")
+    p.add_argument("--auth-failures-per-minute", type=int, help="failed authentications per "
+                   "client address and minute before 429 (default 30; 0: no limit)")
+    p.add_argument("--requests-per-minute", type=int, help="requests per token and minute "
+                   "before 429 (default 1200; 0: no limit)")
+    p.add_argument("--trusted-proxy", action="append", dest="trusted_proxies", metavar="ADDR",
+                   help="address or network of a reverse proxy whose X-Forwarded-For and "
+                   "-Proto are believed (repeat for several; default: loopback; 'none': "
+                   "nobody)")
     p.add_argument("--max-job-budget", type=float, metavar="USD",
                    help="spending cap of every job")
     p.add_argument("--share-cache", action="store_true", default=None,
@@ -123,13 +170,14 @@ def _settings(args: argparse.Namespace) -> Any:
     except ImportError:
         raise OptionError(_EXTRA) from None
     values: dict[str, Any] = {
-        "db": args.db or os.environ.get("DST_JUDGE_SERVE_DB"),
-        "data_dir": args.data_dir or os.environ.get("DST_JUDGE_SERVE_DATA_DIR"),
+        "db": getattr(args, "db", None) or os.environ.get("DST_JUDGE_SERVE_DB"),
+        "data_dir": (getattr(args, "data_dir", None)
+                     or os.environ.get("DST_JUDGE_SERVE_DATA_DIR")),
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
                  "worker_mode", "worker_processes", "batch_poll_seconds", "max_attempts",
-                 "listen"):
+                 "listen", *LIMIT_FLAGS):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):
@@ -141,6 +189,11 @@ def _settings(args: argparse.Namespace) -> Any:
             raise OptionError(f"--endpoint expects NAME=URL (got {item!r})")
         endpoints[name] = {"base_url": url,
                            "api_key_env": f"DST_JUDGE_KEY_{name.upper().replace('-', '_')}"}
+    if getattr(args, "replay", None):
+        from ..service import replay_endpoint
+
+        endpoints["replay"] = replay_endpoint(args.replay)
+        values["default_endpoint"] = "replay"
     if endpoints:
         values["endpoints"] = endpoints
     return build_settings(values)
@@ -164,13 +217,37 @@ def _run_serve(args: argparse.Namespace, console: Console) -> int:
 
 
 def _database(args: argparse.Namespace) -> Any:
+    """The server's database; one that does not exist yet is created only with --init (a
+    token in a database no server reads would be refused with no hint why)."""
     settings = _settings(args)
-    from ..service import Database
+    from ..service import Database, has_tokens_table
 
+    url = settings.db_url
+    where = url.split("@")[-1]
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        fresh = True
+    else:
+        probe = Database(url)
+        try:
+            fresh = not has_tokens_table(probe)
+        finally:
+            probe.dispose()
+    if fresh and not getattr(args, "init", False):
+        raise OptionError(f"there is no service database at {where}: this would create a new, "
+                          "empty one that no running server reads. Give the server's "
+                          "--data-dir or --db (before or after 'token', or in "
+                          "DST_JUDGE_SERVE_DATA_DIR / DST_JUDGE_SERVE_DB), or add --init to "
+                          "create it")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    db = Database(settings.db_url)
+    db = Database(url)
     db.migrate()
     return db
+
+
+def _note(text: str) -> None:
+    """What a token command says about the token goes to stderr: stdout holds the token alone,
+    so ``TOKEN=$(dst-judge serve token create ...)`` works."""
+    Console(stderr=True, highlight=False).print(text)
 
 
 def _run_token_create(args: argparse.Namespace, console: Console) -> int:
@@ -182,9 +259,8 @@ def _run_token_create(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps({**record, "token": token}, indent=2))
     else:
-        console.print(f"token {record['id']} for project {escape(args.project)} "
-                      f"({', '.join(record['scopes'])}); store it now, it is not shown again:",
-                      highlight=False)
+        _note(f"token {record['id']} for project {escape(args.project)} "
+              f"({', '.join(record['scopes'])}); store it now, it is not shown again:")
         print(token)
     return 0
 
@@ -212,6 +288,20 @@ def _run_token_revoke(args: argparse.Namespace, console: Console) -> int:
     if not revoke_token(_database(args), args.token_id):
         raise OptionError(f"no active token {args.token_id!r}")
     console.print(f"revoked {escape(args.token_id)}")
+    return 0
+
+
+def _run_token_rotate(args: argparse.Namespace, console: Console) -> int:
+    from ..service import rotate_token
+
+    token, record = rotate_token(_database(args), args.project, args.name)
+    if args.json:
+        print(json.dumps({**record, "token": token}, indent=2))
+    else:
+        _note(f"token {record['id']} replaces {record['replaces']} for "
+              f"{escape(args.name)} in {escape(args.project)}; store it now, it is not "
+              "shown again:")
+        print(token)
     return 0
 
 

@@ -18,6 +18,9 @@ import httpx
 from .._errors import ServiceError
 
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
+INPUTS_FILE = "inputs.json"
+"""In a run directory written by :meth:`Client.download_run`: kind → path of the job's input
+file, relative to the directory (``audit`` reads its dialogues and schema from there)."""
 
 
 class Client:
@@ -153,11 +156,16 @@ class Client:
                 if line.strip():
                     yield json.loads(line)
 
-    def download_run(self, job_id: str, out_dir: str | Path) -> Path:
+    def download_run(self, job_id: str, out_dir: str | Path, *, inputs: bool = True) -> Path:
         """Write ``summary.json`` and ``judgments.jsonl``: a run directory that ``agreement``,
-        ``compare``, ``systems`` and ``audit`` read."""
+        ``compare``, ``systems`` and ``audit`` read. With ``inputs`` (the default), also the
+        job's schema, dialogues and predictions under ``inputs/<kind>/<name>`` and their paths
+        in ``inputs.json`` (:data:`INPUTS_FILE`), where ``audit`` finds its dialogues and
+        schema."""
         folder = Path(out_dir)
         folder.mkdir(parents=True, exist_ok=True)
+        if inputs:
+            self._download_inputs(job_id, folder)
         summary = self.results(job_id)
         with (folder / "judgments.jsonl").open("w", encoding="utf-8") as handle:
             for row in self.judgments(job_id):
@@ -165,6 +173,33 @@ class Client:
         (folder / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False)
                                              + "\n", encoding="utf-8")
         return folder
+
+    def _download_inputs(self, job_id: str, folder: Path) -> None:
+        """The files an evaluate job read (a retry's: those of the run it retried)."""
+        job = self.job(job_id)
+        seen = {job_id}
+        while job["kind"] == "retry-errors" and job["inputs"].get("run") not in seen:
+            seen.add(job["inputs"]["run"])
+            job = self.job(job["inputs"]["run"])
+        written: dict[str, str] = {}
+        for kind in ("schema", "dialogues", "predictions"):
+            file_id = job["inputs"].get(kind)
+            if not isinstance(file_id, str):
+                continue
+            record = self._json("GET", f"/v1/files/{file_id}")
+            name = Path(str(record.get("name") or kind)).name or kind  # no folder from afar
+            target = folder / "inputs" / kind / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._http.stream("GET", f"/v1/files/{file_id}/content") as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                with target.open("wb") as handle:
+                    for block in response.iter_bytes():
+                        handle.write(block)
+            written[kind] = target.relative_to(folder).as_posix()
+        (folder / INPUTS_FILE).write_text(json.dumps({"job": job_id, **written}, indent=2)
+                                          + "\n", encoding="utf-8")
 
     def export(self, job_id: str, path: str | Path) -> Path:
         """Save the job's bundle (``.tar.gz``) to ``path``."""

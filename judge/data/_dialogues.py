@@ -329,37 +329,56 @@ def load_dialogues(path: str | Path, *, schema: Schema | None = None,
     converted file that holds one annotation version (MultiWOZ ``data.json``: default from the
     path, e.g. ``2.4``).
     """
-    source_format, records = _records(Dialogue, path, "dialogues",
-                                      Context(schema=schema, version=version), fmt)
-    dialogues: list[Dialogue] = []
-    index: dict[str, int] = {}
-    versions: tuple[str, ...] | None = None
-    renamed: Counter[str] = Counter()
-    for loc, dialogue in records:
-        key = dialogue_key(dialogue.dialogue_id)
-        if key in index:
-            raise loc.error(f"duplicate dialogue id {dialogue.dialogue_id!r}", "dialogue_id")
+    scan = DialogueScan(path, schema=schema, version=version, fmt=fmt)
+    dialogues = list(scan)
+    if not dialogues:
+        raise InputError("no dialogues in file", path=path)
+    return DialogueSet(str(path), dialogues, scan.versions or (), scan.index,
+                       source_format=scan.source_format, renamed=scan.renamed)
+
+
+class DialogueScan:
+    """The dialogues of a file one at a time, with every check of :func:`load_dialogues`
+    (duplicate ids, turn order, one set of gold versions), for a reader that must not hold
+    the whole file (the service checks uploads this way). After the loop: ``versions``,
+    ``index`` (dialogue key → position), ``renamed`` and ``source_format``."""
+
+    def __init__(self, path: str | Path, *, schema: Schema | None = None,
+                 version: str | None = None, fmt: str | None = None) -> None:
+        self.path = path
+        self.schema = schema
+        self.source_format, self._records = _records(
+            Dialogue, path, "dialogues", Context(schema=schema, version=version), fmt)
+        self.index: dict[str, int] = {}
+        self.versions: tuple[str, ...] | None = None
+        self.renamed: Counter[str] = Counter()
+
+    def __iter__(self) -> Iterator[Dialogue]:
+        for loc, dialogue in self._records:
+            key = dialogue_key(dialogue.dialogue_id)
+            if key in self.index:
+                raise loc.error(f"duplicate dialogue id {dialogue.dialogue_id!r}",
+                                "dialogue_id")
+            self._check_turns(loc, dialogue)
+            self.index[key] = len(self.index)
+            yield dialogue
+
+    def _check_turns(self, loc: _Loc, dialogue: Dialogue) -> None:
         for position, turn in enumerate(dialogue.turns):
             where = f"turns[{position}]"
             if turn.turn_index != position:
                 raise loc.error(f"turn_index {turn.turn_index} out of order (expected "
                                 f"{position})", f"{where}.turn_index")
             turn_versions = tuple(turn.gold_states)
-            if versions is None:
-                versions = turn_versions
-            elif turn_versions != versions:
+            if self.versions is None:
+                self.versions = turn_versions
+            elif turn_versions != self.versions:
                 raise loc.error(f"gold versions {list(turn_versions)} differ from the file's "
-                                f"{list(versions)}", f"{where}.gold_state")
-            if schema is not None:
+                                f"{list(self.versions)}", f"{where}.gold_state")
+            if self.schema is not None:
                 for table in (turn.gold_states, turn.gold_turn_states):
                     for label, state in table.items():
-                        table[label] = _canonical(state, schema, renamed)
-        index[key] = len(dialogues)
-        dialogues.append(dialogue)
-    if not dialogues:
-        raise InputError("no dialogues in file", path=path)
-    return DialogueSet(str(path), dialogues, versions or (), index,
-                       source_format=source_format, renamed=renamed)
+                        table[label] = _canonical(state, self.schema, self.renamed)
 
 
 # --- predictions, step by step ----------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import jsonschema
 
 from .._errors import InputError, OptionError
-from .._io import format_loc, iter_jsonl_lines, loads, read_json
+from .._io import format_loc, iter_jsonl_lines, json_error_message, loads, read_json
 from .._resources import package_dir
 
 FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
@@ -97,8 +97,7 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
         try:
             record = loads(text)
         except json.JSONDecodeError as exc:
-            problems.append(InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
-                                       path=path, line=line))
+            problems.append(InputError(json_error_message(exc), path=path, line=line))
             continue
         except RecursionError:
             problems.append(InputError("JSON nested too deeply to read", path=path, line=line))

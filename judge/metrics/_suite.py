@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from .._io import write_text
-from ..data import DialogueSet, PredictionSet, Schema, check_integration, judged_turn_states
+from ..data import (
+    DialogueSet,
+    PredictionSet,
+    Schema,
+    check_integration,
+    judged_turn_states,
+    out_of_schema_slots,
+)
 from . import _dstc
 from ._fga import flexible_goal_accuracy
 from ._gca import granular_change_accuracy
@@ -197,6 +204,9 @@ def _input_counts(prepared: Sequence[Prepared], predictions: PredictionSet, sche
         "dialogues": len(prepared),
         "turns": sum(len(d.gold) for d in prepared),
         "out_of_schema_slots": dict(predictions.out_of_schema.most_common()),
+        "out_of_schema_suggestions": {
+            slot.name: slot.suggestion
+            for slot in out_of_schema_slots(predictions.out_of_schema, schema)},
         "renamed_slots": dict(predictions.renamed.most_common()),
         "turns_with_out_of_schema_slots": sum(
             1 for d in prepared for p in d.pred if any(s not in schema.slots for s in p)),

@@ -38,6 +38,11 @@ from ._cost import (
     usage_check,
     usage_cost,
 )
+from ._replay import (
+    REPLAY_BASE_URL,
+    ReplayTransport,
+    cassette_files,
+)
 from ._reply import (
     Completion,
     ReplyLimits,
@@ -60,6 +65,7 @@ from ._transport import (
 __all__ = [
     "ASSUMED_COMPLETION_TOKENS",
     "CHAT_URL",
+    "REPLAY_BASE_URL",
     "AiohttpTransport",
     "Cassette",
     "Completion",
@@ -70,6 +76,7 @@ __all__ = [
     "PriceTable",
     "RawResponse",
     "RecordingTransport",
+    "ReplayTransport",
     "ReplyLimits",
     "RequestEstimate",
     "SharedLimiter",
@@ -80,6 +87,7 @@ __all__ = [
     "call_key",
     "cancel",
     "cassette_client",
+    "cassette_files",
     "completion_from_body",
     "cost_figures",
     "counter_for",

@@ -24,7 +24,7 @@ import openai
 
 from .._config import JudgeConfig
 from .._errors import InputError, JSONTooDeep, ModelError, ReplyError
-from .._io import iter_jsonl_lines, loads, open_output, printable
+from .._io import iter_jsonl_lines, json_error_message, loads, open_output, printable
 from ..data import dialogue_key
 from ._reply import Completion, ReplyLimits, completion_from_body, redact
 
@@ -83,12 +83,12 @@ def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
             found = _CUSTOM_ID.search(text)
             key = parse_custom_id(json.loads(f'"{found.group(1)}"')) if found else None
             if key is None:
-                raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
+                raise InputError(json_error_message(exc), path=path, line=line) from None
             records[key] = ReplyError(f"the reply's JSON is nested deeper than "
                                       f"{limits.max_depth} levels (max_reply_depth)")
             continue
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", path=path, line=line) from None
+            raise InputError(json_error_message(exc), path=path, line=line) from None
         if not isinstance(item, dict) or not isinstance(item.get("custom_id"), str):
             raise InputError("a batch output line needs a 'custom_id' string", path=path,
                              line=line, field="custom_id")

@@ -33,7 +33,14 @@ from pydantic import ValidationError
 
 from .._digest import file_digest, text_digest
 from .._errors import InputError, OptionError, RunConflict, RunLocked
-from .._io import iter_jsonl_lines, loads, read_json, replace_whole, validation_error
+from .._io import (
+    iter_jsonl_lines,
+    json_error_message,
+    loads,
+    read_json,
+    replace_whole,
+    validation_error,
+)
 from ..store import LEDGER_FILE
 from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
@@ -408,7 +415,7 @@ def load_run(path: str | Path) -> Run:
         try:
             row = loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", path=rows_path, line=line) from None
+            raise InputError(json_error_message(exc), path=rows_path, line=line) from None
         missing = [f for f in _ROW_FIELDS if not isinstance(row, dict) or f not in row]
         if missing:
             raise InputError("a judgment row lacks this field", path=rows_path, line=line,

@@ -3,7 +3,16 @@ durable job queue in SQLite or Postgres, with projects and scoped tokens, conten
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
 from ._app import Service, create_app
-from ._auth import SCOPES, Principal, create_token, ensure_project, list_tokens, revoke_token
+from ._auth import (
+    SCOPES,
+    Principal,
+    create_token,
+    ensure_project,
+    has_tokens_table,
+    list_tokens,
+    revoke_token,
+    rotate_token,
+)
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
@@ -19,6 +28,7 @@ from ._settings import (
     build_settings,
     default_data_dir,
     read_endpoints_file,
+    replay_endpoint,
 )
 from .queue import run_workers
 
@@ -42,11 +52,14 @@ __all__ = [
     "default_data_dir",
     "ensure_project",
     "export_bundle",
+    "has_tokens_table",
     "job_subject",
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
+    "replay_endpoint",
     "revoke_token",
+    "rotate_token",
     "run_server",
     "run_workers",
 ]

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, Literal
 
@@ -32,16 +31,16 @@ from ._auth import Principal, TokenBook, create_token, list_tokens, revoke_token
 from ._bundles import export_bundle, import_bundle
 from ._db import Database, DatabaseUnavailable
 from ._files import FileStore
+from ._guard import RequestGuard
 from ._jobs import FINAL, JobStore, public_job
 from ._jobspec import JobRequest, check_job
 from ._labels import LabelStore
 from ._metrics import ServiceMetrics
 from ._settings import ServiceSettings
+from ._slotcheck import job_warnings
 from .queue import readiness
 
 log = logging.getLogger("dst_judge.service")
-JSON_LIMIT = 16 * 1024 * 1024
-UPLOAD_PATHS = ("/v1/files", "/v1/bundles")
 
 
 class Service:
@@ -51,7 +50,8 @@ class Service:
         self.settings = settings
         self.db = Database(settings.db_url)
         self.files = FileStore(self.db, settings.data_dir, max_upload=settings.max_upload_bytes,
-                               max_unpacked=settings.max_unpacked_bytes)
+                               max_unpacked=settings.max_unpacked_bytes,
+                               caps=settings.upload_caps())
         self.jobs = JobStore(self.db)
         self.labels = LabelStore(self.db)
         self.tokens = TokenBook(self.db)
@@ -85,67 +85,6 @@ class Service:
         self.db.dispose()
 
 
-# --- request guard: body limits and metrics -----------------------------------------------------
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class RequestGuard:
-    """ASGI middleware: refuse bodies over the limit with 413 (by Content-Length at once,
-    else while reading), and time every request for ``/metrics``."""
-
-    def __init__(self, app: Any, service: Service) -> None:
-        self.app = app
-        self.service = service
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        limit = (self.service.settings.max_upload_bytes if path in UPLOAD_PATHS else JSON_LIMIT)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        started = time.perf_counter()
-        status = {"code": 500}
-
-        async def send_wrapper(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        try:
-            if length is not None and length.isdigit() and int(length) > limit:
-                raise _TooLarge
-            seen = 0
-
-            async def limited_receive() -> dict[str, Any]:
-                nonlocal seen
-                message = await receive()
-                if message["type"] == "http.request":
-                    seen += len(message.get("body", b""))
-                    if seen > limit:
-                        raise _TooLarge
-                return message
-
-            await self.app(scope, limited_receive, send_wrapper)
-        except _TooLarge:
-            status["code"] = 413
-            body = json.dumps(_error_body(413, f"the request body is larger than the server's "
-                                          f"limit of {limit // (1024 * 1024)} MB")).encode()
-            await send({"type": "http.response.start", "status": 413,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode()),
-                                    (b"connection", b"close")]})
-            await send({"type": "http.response.body", "body": body})
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            self.service.metrics.observe(scope.get("method", "?"), template, status["code"],
-                                         time.perf_counter() - started)
-
-
 def _error_body(status: int, message: str, field: str | None = None) -> dict[str, Any]:
     return {"error": {"status": status, "message": message, "field": field}}
 
@@ -158,21 +97,22 @@ def _type_part(part: Any) -> bool:
 
 
 class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     name: str = Field(min_length=1, max_length=200)
-    scopes: list[Literal["read", "submit", "review", "admin"]] = Field(min_length=1)
-    spend_cap_usd: float | None = Field(None, ge=0)
+    scopes: list[Literal["read", "submit", "review", "admin"]] = Field(min_length=1, max_length=4)
+    spend_cap_usd: float | None = Field(None, ge=0, le=1_000_000_000)
 
 
 class ResumeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    budget: float | None = Field(None, gt=0, description="New budget in USD (stopped jobs).")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    budget: float | None = Field(None, gt=0, le=1_000_000,
+                                 description="New budget in USD (stopped jobs).")
 
 
 class LabelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     dialogue_id: str = Field(min_length=1, max_length=300)
-    turn_index: int = Field(ge=0)
+    turn_index: int = Field(ge=0, le=2 ** 31 - 1)
     slot: str = Field("", max_length=200, description="'' labels the whole turn.")
     label: Literal["correct", "incorrect", "unsure"]
     note: str | None = Field(None, max_length=5000)
@@ -188,9 +128,12 @@ class LabelRequest(BaseModel):
 def _caller(scope: str) -> Any:
     def dependency(request: Request,
                    authorization: Annotated[str | None, Header()] = None) -> Principal:
-        principal = request.app.state.service.tokens.resolve(authorization)
+        principal = request.scope.get("state", {}).get("principal")  # RequestGuard's
+        if principal is None:
+            principal = request.app.state.service.tokens.resolve(authorization)
         principal.require(scope)
         return principal
+    dependency.required_scope = scope  # type: ignore[attr-defined]  # read by RequestGuard
     return Depends(dependency)
 
 
@@ -298,6 +241,8 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
     def submit(principal: Submitter, request: JobRequest) -> JSONResponse:
         spec = check_job(request, settings)
         job = service.jobs.submit(principal, spec)
+        job["warnings"] = job_warnings(service.files, principal.project_id, spec.kind,
+                                       spec.inputs)
         if service.worker is not None:
             service.worker.nudge()
         return JSONResponse(job, status_code=201,

@@ -10,6 +10,7 @@ lookup by hash stays one indexed query. The clear token is shown once, when it i
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -62,34 +63,83 @@ class Principal:
             raise ServiceError(f"this token lacks the '{scope}' scope", status=403)
 
 
+def has_tokens_table(db: Database) -> bool:
+    """Whether ``db`` is a service database already (a new, empty one has no tables)."""
+    return sa.inspect(db.engine).has_table("tokens")
+
+
 def ensure_project(db: Database, name: str) -> str:
     """The id of the project called ``name``, created when missing."""
     with db.write() as conn:
-        found = conn.execute(sa.select(projects.c.id).where(projects.c.name == name)).scalar()
-        if found:
-            return str(found)
-        project_id = new_id("prj")
-        conn.execute(projects.insert().values(id=project_id, name=name, created_at=now(),
-                                              settings={}))
-        return project_id
+        return _project_id(conn, name, create=True) or ""
+
+
+def _project_id(conn: sa.Connection, name: str, *, create: bool) -> str | None:
+    found = conn.execute(sa.select(projects.c.id).where(projects.c.name == name)).scalar()
+    if found or not create:
+        return str(found) if found else None
+    project_id = new_id("prj")
+    conn.execute(projects.insert().values(id=project_id, name=name, created_at=now(),
+                                          settings={}))
+    return project_id
+
+
+def _name_taken(name: str) -> ServiceError:
+    return ServiceError(f"a live token of this project is already called {name!r}; a name is "
+                        "one reviewer (rotate that token for a new secret, or choose another "
+                        "name)", status=409, field="name")
 
 
 def create_token(db: Database, project: str, scopes: str | list[str], *, name: str | None = None,
                  spend_cap_usd: float | None = None) -> tuple[str, dict[str, Any]]:
     """Make a token for ``project`` (created if new); returns the clear token (shown once)
-    and its public record."""
+    and its public record. One transaction: a refused token leaves no row (nor project).
+    The name of a live token is unique in its project (409): it is the reviewer."""
     chosen = parse_scopes(scopes)
-    if spend_cap_usd is not None and spend_cap_usd < 0:
-        raise OptionError("spend cap must be >= 0 USD")
-    project_id = ensure_project(db, project)
+    if spend_cap_usd is not None and not (math.isfinite(spend_cap_usd)
+                                          and 0 <= spend_cap_usd <= 1_000_000_000):
+        raise OptionError("spend cap must be a number from 0 to 1,000,000,000 USD")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token_id = new_id("tok")
-    record = {"id": token_id, "project_id": project_id, "name": name or token_id,
-              "hash": hash_token(token), "prefix": token[: len(TOKEN_PREFIX) + 6],
-              "scopes": ",".join(chosen), "spend_cap_usd": spend_cap_usd, "created_at": now()}
-    with db.write() as conn:
-        conn.execute(tokens.insert().values(**record))
+    record = {"id": token_id, "name": name or token_id, "hash": hash_token(token),
+              "prefix": token[: len(TOKEN_PREFIX) + 6], "scopes": ",".join(chosen),
+              "spend_cap_usd": spend_cap_usd, "created_at": now()}
+    try:
+        with db.write() as conn:
+            record["project_id"] = _project_id(conn, project, create=True)
+            if _live_token(conn, str(record["project_id"]), str(record["name"])) is not None:
+                raise _name_taken(str(record["name"]))
+            conn.execute(tokens.insert().values(**record))
+    except sa.exc.IntegrityError:  # the same name, created at the same moment elsewhere
+        raise _name_taken(str(record["name"])) from None
     return token, public_token(record | {"project": project})
+
+
+def _live_token(conn: sa.Connection, project_id: str, name: str) -> Any:
+    return conn.execute(sa.select(tokens).where(
+        tokens.c.project_id == project_id, tokens.c.name == name,
+        tokens.c.revoked_at.is_(None))).first()
+
+
+def rotate_token(db: Database, project: str, name: str) -> tuple[str, dict[str, Any]]:
+    """A new secret for the reviewer ``name`` of ``project``: the old token is revoked and a
+    new one with the same name, scopes and spending cap takes its place, in one transaction.
+    Labels and usage are keyed by the name, so they stay the reviewer's."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with db.write() as conn:
+        project_id = _project_id(conn, project, create=False)
+        old = _live_token(conn, project_id, name) if project_id else None
+        if old is None:
+            raise ServiceError(f"no live token called {name!r} in project {project!r}",
+                               status=404, field="name")
+        moment = now()
+        conn.execute(tokens.update().where(tokens.c.id == old.id).values(revoked_at=moment))
+        record = {"id": new_id("tok"), "project_id": project_id, "name": name,
+                  "hash": hash_token(token), "prefix": token[: len(TOKEN_PREFIX) + 6],
+                  "scopes": old.scopes, "spend_cap_usd": old.spend_cap_usd,
+                  "created_at": moment}
+        conn.execute(tokens.insert().values(**record))
+    return token, public_token(record | {"project": project, "replaces": old.id})
 
 
 def public_token(row: Any) -> dict[str, Any]:

@@ -4,8 +4,8 @@ predictions sha256 the run judged, which keys human labels), ``manifest.json``,
 ``summary.json``, ``judgments.jsonl`` and the run log ``calls.jsonl`` (so the paid replies
 travel with the results). Inputs themselves are not included, only their digests.
 
-Import reads only those members, as regular files, each within the server's unpacked-size
-limit, and checks every judgment row the way ``load_run`` does.
+Import reads only those members, as regular files, all of them together within the server's
+unpacked-size limit, and checks every judgment row the way ``load_run`` does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 import sqlalchemy as sa
@@ -21,9 +25,10 @@ import sqlalchemy as sa
 from .._errors import ServiceError
 from ._auth import Principal, new_id
 from ._db import Database, files, job_calls, jobs, judgments
+from ._files import unpack_upload
 from ._jobs import JobStore, judgment_row
 from ._labels import predictions_sha256
-from ._settings import ServiceSettings
+from ._settings import ServiceSettings, UploadCaps
 
 
 class BundleHost(Protocol):
@@ -37,6 +42,9 @@ class BundleHost(Protocol):
 BUNDLE_FORMAT = 1
 MEMBERS = ("bundle.json", "manifest.json", "summary.json", "judgments.jsonl", "calls.jsonl")
 _ROW_FIELDS = ("dialogue_id", "turn_index", "verdict", "rule")
+_BATCH = 500
+INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
 
 
 def export_bundle(service: BundleHost, project_id: str, job_id: str) -> tuple[str, bytes]:
@@ -109,109 +117,195 @@ def _lines(rows: Any) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
-def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]) -> dict[str, Any]:
-    """Create a finished job from a bundle exported by this or another server."""
-    limit = service.settings.max_unpacked_bytes
-    members = _read_members(stream, limit)
-    missing = [m for m in ("bundle.json", "summary.json", "judgments.jsonl") if m not in members]
-    if missing:
-        raise ServiceError(f"not a dst-judge bundle: {missing[0]} is missing", status=422,
-                           field="file")
-    meta = _parse_json(members["bundle.json"], "bundle.json")
-    if not isinstance(meta, dict) or meta.get("format") != BUNDLE_FORMAT:
-        raise ServiceError(f"bundle.json: unknown bundle format (expected {BUNDLE_FORMAT})",
-                           status=422, field="format")
-    if meta.get("kind") not in ("evaluate", "retry-errors"):
-        raise ServiceError("bundle.json: only judge runs (evaluate, retry-errors) import",
-                           status=422, field="kind")
-    summary = _parse_json(members["summary.json"], "summary.json")
-    if not isinstance(summary, dict):
-        raise ServiceError("summary.json: must hold a JSON object", status=422, field="summary")
-    rows = _parse_rows(members["judgments.jsonl"], "judgments.jsonl", check=True)
-    calls = _parse_rows(members.get("calls.jsonl", b""), "calls.jsonl", check=False)
-    for line, call in enumerate(calls, start=1):
-        if not isinstance(call.get("custom_id"), str):
-            raise ServiceError(f"calls.jsonl:{line}: a call lacks its custom_id", status=422,
-                               field="custom_id")
-    manifest = _parse_json(members["manifest.json"], "manifest.json") \
-        if "manifest.json" in members else None
+def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
+                  ) -> dict[str, Any]:
+    """Create a finished job from a bundle exported by this or another server.
+
+    The bundle is unpacked to disk under the upload caps (its members together within the
+    unpacked cap, the compression ratio, one line or document within the record cap), every
+    member is checked (no NaN or Infinity anywhere, row fields of the right types) before
+    the one transaction that writes the job, its judgments and calls; rows are read from
+    disk a batch at a time."""
+    caps = service.settings.upload_caps()
+    scratch = service.settings.data_dir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch) as folder:
+        members = _unpack_members(stream, Path(folder), caps)
+        missing = [m for m in ("bundle.json", "summary.json", "judgments.jsonl")
+                   if m not in members]
+        if missing:
+            raise ServiceError(f"not a dst-judge bundle: {missing[0]} is missing", status=422,
+                               field="file")
+        meta = _parse_json(members["bundle.json"], "bundle.json")
+        if not isinstance(meta, dict) or meta.get("format") != BUNDLE_FORMAT:
+            raise ServiceError(f"bundle.json: unknown bundle format (expected {BUNDLE_FORMAT})",
+                               status=422, field="format")
+        if meta.get("kind") not in ("evaluate", "retry-errors"):
+            raise ServiceError("bundle.json: only judge runs (evaluate, retry-errors) import",
+                               status=422, field="kind")
+        summary = _parse_json(members["summary.json"], "summary.json")
+        if not isinstance(summary, dict):
+            raise ServiceError("summary.json: must hold a JSON object", status=422,
+                               field="summary")
+        manifest = (_parse_json(members["manifest.json"], "manifest.json")
+                    if "manifest.json" in members else None)
+        judged = members["judgments.jsonl"]
+        calls = members.get("calls.jsonl")
+        total = sum(1 for _ in _rows(judged, "judgments.jsonl", check=True))
+        if not total:
+            raise ServiceError("judgments.jsonl: no judgment rows", status=422,
+                               field="judgments.jsonl")
+        last_of = _last_calls(calls)
+        record = _job_record(principal, meta, summary, manifest, len(last_of))
+        with service.db.write() as conn:
+            conn.execute(jobs.insert().values(**record))
+            _insert_rows(conn, record["id"], judged, calls, last_of)
+    return service.jobs.get(principal.project_id, record["id"])
+
+
+def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, Any],
+                manifest: Any, calls: int) -> dict[str, Any]:
     moment = time.time()
-    job_id = new_id("job")
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
-    inputs = {"bundle": {"job_id": str(meta.get("job_id")), "inputs": meta.get("inputs")}}
-    subject = bundle_subject(meta)
+    inputs = {"bundle": {"job_id": str(meta.get("job_id"))[:100], "inputs": meta.get("inputs")}}
     usage = summary.get("tokens") if isinstance(summary.get("tokens"), dict) else {}
-    tokens_used = sum(int(usage.get(k, 0) or 0) for k in ("prompt_tokens", "completion_tokens")
-                      if isinstance(usage.get(k, 0), int))
-    record = {"id": job_id, "project_id": principal.project_id,
-              "token_id": principal.token_id, "kind": "evaluate", "mode": "live",
-              "status": "succeeded", "endpoint": None, "inputs": inputs, "options": options,
-              "created_at": moment, "started_at": moment, "finished_at": moment,
-              "updated_at": moment, "attempts": 0, "cancel_requested": False,
-              "exit_code": 1 if summary.get("error_turns") else 0,
-              "summary": summary, "manifest": manifest, "cost_usd": 0.0,
-              "tokens_used": tokens_used, "imported": True,
-              "progress": {"total": len(calls), "done": len(calls)}, "subject": subject}
-    with service.db.write() as conn:
-        conn.execute(jobs.insert().values(**record))
-        if rows:
-            conn.execute(judgments.insert(),
-                         [judgment_row(job_id, i, r) for i, r in enumerate(rows)])
-        if calls:
-            conn.execute(job_calls.insert(), [{"job_id": job_id, "custom_id": c["custom_id"],
-                                               "record": c} for c in
-                                              {c["custom_id"]: c for c in calls}.values()])
-    return service.jobs.get(principal.project_id, job_id)
+    tokens_used = sum(value for key in ("prompt_tokens", "completion_tokens")
+                      if _whole(value := usage.get(key, 0), 0, INT64_MAX))
+    return {"id": new_id("job"), "project_id": principal.project_id,
+            "token_id": principal.token_id, "kind": "evaluate", "mode": "live",
+            "status": "succeeded", "endpoint": None, "inputs": inputs, "options": options,
+            "created_at": moment, "started_at": moment, "finished_at": moment,
+            "updated_at": moment, "attempts": 0, "cancel_requested": False,
+            "exit_code": 1 if summary.get("error_turns") else 0,
+            "summary": summary, "manifest": manifest, "cost_usd": 0.0,
+            "tokens_used": min(tokens_used, INT64_MAX), "imported": True,
+            "progress": {"total": calls, "done": calls}, "subject": bundle_subject(meta)}
 
 
-def _read_members(stream: IO[bytes], limit: int) -> dict[str, bytes]:
-    members: dict[str, bytes] = {}
+def _insert_rows(conn: Any, job_id: str, judged: Path, calls: Path | None,
+                 last_of: dict[str, int]) -> None:
+    """The judgments and the calls (the last line of each custom_id), a batch at a time."""
+    batch: list[dict[str, Any]] = []
+    for seq, row in enumerate(_rows(judged, "judgments.jsonl", check=True)):
+        batch.append(judgment_row(job_id, seq, row))
+        if len(batch) >= _BATCH:
+            conn.execute(judgments.insert(), batch)
+            batch = []
+    if batch:
+        conn.execute(judgments.insert(), batch)
+    batch = []
+    for line, call in enumerate(_rows(calls, "calls.jsonl", check=False), start=1):
+        if last_of.get(call["custom_id"]) != line:
+            continue
+        batch.append({"job_id": job_id, "custom_id": call["custom_id"], "record": call})
+        if len(batch) >= _BATCH:
+            conn.execute(job_calls.insert(), batch)
+            batch = []
+    if batch:
+        conn.execute(job_calls.insert(), batch)
+
+
+def _last_calls(calls: Path | None) -> dict[str, int]:
+    """custom_id → the number of its last row in calls.jsonl (a later row replaces one)."""
+    last: dict[str, int] = {}
+    for line, call in enumerate(_rows(calls, "calls.jsonl", check=False), start=1):
+        custom_id = call.get("custom_id")
+        if not isinstance(custom_id, str) or not 0 < len(custom_id) <= 300:
+            raise ServiceError(f"calls.jsonl:{line}: a call lacks its custom_id (a string of "
+                               "1 to 300 characters)", status=422, field="custom_id")
+        last[custom_id] = line
+    return last
+
+
+def _unpack_members(stream: IO[bytes], folder: Path, caps: UploadCaps) -> dict[str, Path]:
+    """Unpack the .tar.gz to ``folder`` under the caps and copy out the members a bundle
+    has (regular files only); returns name → path."""
+    tar_path = folder / "bundle.tar"
+    unpack_upload(stream, tar_path, folder / "bundle.packed",
+                  replace(caps, record=caps.unpacked))  # a tar is not text: no line cap
+    members: dict[str, Path] = {}
     try:
-        with tarfile.open(fileobj=stream, mode="r:gz") as tar:
+        with tarfile.open(tar_path, mode="r:") as tar:
             for info in tar:
-                if info.name not in MEMBERS or not info.isfile():
+                if info.name not in MEMBERS or not info.isfile() or info.name in members:
                     continue
-                if info.size > limit:
-                    raise ServiceError(f"{info.name} is larger than the server's limit",
-                                       status=413)
-                handle = tar.extractfile(info)
-                if handle is not None:
-                    members[info.name] = handle.read(limit + 1)
+                source = tar.extractfile(info)
+                if source is None:
+                    continue
+                target = folder / f"member-{len(members)}"
+                with target.open("wb") as out:
+                    _copy_member(source, out, info.name, caps)
+                members[info.name] = target
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise ServiceError(f"not a readable .tar.gz bundle: {exc}", status=422,
                            field="file") from None
     return members
 
 
-def _parse_json(data: bytes, name: str) -> Any:
+def _copy_member(source: IO[bytes], out: IO[bytes], name: str, caps: UploadCaps) -> None:
+    """One member to disk; a line (or a whole JSON document) over the record cap is 413."""
+    document = name.endswith(".json")
+    written = line = 0
+    while block := source.read(1 << 16):
+        written += len(block)
+        first = block.find(b"\n")
+        longest = line + (len(block) if first < 0 else first)
+        line = longest if first < 0 else len(block) - block.rfind(b"\n") - 1
+        if (written if document else max(longest, line)) > caps.record:
+            what = "document" if document else "line"
+            raise ServiceError(f"{name}: a {what} is larger than the server's limit of "
+                               f"{caps.record // (1024 * 1024)} MB", status=413)
+        out.write(block)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (NaN and Infinity are refused)")
+
+
+def _loads(text: str | bytes) -> Any:
+    """JSON without NaN or Infinity (which the database and every client would choke on)."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def _parse_json(path: Path, name: str) -> Any:
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return _loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ServiceError(f"{name}: invalid JSON ({exc})", status=422, field=name) from None
 
 
-def _parse_rows(data: bytes, name: str, *, check: bool) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ServiceError(f"{name}: not UTF-8", status=422, field=name) from None
-    for line, item in enumerate(text.split("\n"), start=1):
-        if not item.strip():
-            continue
-        try:
-            row = json.loads(item)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ServiceError(f"{name}:{line}: invalid JSON ({exc})", status=422,
-                               field=name) from None
-        if not isinstance(row, dict):
-            raise ServiceError(f"{name}:{line}: not a JSON object", status=422, field=name)
-        if check:
-            for wanted in _ROW_FIELDS:
-                if wanted not in row:
-                    raise ServiceError(f"{name}:{line}: a judgment row lacks this field",
-                                       status=422, field=wanted)
-        rows.append(row)
-    if check and not rows:
-        raise ServiceError(f"{name}: no judgment rows", status=422, field=name)
-    return rows
+def _rows(path: Path | None, name: str, *, check: bool) -> Iterator[dict[str, Any]]:
+    """The rows of a JSON Lines member, read from disk one line at a time and checked."""
+    if path is None:
+        return
+    with path.open("rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = _loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                raise ServiceError(f"{name}:{line}: invalid JSON ({exc})", status=422,
+                                   field=name) from None
+            if not isinstance(row, dict):
+                raise ServiceError(f"{name}:{line}: not a JSON object", status=422, field=name)
+            if check:
+                _check_row(row, name, line)
+            yield row
+
+
+def _check_row(row: dict[str, Any], name: str, line: int) -> None:
+    for wanted in _ROW_FIELDS:
+        if wanted not in row:
+            raise ServiceError(f"{name}:{line}: a judgment row lacks this field", status=422,
+                               field=wanted)
+    if not isinstance(row["dialogue_id"], str) or not 0 < len(row["dialogue_id"]) <= 300:
+        raise ServiceError(f"{name}:{line}: dialogue_id must be a string of 1 to 300 "
+                           "characters", status=422, field="dialogue_id")
+    if not _whole(row["turn_index"], 0, INT32_MAX):
+        raise ServiceError(f"{name}:{line}: turn_index must be a whole number from 0 to "
+                           f"{INT32_MAX}", status=422, field="turn_index")
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high

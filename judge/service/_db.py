@@ -48,6 +48,10 @@ tokens = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("last_used_at", sa.Float),
     sa.Column("revoked_at", sa.Float),
+    # a reviewer is a person: one live token per name and project (labels are keyed by name)
+    sa.Index("uq_tokens_live_name", "project_id", "name", unique=True,
+             sqlite_where=sa.text("revoked_at IS NULL"),
+             postgresql_where=sa.text("revoked_at IS NULL")),
 )
 
 blobs = sa.Table(

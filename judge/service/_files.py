@@ -8,28 +8,35 @@ bomb is refused (413) instead of filling the disk.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import json
 import re
 import shutil
 import tempfile
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from .._errors import DSTJudgeError, InputError, ServiceError
-from .._io import replace_whole
+from .._io import iter_jsonl_lines, parse_line, replace_whole, validation_error
 from ..analysis import load_labels, load_sample
-from ..data import load_dialogues, load_schema, validate_file
+from ..data import DialogueScan, PredDialogue, load_schema, read_foreign
 from ..method import load_rules
 from ._auth import new_id
 from ._db import Database, blobs, files, now
+from ._settings import UploadCaps
+from ._slotcheck import upload_slot_names
 
 FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample")
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16
+_GZIP_MAGIC = b"\x1f\x8b"
+_RATIO_AFTER = 1 << 20
+"""The compression ratio is checked once this much is unpacked (small files may be dense)."""
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -43,53 +50,75 @@ def safe_name(name: str | None, kind: str) -> str:
 class FileStore:
     """Blobs in the database, unpacked copies under ``<data_dir>/files``."""
 
-    def __init__(self, db: Database, data_dir: Path, *, max_upload: int, max_unpacked: int
-                 ) -> None:
+    def __init__(self, db: Database, data_dir: Path, *, max_upload: int, max_unpacked: int,
+                 caps: UploadCaps | None = None) -> None:
         self.db = db
         self.root = data_dir / "files"
         self.tmp = data_dir / "tmp"
-        self.max_upload = max_upload
-        self.max_unpacked = max_unpacked
+        self.caps = caps or UploadCaps(packed=max_upload, unpacked=max_unpacked)
+        self.max_upload = self.caps.packed
+        self.max_unpacked = self.caps.unpacked
 
     # --- upload -----------------------------------------------------------------------------
 
     def add(self, project_id: str, kind: str, name: str | None, stream: IO[bytes],
             token_id: str | None = None) -> tuple[dict[str, Any], bool]:
-        """Store and validate one upload; returns its record and whether it is new."""
+        """Store and validate one upload; returns its record and whether it is new.
+
+        The upload is unpacked as it is read, under the caps (size as sent, unpacked size,
+        compression ratio, one JSON record, the project's quota), and checked record by
+        record, so neither memory nor disk grows with what a small request claims to hold."""
         if kind not in FILE_KINDS:
             raise ServiceError(f"kind must be one of {', '.join(FILE_KINDS)}", status=422,
                                field="kind")
         clean = safe_name(name, kind)
+        caps = self._caps_left(project_id)
         self.tmp.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.tmp) as folder:
-            raw = Path(folder) / "upload.raw"
-            digest, size = _copy_limited(stream, raw, self.max_upload,
-                                         "the upload is larger than")
             plain = Path(folder) / clean
-            gzipped = _is_gzip(raw)
-            if gzipped:
-                digest, unpacked = _gunzip_limited(raw, plain, self.max_unpacked)
-            else:
-                raw.rename(plain)
-                unpacked = size
+            packed_path = Path(folder) / "packed.gz"
+            unpacked = unpack_upload(stream, plain, packed_path, caps)
             info = validate_upload(kind, plain, folder)
-            existing = self._find(project_id, kind, digest)
+            existing = self._find(project_id, kind, unpacked.sha256)
             if existing is not None:
                 return existing, False
-            packed = (raw.read_bytes() if gzipped
-                      else gzip.compress(plain.read_bytes(), compresslevel=6))
-            self._keep_local(digest, plain)
+            self._keep_local(unpacked.sha256, plain)
             record = {"id": new_id("file"), "project_id": project_id, "kind": kind,
-                      "name": clean, "sha256": digest, "size": unpacked, "info": info,
-                      "token_id": token_id, "created_at": now()}
+                      "name": clean, "sha256": unpacked.sha256, "size": unpacked.size,
+                      "info": info, "token_id": token_id, "created_at": now()}
             with self.db.write() as conn:
+                self._check_quota(conn, project_id, unpacked.size)
                 has_blob = conn.execute(sa.select(blobs.c.sha256)
-                                        .where(blobs.c.sha256 == digest)).first()
+                                        .where(blobs.c.sha256 == unpacked.sha256)).first()
                 if has_blob is None:
-                    conn.execute(blobs.insert().values(sha256=digest, size=unpacked,
-                                                       data=packed, created_at=now()))
+                    conn.execute(blobs.insert().values(
+                        sha256=unpacked.sha256, size=unpacked.size,
+                        data=packed_path.read_bytes(), created_at=now()))
                 conn.execute(files.insert().values(**record))
         return public_file(record), True
+
+    def used_bytes(self, conn: sa.Connection, project_id: str) -> int:
+        """Unpacked bytes of every file of the project (what its quota counts)."""
+        return int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(files.c.size), 0))
+                                .where(files.c.project_id == project_id)).scalar() or 0)
+
+    def _caps_left(self, project_id: str) -> UploadCaps:
+        """The caps of this upload: the unpacked cap lowered to what the quota has left."""
+        if self.caps.quota is None:
+            return self.caps
+        with self.db.read() as conn:
+            left = self.caps.quota - self.used_bytes(conn, project_id)
+        if left <= 0:
+            raise _quota_error(self.caps.quota)
+        if left >= self.caps.unpacked:
+            return self.caps
+        return replace(self.caps, unpacked=left, quota_bound=True)
+
+    def _check_quota(self, conn: sa.Connection, project_id: str, size: int) -> None:
+        """Again inside the write: uploads of one project that ran at once share the quota."""
+        if self.caps.quota is not None and self.used_bytes(conn, project_id) + size > \
+                self.caps.quota:
+            raise _quota_error(self.caps.quota)
 
     def _find(self, project_id: str, kind: str, digest: str) -> dict[str, Any] | None:
         with self.db.read() as conn:
@@ -128,7 +157,7 @@ class FileStore:
                                   .where(blobs.c.sha256 == sha256)).scalar()
         if packed is None:
             raise ServiceError(f"the content {sha256} is gone (deleted)", status=410)
-        replace_whole(path, lambda part: part.write_bytes(gzip.decompress(packed)))
+        replace_whole(path, lambda part: _gunzip_to(packed, part))
         return path
 
     def open_content(self, sha256: str) -> Iterable[bytes]:
@@ -156,35 +185,39 @@ class FileStore:
             (self.root / record["sha256"][:2] / record["sha256"]).unlink(missing_ok=True)
 
 
+def _gunzip_to(packed: bytes, target: Path) -> None:
+    """Unpack a stored blob block by block (never its unpacked size in memory)."""
+    with target.open("wb") as out:
+        pending = packed
+        while pending:
+            unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while not unpacker.eof:
+                block = unpacker.decompress(pending, _CHUNK)
+                pending = unpacker.unconsumed_tail
+                if not block and not pending:
+                    break
+                out.write(block)
+            pending = unpacker.unused_data
+
+
 def public_file(row: Any) -> dict[str, Any]:
     data = dict(row._mapping) if hasattr(row, "_mapping") else dict(row)
     return {k: data[k] for k in ("id", "kind", "name", "sha256", "size", "info", "created_at")}
 
 
 def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
-    """The CLI's checks on one file: every schema violation (as ``dst-judge validate``), then
-    the loader's own checks (as ``evaluate``). Raises 422 with the messages; returns a short
-    description of the content."""
+    """The loaders' checks on one file (the CLI's messages, naming file, line and field),
+    record by record where the file is a list of records: dialogues and predictions (each
+    record as ``evaluate`` reads it; predictions meet their dialogues in a job), labels and
+    review samples (their loaders), a schema or a rules file (one document each, within the
+    record cap). Raises 422 with the message; returns a short description of the content."""
     prefix = folder.rstrip("/") + "/"
-    if kind in ("schema", "dialogues", "predictions", "labels", "sample"):
-        try:
-            problems = validate_file(kind, path, limit=20)  # type: ignore[arg-type]
-        except DSTJudgeError as exc:
-            raise upload_error(exc, prefix) from None
-        if problems:
-            first = problems[0]
-            raise ServiceError(
-                _strip(str(first), prefix) + (f" (and {len(problems) - 1} more problem(s))"
-                                              if len(problems) > 1 else ""),
-                status=422, field=first.field) from None
     try:
+        if kind == "dialogues":
+            return _describe_dialogues(path)
         if kind == "schema":
             schema = load_schema(path)
             return {"domains": len(schema.domains), "slots": len(schema.slot_names)}
-        if kind == "dialogues":
-            dialogues = load_dialogues(path)
-            return {"dialogues": len(dialogues), "turns": dialogues.num_turns,
-                    "versions": list(dialogues.versions)}
         if kind == "labels":
             labels = load_labels(path)
             return {"labels": len(labels.records), "annotators": list(labels.annotators)}
@@ -199,18 +232,45 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         raise upload_error(exc, prefix) from None
 
 
-def _describe_predictions(path: Path) -> dict[str, Any]:
-    import json
-
-    from .._io import iter_jsonl_lines
-
-    count, names = 0, set()
-    for _, text in iter_jsonl_lines(path):
+def _describe_dialogues(path: Path) -> dict[str, Any]:
+    """Every dialogue checked as the loader checks it, one at a time (never the whole file
+    in memory)."""
+    scan = DialogueScan(path)
+    count = turns = 0
+    for dialogue in scan:
         count += 1
-        record = json.loads(text)
-        if isinstance(record, dict) and isinstance(record.get("system_name"), str):
-            names.add(record["system_name"])
-    return {"dialogues": count, "system_name": names.pop() if len(names) == 1 else None}
+        turns += len(dialogue.turns)
+    if not count:
+        raise InputError("no dialogues in file", path=path)
+    return {"dialogues": count, "turns": turns, "versions": list(scan.versions or ())}
+
+
+def _describe_predictions(path: Path) -> dict[str, Any]:
+    """Every predicted dialogue checked as the loader reads it, one at a time."""
+    found, _, read = read_foreign(path, "predictions")
+    count, names = 0, set()
+    if found.name == "native":
+        records = (parse_line(PredDialogue, text, path=path, line=line)
+                   for line, text in iter_jsonl_lines(path))
+    else:
+        records = (_converted(PredDialogue, record, where, path) for where, record in read())
+    for record in records:
+        count += 1
+        if record.system_name:
+            names.add(record.system_name)
+    if not count:
+        raise InputError("no predictions in file", path=path)
+    return {"dialogues": count, "system_name": names.pop() if len(names) == 1 else None,
+            "slot_names": upload_slot_names(path)}
+
+
+def _converted(model: Any, record: Any, where: str, path: Path) -> Any:
+    try:
+        return model.model_validate(record)
+    except ValidationError as exc:
+        error = validation_error(exc, path=path, line=None)
+        raise InputError(error.reason, path=path,
+                         field=f"{where}.{error.field}" if error.field else where) from None
 
 
 def _strip(text: str, prefix: str) -> str:
@@ -223,33 +283,156 @@ def upload_error(exc: DSTJudgeError, prefix: str, status: int = 422) -> ServiceE
     return ServiceError(_strip(str(exc), prefix), status=status, field=field)
 
 
-def _copy_limited(stream: IO[bytes], target: Path, limit: int, too_big: str
-                  ) -> tuple[str, int]:
-    """Copy ``stream`` to ``target`` up to ``limit`` bytes (413 beyond: "<too_big> the
-    server's limit"), hashing as it goes; returns the sha256 and the size."""
-    digest = hashlib.sha256()
-    size = 0
-    with target.open("wb") as out:
-        while block := stream.read(_CHUNK):
-            size += len(block)
-            if size > limit:
-                raise ServiceError(f"{too_big} the server's limit of "
-                                   f"{limit // (1024 * 1024)} MB", status=413)
-            digest.update(block)
-            out.write(block)
-    return digest.hexdigest(), size
+def _quota_error(quota: int) -> ServiceError:
+    return ServiceError(f"the project's files would take more than its quota of "
+                        f"{_size(quota)} (delete files it no longer needs)", status=413)
 
 
-def _is_gzip(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
+def _size(count: int) -> str:
+    if count >= 1024 ** 3:
+        return f"{count / 1024 ** 3:g} GB"
+    if count >= 1024 ** 2:
+        return f"{count / 1024 ** 2:g} MB"
+    return f"{count} bytes"
 
 
-def _gunzip_limited(source: Path, target: Path, limit: int) -> tuple[str, int]:
+@dataclass
+class Unpacked:
+    sha256: str
+    size: int
+    packed: int
+
+
+class _Writer:
+    """Writes unpacked bytes to the plain file and its gzip copy (what the database keeps),
+    hashing them and counting, against the unpacked and per-record caps."""
+
+    def __init__(self, plain: IO[bytes], packed: IO[bytes] | None, caps: UploadCaps) -> None:
+        self.plain = plain
+        self.packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) \
+            if packed is not None else None
+        self.packed = packed
+        self.caps = caps
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.line = 0  # bytes of the line not yet ended
+        self.longest = 0
+
+    def write(self, block: bytes) -> None:
+        if not block:
+            return
+        self.size += len(block)
+        if self.size > self.caps.unpacked:
+            if self.caps.quota_bound:
+                raise _quota_error(self.caps.quota or 0)
+            raise ServiceError(f"the upload unpacks to more than the server's limit of "
+                               f"{_size(self.caps.unpacked)}", status=413)
+        first = block.find(b"\n")
+        if first < 0:
+            self.line += len(block)
+        else:
+            self.longest = max(self.longest, self.line + first)
+            self.line = len(block) - block.rfind(b"\n") - 1
+        if self.line > self.caps.record:
+            raise _record_error(self.caps.record)
+        self.digest.update(block)
+        self.plain.write(block)
+        if self.packer is not None and self.packed is not None:
+            self.packed.write(self.packer.compress(block))
+
+    def close(self) -> None:
+        self.longest = max(self.longest, self.line)
+        if self.packer is not None and self.packed is not None:
+            self.packed.write(self.packer.flush())
+
+
+def _record_error(limit: int) -> ServiceError:
+    return ServiceError(f"a line (or a file that is one JSON document) is larger than the "
+                        f"server's limit of {_size(limit)} per record", status=413)
+
+
+def unpack_upload(stream: IO[bytes], plain: Path, packed: Path, caps: UploadCaps) -> Unpacked:
+    """Copy an upload to ``plain`` (unpacked when it is gzip) and ``packed`` (its gzip form),
+    block by block. 413 once the upload as sent, its unpacked size, one line, or the ratio of
+    unpacked to packed bytes (after the first MB) passes its cap; 422 for a broken gzip."""
+    head = stream.read(2)
+    gzipped = head == _GZIP_MAGIC
+    with plain.open("wb") as out, packed.open("wb") as copy:
+        writer = _Writer(out, None if gzipped else copy, caps)
+        if gzipped:
+            sent = _gunzip_stream(stream, head, writer, copy, caps)
+        else:
+            sent = len(head)
+            writer.write(head)
+            while block := stream.read(_CHUNK):
+                sent += len(block)
+                if sent > caps.packed:
+                    raise _sent_error(caps.packed)
+                writer.write(block)
+        writer.close()
+    if writer.size > caps.record and not _is_json_lines(plain, caps.record):
+        raise _record_error(caps.record)
+    return Unpacked(writer.digest.hexdigest(), writer.size, sent)
+
+
+def _sent_error(limit: int) -> ServiceError:
+    return ServiceError(f"the upload is larger than the server's limit of {_size(limit)}",
+                        status=413)
+
+
+def _gunzip_stream(stream: IO[bytes], head: bytes, writer: _Writer, copy: IO[bytes],
+                   caps: UploadCaps) -> int:
+    """Unpack the gzip members of ``stream`` into ``writer`` (the bytes as sent go to
+    ``copy``); returns how many were sent. The ratio is checked on every block out, so a bomb
+    stops within its first MBs of output."""
+    sent = len(head)
+    copy.write(head)
+
+    def read() -> bytes:
+        nonlocal sent
+        block = stream.read(_CHUNK)
+        sent += len(block)
+        if sent > caps.packed:
+            raise _sent_error(caps.packed)
+        copy.write(block)
+        return block
+
+    unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    consumed = 0
+    pending = head
     try:
-        with gzip.open(source, "rb") as packed:
-            return _copy_limited(packed, target, limit, "the upload unpacks to more than")
-    except (OSError, EOFError, zlib.error) as exc:
+        while pending or (pending := read()):
+            if unpacker.eof:  # what follows a member: another member, or zero padding
+                if not pending.strip(b"\0"):
+                    pending = b""
+                    continue
+                unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            before = len(pending)
+            block = unpacker.decompress(pending, _CHUNK)
+            pending = unpacker.unconsumed_tail or unpacker.unused_data
+            consumed += before - len(pending)
+            writer.write(block)
+            if writer.size > _RATIO_AFTER and writer.size > caps.ratio * consumed:
+                raise ServiceError(
+                    f"the upload unpacks to more than {caps.ratio:g} times its packed size "
+                    f"(the server's limit; a gzip bomb?)", status=413)
+        while not unpacker.eof and (block := unpacker.decompress(b"", _CHUNK)):
+            writer.write(block)  # output zlib still held when the input ran out
+        if not unpacker.eof:
+            raise EOFError("the gzip stream ends early")
+    except (zlib.error, EOFError) as exc:
         raise ServiceError(f"not a valid gzip file: {exc}", status=422, field="file") from None
+    return sent
 
 
+def _is_json_lines(path: Path, limit: int) -> bool:
+    """Whether the file's first line holds a whole JSON object (JSON Lines: each line is its
+    own record); otherwise the whole file is one document."""
+    with path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    return isinstance(json.loads(raw), dict) and len(raw) <= limit
+                except (ValueError, RecursionError):
+                    return False
+    return True

@@ -170,9 +170,17 @@ class JobStore:
                                f"reached ({spent:.4f} USD spent)", status=403)
 
     def spent_by_token(self, token_id: str) -> float:
+        """What the reviewer of this token spent: every token of the same name in the
+        project (a rotated token's jobs count, so rotating does not lift a spending cap)."""
+        same = sa.select(tokens.c.project_id, tokens.c.name).where(
+            tokens.c.id == token_id).subquery()
+        reviewer = sa.select(tokens.c.id).join(same, sa.and_(
+            tokens.c.project_id == same.c.project_id, tokens.c.name == same.c.name))
         with self.db.read() as conn:
             return float(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(jobs.c.cost_usd), 0))
-                                      .where(jobs.c.token_id == token_id)).scalar() or 0.0)
+                                      .where(sa.or_(jobs.c.token_id == token_id,
+                                                    jobs.c.token_id.in_(reviewer)))
+                                      ).scalar() or 0.0)
 
     def row(self, project_id: str, job_id: str) -> Any:
         with self.db.read() as conn:
@@ -297,19 +305,32 @@ class JobStore:
         return row.content_type, row.data
 
     def usage(self, project_id: str) -> dict[str, Any]:
+        """Jobs, cost and tokens of the project and of each reviewer (token name: a rotated
+        token's jobs stay its reviewer's); ``token_id`` is the reviewer's live token."""
         query = (sa.select(jobs.c.token_id, sa.func.count().label("jobs"),
                            sa.func.coalesce(sa.func.sum(jobs.c.cost_usd), 0).label("cost"),
                            sa.func.coalesce(sa.func.sum(jobs.c.tokens_used), 0).label("tok"))
                  .where(jobs.c.project_id == project_id).group_by(jobs.c.token_id))
         with self.db.read() as conn:
             rows = conn.execute(query).all()
-            names = {r.id: (r.name, r.spend_cap_usd) for r in conn.execute(
-                sa.select(tokens.c.id, tokens.c.name, tokens.c.spend_cap_usd)
-                .where(tokens.c.project_id == project_id))}
-        per_token = [{"token_id": r.token_id, "name": names.get(r.token_id, (None, None))[0],
-                      "spend_cap_usd": names.get(r.token_id, (None, None))[1],
-                      "jobs": r.jobs, "cost_usd": round(float(r.cost), 6),
-                      "tokens": int(r.tok)} for r in rows]
+            known = {r.id: r for r in conn.execute(
+                sa.select(tokens.c.id, tokens.c.name, tokens.c.spend_cap_usd,
+                          tokens.c.revoked_at).where(tokens.c.project_id == project_id)
+                .order_by(tokens.c.created_at))}
+        live = {r.name: r for r in known.values() if r.revoked_at is None}
+        per_name: dict[Any, dict[str, Any]] = {}
+        for r in rows:
+            token = known.get(r.token_id)
+            name = token.name if token is not None else None
+            current = live.get(name) or token
+            entry = per_name.setdefault(name if name is not None else r.token_id, {
+                "token_id": current.id if current is not None else r.token_id, "name": name,
+                "spend_cap_usd": current.spend_cap_usd if current is not None else None,
+                "jobs": 0, "cost_usd": 0.0, "tokens": 0})
+            entry["jobs"] += r.jobs
+            entry["cost_usd"] = round(entry["cost_usd"] + float(r.cost), 6)
+            entry["tokens"] += int(r.tok)
+        per_token = list(per_name.values())
         return {"project": {"jobs": sum(t["jobs"] for t in per_token),
                             "cost_usd": round(sum(t["cost_usd"] for t in per_token), 6),
                             "tokens": sum(t["tokens"] for t in per_token)},

@@ -11,6 +11,8 @@ name the server maps to a URL and key), and everything that would read a server-
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -70,12 +72,37 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _ENDPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_N_BOOT = 20000
 MAX_IDS = 100_000
+MAX_LIST = 100
+INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+NUMBERS: dict[str, tuple[type, float, float]] = {
+    # option -> (int: a whole number, float: any finite number; lowest; highest)
+    "temperature": (float, 0.0, 2.0),
+    "top_p": (float, 0.0, 1.0),
+    "seed": (int, *INT64),
+    "max_tokens": (int, 16, 1_000_000),
+    "timeout": (float, 0.0, 3600.0),
+    "max_retries": (int, 0, 20),
+    "concurrency": (int, 1, 1024),
+    "reasks": (int, 0, 10),
+    "budget": (float, 0.0, 1_000_000.0),
+    "limit": (int, 1, 100_000_000),
+    "batch_max_requests": (int, 1, 50_000),
+    "batch_max_bytes": (int, 10_000, 200_000_000),
+    "n_boot": (int, 0, MAX_N_BOOT),
+    "confidence": (float, 0.0, 1.0),
+    "num_slots": (int, 1, 1_000_000),
+    "alpha": (float, 0.0, 1.0),
+}
+"""The range of every numeric option (docs/SERVICE.md lists them). Strict: a string or a
+float is not a whole number, a bool is not a number; the library's own checks (``top_p`` > 0,
+``timeout`` > 0, ...) apply on top."""
 
 
 class JobRequest(BaseModel):
     """The body of ``POST /v1/jobs``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: JobKind
     inputs: dict[str, str | list[str]] = Field(
@@ -112,6 +139,7 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
         if name in REFUSED:
             raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
                                field=f"options.{name}")
+    check_numbers(options)
     if request.kind == "evaluate":
         spec.options, spec.endpoint = _judge_options(options, settings, request.mode)
     elif request.kind == "retry-errors":
@@ -129,6 +157,50 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
                      settings.max_job_budget)
     spec.budget = budget
     return spec
+
+
+def _is_bool_field(name: str) -> bool:
+    for model in (JudgeConfig, MetricOptions):
+        info = model.model_fields.get(name)
+        if info is not None:
+            return info.annotation in (bool, bool | None)
+    return False
+
+
+def check_numbers(options: dict[str, Any]) -> None:
+    """Every numeric option of the right type (strictly) and within its range, every flag a
+    JSON true or false (422): the library's settings object would read ``"yes"`` as true."""
+    for name, value in options.items():
+        if _is_bool_field(name) and not isinstance(value, bool) and value is not None:
+            raise ServiceError("must be true or false", status=422, field=f"options.{name}")
+        if name == "fga_lambdas":
+            _check_list(value, name, number=True)
+        elif name == "none_values":
+            _check_list(value, name, number=False)
+        if name not in NUMBERS:
+            continue
+        kind, low, high = NUMBERS[name]
+        if value is None and name in ("seed", "budget", "num_slots"):
+            continue
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ServiceError(f"must be a whole number from {low:,} to {high:,}",
+                                   status=422, field=f"options.{name}")
+        elif (isinstance(value, bool) or not isinstance(value, int | float)
+              or not math.isfinite(value) or not low <= value <= high):
+            raise ServiceError(f"must be a number from {low:g} to {high:g}", status=422,
+                               field=f"options.{name}")
+
+
+def _check_list(value: Any, name: str, *, number: bool) -> None:
+    ok = isinstance(value, list) and len(value) <= MAX_LIST and all(
+        (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+         and 0 <= v <= 1_000_000) if number else (isinstance(v, str) and len(v) <= 100)
+        for v in value)
+    if not ok:
+        what = "numbers from 0 to 1,000,000" if number else "strings of up to 100 characters"
+        raise ServiceError(f"must be a list of at most {MAX_LIST} {what}", status=422,
+                           field=f"options.{name}")
 
 
 def _check_inputs(spec: JobSpec) -> None:
@@ -192,7 +264,7 @@ def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str
                                status=422, field="options.model")
         options["model"] = model
     concurrency = options.get("concurrency")
-    if isinstance(concurrency, int) and concurrency > endpoint.max_concurrency:
+    if concurrency is not None and concurrency > endpoint.max_concurrency:
         raise ServiceError(f"at most {endpoint.max_concurrency} on endpoint {name!r}",
                            status=422, field="options.concurrency")
     values = _validated_config_subset({k: v for k, v in options.items()
@@ -202,9 +274,10 @@ def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str
 
 
 def _validated_config_subset(options: dict[str, Any]) -> dict[str, Any]:
-    """Check values with JudgeConfig itself (same rules as the CLI); keep them as given."""
+    """Check values with JudgeConfig itself (same rules as the CLI, strictly: as JSON, a
+    string is not a number); keep them as given."""
     try:
-        JudgeConfig.model_validate(options)
+        JudgeConfig.model_validate_json(json.dumps(options), strict=True)
     except ValidationError as exc:
         raise _option_error(exc) from None
     return dict(options)
@@ -231,7 +304,7 @@ def _metric_options(options: dict[str, Any]) -> dict[str, Any]:
     _only(options, (*METRIC_OPTIONS, *SUBSET_OPTIONS))
     values = {k: v for k, v in options.items() if k in MetricOptions.model_fields}
     try:
-        MetricOptions.model_validate(values)
+        MetricOptions.model_validate_json(json.dumps(values), strict=True)
     except ValidationError as exc:
         raise _option_error(exc) from None
     gold = options.get("gold")

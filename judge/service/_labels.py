@@ -108,8 +108,8 @@ class LabelStore:
     def delete(self, principal: Principal, label_id: int) -> None:
         query = labels.delete().where(labels.c.id == label_id,
                                       labels.c.project_id == principal.project_id)
-        if not principal.allows("admin"):
-            query = query.where(labels.c.token_id == principal.token_id)
+        if not principal.allows("admin"):  # the reviewer's, whichever of its tokens gave it
+            query = query.where(labels.c.reviewer == principal.token_name)
         with self.db.write() as conn:
             if conn.execute(query).rowcount == 0:
                 raise ServiceError(f"no label {label_id} of yours in this project", status=404)

@@ -11,9 +11,39 @@ import threading
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ._app import create_app
+from ._guard import ReceivedBytes
 from ._settings import ServiceSettings
+
+
+class _HeaderTimeout(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on request headers: a connection that has
+    not sent a whole request head ``header_timeout`` seconds after it opened (or after its
+    last response) is closed, so slow clients cannot hold connections open for ever."""
+
+    header_timeout = 10.0
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        ReceivedBytes.add(len(data))
+        super().data_received(data)
+
+    def _arm(self) -> None:
+        waiting_since = self.cycle
+        self.loop.call_later(self.header_timeout, self._expire, waiting_since)
+
+    def _expire(self, waiting_since: Any) -> None:
+        if self.cycle is waiting_since and not self.transport.is_closing():
+            self.transport.close()  # no new request head arrived in time
 
 
 class _Server(uvicorn.Server):
@@ -38,7 +68,11 @@ def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = app if app is not None else create_app(settings)
+    protocol = type("HeaderTimeout", (_HeaderTimeout,),
+                    {"header_timeout": settings.header_timeout_seconds})
+    trusted = settings.trusted_proxies
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             access_log=access_log, timeout_graceful_shutdown=5,
-                            lifespan="on", proxy_headers=True)
+                            lifespan="on", http=protocol, proxy_headers=bool(trusted),
+                            forwarded_allow_ips=",".join(trusted) or None)
     _Server(config, app.state.service).run()

@@ -7,17 +7,28 @@ server-side request forgery: the only hosts the server talks to are the ones wri
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .._config import DEFAULT_BASE_URL
 from .._errors import InputError, OptionError
+from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
 DEFAULT_PORT = 8765
 SLOTS_PER_PROCESS = 4
@@ -28,6 +39,20 @@ past about four, a process's jobs wait on its one interpreter lock (bench/servic
 def default_data_dir() -> Path:
     """``<user data dir>/dst-judge/serve``: the embedded database, run directories, caches."""
     return Path(platformdirs.user_data_dir("dst-judge")) / "serve"
+
+
+@dataclass(frozen=True)
+class UploadCaps:
+    """Limits on one upload: bytes as sent, bytes unpacked, compression ratio, one JSON
+    record (line or document), and the project's quota (None: none)."""
+
+    packed: int
+    unpacked: int
+    ratio: float = 100.0
+    record: int = 16 * 1024 * 1024
+    quota: int | None = None
+    quota_bound: bool = False
+    """The unpacked cap is what the project's quota has left (the message says so)."""
 
 
 class EndpointConfig(BaseModel):
@@ -52,6 +77,30 @@ class EndpointConfig(BaseModel):
     batch_api: bool | None = Field(
         None, description="Whether jobs may use mode 'batch' (the OpenAI Batch API) here; "
         "unset: only when base_url is OpenAI's own API (local servers have no Batch API).")
+    replay: Path | None = Field(
+        None, description="A cassette file or a folder of them: this endpoint answers exactly "
+        "the recorded requests and nothing else (an unrecorded request is an error row "
+        "naming it); no key, no network. Its base_url is " + REPLAY_BASE_URL + ".")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_url(cls, values: Any) -> Any:
+        """A replay endpoint talks to no server: its base URL is one that never resolves."""
+        if isinstance(values, dict) and values.get("replay") and not values.get("base_url"):
+            return {**values, "base_url": REPLAY_BASE_URL}
+        return values
+
+    @field_validator("replay")
+    @classmethod
+    def _cassettes_exist(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:  # every cassette read now: a broken one is the operator's error at start
+                for file in cassette_files(value):
+                    Cassette.load(file)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            return value.resolve()  # worker processes may start elsewhere
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -62,6 +111,8 @@ class EndpointConfig(BaseModel):
 
     def offers_batch(self) -> bool:
         """Whether batch jobs may run on this endpoint."""
+        if self.replay is not None:
+            return False  # cassettes hold chat completions, not batches
         if self.batch_api is not None:
             return self.batch_api
         return self.base_url.rstrip("/") == DEFAULT_BASE_URL.rstrip("/")
@@ -84,8 +135,40 @@ class ServiceSettings(BaseModel):
     data_dir: Path = Field(default_factory=default_data_dir)
     endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
     default_endpoint: str | None = None
-    max_upload_mb: float = Field(200.0, gt=0, description="Largest upload (compressed) in MB.")
-    max_unpacked_mb: float = Field(2000.0, gt=0, description="Largest upload once unzipped.")
+    max_upload_mb: float = Field(200.0, gt=0, le=1_000_000, description="Largest upload "
+                                 "body in MB, as sent (compressed when it is a .gz).")
+    max_unpacked_mb: float = Field(
+        512.0, gt=0, le=1_000_000, description="Largest upload once unpacked, in MB; for a "
+        "bundle, all its members together. 512 MB takes the full SGD training set as one "
+        "native JSON Lines file (about 140 MB, see docs/SERVICE.md) with room to spare.")
+    max_ratio: float = Field(100.0, ge=2, le=100_000, description="Largest compression ratio "
+                             "(unpacked / packed bytes), checked while unpacking once the "
+                             "first MB is out: a gzip bomb is refused within its first MBs.")
+    max_record_mb: float = Field(16.0, gt=0, le=1_000_000, description="Largest JSON Lines "
+                                 "line, or whole file when it is one JSON document (a schema, "
+                                 "a file in another format), in MB: what is parsed at once.")
+    max_json_mb: float = Field(2.0, gt=0, le=1_000, description="Largest request body that "
+                               "is not a multipart upload (JSON), in MB.")
+    project_quota_gb: float | None = Field(
+        10.0, gt=0, le=1_000_000, description="Unpacked size of all the files of one project, "
+        "in GB (None: no quota).")
+    body_timeout_seconds: float = Field(300.0, gt=0, le=86_400, description="Longest time a "
+                                        "client may take to send a request body.")
+    body_idle_seconds: float = Field(30.0, gt=0, le=86_400, description="Longest pause "
+                                     "between two parts of a request body.")
+    header_timeout_seconds: float = Field(10.0, gt=0, le=3_600, description="Longest time a "
+                                          "new connection may take to send its request "
+                                          "headers.")
+    auth_failures_per_minute: int = Field(
+        30, ge=0, le=1_000_000, description="Failed authentications allowed per client "
+        "address and minute before 429 (0: no limit); per replica.")
+    requests_per_minute: int = Field(
+        1200, ge=0, le=10_000_000, description="Requests allowed per token and minute before "
+        "429 (0: no limit); per replica.")
+    trusted_proxies: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"], description="Addresses (or networks) "
+        "of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (default: "
+        "loopback, a proxy on this machine; ['none']: nobody).")
     lease_seconds: float = Field(30.0, ge=1.0, description="A job whose worker stops renewing "
                                  "its lease this long is taken over by another worker.")
     job_slots: int = Field(4, ge=0, description="Jobs run at once by this replica (0: API only).")
@@ -117,6 +200,18 @@ class ServiceSettings(BaseModel):
     share_cache_across_projects: bool = Field(
         False, description="One reply cache for all projects (hits reveal others' requests).")
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        if value == ["none"]:
+            return []
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"not an address or network: {item!r}") from None
+        return value
+
     @property
     def db_url(self) -> str:
         return self.db or f"sqlite:///{self.data_dir / 'dst-judge.db'}"
@@ -138,6 +233,24 @@ class ServiceSettings(BaseModel):
     @property
     def max_unpacked_bytes(self) -> int:
         return int(self.max_unpacked_mb * 1024 * 1024)
+
+    @property
+    def max_record_bytes(self) -> int:
+        return int(self.max_record_mb * 1024 * 1024)
+
+    @property
+    def max_json_bytes(self) -> int:
+        return int(self.max_json_mb * 1024 * 1024)
+
+    @property
+    def project_quota_bytes(self) -> int | None:
+        return None if self.project_quota_gb is None else int(self.project_quota_gb * 1024 ** 3)
+
+    def upload_caps(self) -> UploadCaps:
+        """The caps every upload is unpacked and checked under."""
+        return UploadCaps(packed=self.max_upload_bytes, unpacked=self.max_unpacked_bytes,
+                          ratio=self.max_ratio, record=self.max_record_bytes,
+                          quota=self.project_quota_bytes)
 
     def all_endpoints(self) -> dict[str, EndpointConfig]:
         """The configured endpoints; with none, ``openai`` with ``OPENAI_API_KEY``."""
@@ -180,6 +293,12 @@ def read_endpoints_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
+def replay_endpoint(source: str | Path, model: str = "local") -> dict[str, Any]:
+    """The endpoint ``dst-judge serve --replay SOURCE`` adds (named ``replay``): the cassettes
+    of SOURCE, jobs' model defaulting to the one the project's cassettes were recorded with."""
+    return {"replay": str(source), "default_model": model}
+
+
 def build_settings(values: dict[str, Any]) -> ServiceSettings:
     """Settings from CLI values (None = not given); an invalid value is an OptionError."""
     given = {k: v for k, v in values.items() if v is not None}
@@ -188,7 +307,8 @@ def build_settings(values: dict[str, Any]) -> ServiceSettings:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise OptionError(f"{where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise OptionError(f"{where}: {message}") from None
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

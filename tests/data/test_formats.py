@@ -87,7 +87,7 @@ def test_validate_lists_every_problem_with_line_and_field(tmp_path, capsys):
     assert main(["validate", "dialogues", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:2: field 'turns[0].gold_state_24.hotel-stars': 4 is not of type 'string'" in err
-    assert "3 problem(s)" in err
+    assert "3 problems in" in err
 
 
 def test_validate_prints_schema(capsys):

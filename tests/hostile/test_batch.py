@@ -55,7 +55,7 @@ def test_split_submit_status_collect_pays_each_distinct_body_once(hostile_server
     lines = [json.loads(x) for p in parts for x in p.read_text().splitlines()]
     assert len(lines) == 6  # 12 calls, 6 distinct bodies
     assert len({body_hash(x["body"]) for x in lines}) == 6
-    assert "6 call(s) share a body" in prepared.out
+    assert "6 calls share a body" in prepared.out
 
     api = ["--base-url", hostile_server.url, "--max-retries", "0"]
     submitted = run_cli("batch", "submit", str(requests.parent), *api)

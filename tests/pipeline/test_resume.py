@@ -117,7 +117,7 @@ def test_retry_errors_sends_only_the_failed_calls(tmp_path, capsys):
         assert main(["retry-errors", str(out), "--base-url", "http://127.0.0.1:8997/v1"]) == 0
         assert router.calls.call_count - before == summary["calls"]["failed"]
     assert json.loads((out / "summary.json").read_text())["error_turns"] == 0
-    assert "re-ran 1 failed call(s)" in capsys.readouterr().out
+    assert "re-ran 1 failed call;" in capsys.readouterr().out
 
 
 def test_dry_run_makes_no_call_and_counts_cached_calls(tmp_path, capsys):

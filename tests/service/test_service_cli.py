@@ -17,7 +17,7 @@ from .serve_process import ROOT
 def test_token_create_list_revoke(tmp_path, capsys):
     data = ["--data-dir", str(tmp_path)]
     assert main(["serve", "token", "create", "--project", "lab", "--scopes", "read,review",
-                 "--name", "bob", "--json", *data]) == 0
+                 "--name", "bob", "--json", "--init", *data]) == 0
     made = json.loads(capsys.readouterr().out)
     assert made["token"].startswith("dsj_") and made["scopes"] == ["read", "review"]
     assert main(["serve", "token", "list", "--json", *data]) == 0
@@ -82,3 +82,35 @@ def test_worker_processes_default_to_one_per_four_slots_up_to_the_cores(tmp_path
     settings = build_settings({"data_dir": tmp_path, "job_slots": 8, "worker_mode": "process"})
     slots = [p.settings.job_slots for p in WorkerProcesses(settings).processes]
     assert slots == [4, 4]
+
+
+def test_token_commands_read_the_data_dir_before_or_after_token_and_never_make_a_new_db(
+        tmp_path, capsys, monkeypatch):
+    """``serve --data-dir D token create`` used D's database no more than ``token create
+    --data-dir D`` did: it wrote a new one under the user data directory, whose token the
+    server then refused. Both spellings (and the environment) mean D; a command that would
+    create a new, empty database says so and asks for --init."""
+    folder = tmp_path / "served"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "elsewhere"))
+    assert main(["serve", "--data-dir", str(folder), "token", "create", "--project", "lab"]) == 2
+    assert "--init" in capsys.readouterr().err and not folder.exists()
+    assert not (tmp_path / "elsewhere").exists()
+    assert main(["serve", "--data-dir", str(folder), "token", "create", "--project", "lab",
+                 "--name", "ana", "--init", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (folder / "dst-judge.db").is_file()
+    assert main(["serve", "token", "list", "--json", "--data-dir", str(folder)]) == 0
+    assert [t["id"] for t in json.loads(capsys.readouterr().out)] == [first["id"]]
+    monkeypatch.setenv("DST_JUDGE_SERVE_DATA_DIR", str(folder))
+    assert main(["serve", "token", "create", "--project", "lab", "--name", "ana"]) == 2
+    assert "already called 'ana'" in capsys.readouterr().err  # one live token per reviewer
+    assert main(["serve", "token", "rotate", "ana", "--project", "lab", "--json"]) == 0
+    rotated = json.loads(capsys.readouterr().out)
+    assert rotated["name"] == "ana" and rotated["replaces"] == first["id"]
+    assert rotated["token"] != first["token"] and rotated["scopes"] == first["scopes"]
+    assert main(["serve", "token", "list", "--json"]) == 0
+    listed = {t["id"]: t for t in json.loads(capsys.readouterr().out)}
+    assert listed[first["id"]]["revoked_at"] is not None
+    assert listed[rotated["id"]]["revoked_at"] is None
+    assert main(["serve", "token", "rotate", "nobody", "--project", "lab"]) == 2
+    assert not (tmp_path / "elsewhere").exists()  # nothing was ever written there

@@ -42,3 +42,69 @@ def test_jobs_that_unpack_one_file_at_once_each_get_the_whole_file(tmp_path):
                     if p.is_file()] == [record["sha256"]]  # no temporary file left behind
     finally:
         db.dispose()
+
+
+def _store(db, folder, **caps):
+    from judge.service._settings import UploadCaps
+
+    limits = {"packed": LIMIT, "unpacked": LIMIT, **caps}
+    return FileStore(db, folder, max_upload=LIMIT, max_unpacked=LIMIT,
+                     caps=UploadCaps(**limits))
+
+
+def _rows(db):
+    import sqlalchemy as sa
+
+    from judge.service._db import blobs, files
+
+    with db.read() as conn:
+        return [conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+                for t in (files, blobs)]
+
+
+def test_a_projects_quota_stops_uploads_and_leaves_no_row(tmp_path):
+    import pytest
+
+    from judge._errors import ServiceError
+
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    try:
+        content = (EXAMPLES / "dialogues.jsonl").read_bytes()
+        store = _store(db, tmp_path / "a", quota=len(content) + 100)
+        lab, other = ensure_project(db, "lab"), ensure_project(db, "other")
+        store.add(lab, "dialogues", "d.jsonl", io.BytesIO(content))
+        with pytest.raises(ServiceError) as refused:
+            store.add(lab, "dialogues", "d2.jsonl", io.BytesIO(content + b"\n"))
+        assert refused.value.status == 413 and "quota" in refused.value.reason
+        assert _rows(db) == [1, 1]
+        store.add(other, "dialogues", "d.jsonl", io.BytesIO(content))  # a quota per project
+    finally:
+        db.dispose()
+
+
+def test_a_document_over_the_record_cap_is_refused_but_long_json_lines_files_are_not(
+        tmp_path):
+    import json
+
+    import pytest
+
+    from judge._errors import ServiceError
+
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    try:
+        lab = ensure_project(db, "lab")
+        schema = json.dumps(json.loads((EXAMPLES / "schema.json").read_text()), indent=2)
+        store = _store(db, tmp_path / "a", record=len(schema) // 2)
+        with pytest.raises(ServiceError) as refused:  # one document, parsed whole
+            store.add(lab, "schema", "s.json", io.BytesIO(schema.encode()))
+        assert refused.value.status == 413 and "per record" in refused.value.reason
+        lines = (EXAMPLES / "dialogues.jsonl").read_bytes()
+        longest = max(len(line) for line in lines.splitlines())
+        store = _store(db, tmp_path / "b", record=longest + 1)
+        record, new = store.add(lab, "dialogues", "d.jsonl", io.BytesIO(lines))
+        assert new and record["info"]["dialogues"] == len(lines.splitlines())
+        assert _rows(db) == [1, 1]
+    finally:
+        db.dispose()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..._errors import InputError
-from ..._io import iter_jsonl_lines, loads, open_text, read_text
+from ..._io import iter_jsonl_lines, json_error_message, loads, open_text, read_text
 from .._schema import Schema
 from .._states import NONE, State
 
@@ -65,8 +65,7 @@ class Source:
             try:
                 yield line, loads(text)
             except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})",
-                                 path=self.path, line=line) from None
+                raise InputError(json_error_message(exc), path=self.path, line=line) from None
             except RecursionError:
                 raise InputError("JSON nested too deeply to read", path=self.path,
                                  line=line) from None
@@ -133,7 +132,7 @@ def _parse_whole(path: Path, text: str) -> Any:
     try:
         return loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg}, column {exc.colno})", path=path,
+        raise InputError(json_error_message(exc, unit="file"), path=path,
                          line=exc.lineno) from None
     except RecursionError:
         raise InputError("JSON nested too deeply to read", path=path) from None

@@ -11,8 +11,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +21,9 @@ from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
 from ..._errors import BuildToolMissing, LocalSetupError
 from ..._io import replace_whole
+from . import _progress
 from ._common import console_for, now, progress_bar, say, tail, write_json_atomic
+from ._progress import Heartbeat, PipProgress, run_streamed
 from ._registry import LLAMA_CPP_PYTHON_VERSION, cache_root, cpu_key, is_executable, server_binary
 
 CMAKE_FLAGS: tuple[str, ...] = (
@@ -76,19 +76,19 @@ def check_build_tools() -> dict[str, str]:
 # --- sources -----------------------------------------------------------------------------------
 
 
-def _download_sdist(dest: Path, *, quiet: bool) -> Path:
-    """Fetch the ``llama-cpp-python`` sdist whose vendored llama.cpp tree we build."""
+def _download_sdist(dest: Path, *, quiet: bool, console: Console | None = None) -> Path:
+    """Fetch the ``llama-cpp-python`` sdist whose vendored llama.cpp tree we build; unless
+    ``quiet``, a line every few seconds on ``console`` says how far pip is."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    cmd = [*_progress.PIP, "download", "--no-deps", "--no-binary", ":all:",
            "--disable-pip-version-check", "-d", str(dest),
            *(["-q"] if quiet else []), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
-    result = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False,
-                            capture_output=quiet, text=True)
+    with Heartbeat("downloading the llama.cpp sources", None if quiet else console) as beat:
+        code, last = run_streamed(cmd, PipProgress(beat, 1))
     archives = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
-    if result.returncode != 0 or not archives:
-        detail = (result.stderr or "")[-1500:] if quiet else "see pip's output above"
+    if code != 0 or not archives:
         raise LocalSetupError(f"pip could not download llama-cpp-python=="
-                              f"{LLAMA_CPP_PYTHON_VERSION} (source): {detail}")
+                              f"{LLAMA_CPP_PYTHON_VERSION} (source): {last[-1500:]}")
     return archives[0]
 
 
@@ -129,17 +129,23 @@ def _run_logged(cmd: Sequence[str], log: IO[str], log_path: Path, what: str,
                 on_line: Callable[[str], None] | None = None) -> None:
     log.write(f"$ {shlex.join(cmd)}\n")
     log.flush()
-    with subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            if on_line is not None:
-                on_line(line)
+    code, _ = run_streamed(cmd, on_line, log=log)
     log.flush()
-    if proc.returncode != 0:
-        raise LocalSetupError(f"{what} failed (exit code {proc.returncode}); last lines of "
+    if code != 0:
+        raise LocalSetupError(f"{what} failed (exit code {code}); last lines of "
                               f"{log_path}:\n{tail(log_path)}")
+
+
+def build_status(line: str, fraction: float | None) -> str | None:
+    """The heartbeat's status for a build output line: the percentage and what is being
+    compiled or linked (``42 %: ggml-cpu.c``); None for a line that says nothing new."""
+    text = line.strip()
+    target = re.search(r"(?:Building \w+ object|Linking \w+ \w+)\s+(\S+)", text)
+    if target is None:
+        return None
+    name = target.group(1).rsplit("/", 1)[-1].removesuffix(".o")
+    done = f"{100 * fraction:.0f} %" if fraction is not None else "compiling"
+    return f"{done}: {'linking ' if text.count('Linking') else ''}{name}"
 
 
 def _cmake_commands(tools: dict[str, str], source: Path, build_dir: Path, *, portable: bool,
@@ -159,16 +165,25 @@ def _compile(configure: Sequence[str], build: Sequence[str], log_path: Path,
     """Run both cmake steps into ``log_path`` with a bar fed by the build's own percentages."""
     columns = (TextColumn("compiling"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                TimeElapsedColumn())
+    beat = Heartbeat("building llama-server", console if progress else None)
     with log_path.open("w", encoding="utf-8") as log, \
-            progress_bar(console, progress, *columns) as bar:
+            progress_bar(console, progress, *columns) as bar, beat:
         task = bar.add_task("configure", total=100)
+        fraction: float | None = None
 
         def advance(line: str) -> None:
-            fraction = _build_fraction(line)
-            if fraction is not None:
-                bar.update(task, completed=100 * fraction)
+            nonlocal fraction
+            found = _build_fraction(line)
+            if found is not None:
+                fraction = found
+                bar.update(task, completed=100 * found)
+            status = build_status(line, fraction)
+            if status is not None:
+                beat.update(status)
 
+        beat.update("configuring (cmake)")
         _run_logged(configure, log, log_path, "cmake configure")
+        beat.update("compiling")
         _run_logged(build, log, log_path, "cmake build", advance)
 
 
@@ -206,7 +221,8 @@ def build_server(*, cache_dir: str | Path | None = None, portable: bool = False,
     log_path = cache / "build.log"
     jobs = jobs or os.cpu_count() or 1
     say(console, f"downloading the llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sources ...")
-    archive = _download_sdist(work / "sdist", quiet=not progress or console is None)
+    archive = _download_sdist(work / "sdist", quiet=not progress or console is None,
+                              console=console)
     source = _unpack_sdist(archive, work / "src")
     build_dir = work / "build"
     configure, build = _cmake_commands(tools, source, build_dir, portable=portable, jobs=jobs)

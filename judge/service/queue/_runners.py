@@ -58,6 +58,7 @@ from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
 from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from .._limits import JobLimiter
+from .._replaying import replay_transport_for
 from .._settings import ServiceSettings
 from ._lease import JobQueue, Records
 
@@ -420,7 +421,8 @@ class EvaluateRunner:
             rules=start.rules, out_dir=folder, resume=start.resume, sources=start.sources,
             on_progress=on_progress, limiter=context.limiter_for(endpoint_name),
             on_result=on_result, refresh=job.kind == "retry-errors", ledger=start.ledger,
-            transport=self.transport(start.config))
+            transport=replay_transport_for(self.settings, endpoint_name)
+            or self.transport(start.config))
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))

@@ -79,7 +79,7 @@ def fake_toolchain(tmp_path, monkeypatch):
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.delenv("CXX", raising=False)
 
-    def fake_sdist(dest: Path, *, quiet: bool) -> Path:
+    def fake_sdist(dest: Path, *, quiet: bool, **_: object) -> Path:
         dest.mkdir(parents=True, exist_ok=True)
         archive = dest / "llama_cpp_python-0.3.36.tar.gz"
         with tarfile.open(archive, "w:gz") as tar:

@@ -1,0 +1,85 @@
+"""MkDocs hooks: parts of pages generated at build time, so they cannot drift from the code.
+
+* ``<!-- generated:openapi -->`` becomes the table of the HTTP API's operations, read from the
+  OpenAPI document of the app itself; the document is written to ``openapi.json`` in the site.
+* ``<!-- generated:bench NAME -->`` becomes the tables a benchmark script last wrote to
+  ``bench/results/NAME.json`` (with the command, date and machine they were measured on).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+_BENCH = re.compile(r"<!-- generated:bench ([\w.-]+) -->")
+_OPENAPI = "<!-- generated:openapi -->"
+_SPEC: dict[str, Any] = {}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The service's OpenAPI document, from an app that is built but never started."""
+    if not _SPEC:
+        from judge.service import build_settings, create_app
+
+        with tempfile.TemporaryDirectory() as folder:
+            app = create_app(build_settings({"data_dir": Path(folder)}), run_worker=False)
+            _SPEC.update(app.openapi())
+    return _SPEC
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def operations_table(spec: dict[str, Any]) -> str:
+    rows = ["| method | path | operation | scope | what it does |",
+            "| --- | --- | --- | --- | --- |"]
+    for path, item in spec.get("paths", {}).items():
+        for method, op in item.items():
+            if method not in ("get", "post", "put", "patch", "delete"):
+                continue
+            scope = op.get("x-scope") or ("none" if not op.get("security") else "token")
+            rows.append(f"| `{method.upper()}` | `{path}` | `{op.get('operationId', '')}` | "
+                        f"{_cell(scope)} | {_cell(op.get('summary', ''))} |")
+    return "\n".join(rows)
+
+
+def bench_tables(name: str) -> str:
+    path = ROOT / "bench" / "results" / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"docs: {path} is missing: run the benchmark that writes it")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    parts = []
+    for table in record["tables"]:
+        if table.get("title"):
+            parts.append(f"**{table['title']}**\n")
+        parts.append("| " + " | ".join(_cell(c) for c in table["columns"]) + " |")
+        parts.append("|" + " --- |" * len(table["columns"]))
+        parts.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in table["rows"])
+        if table.get("note"):
+            parts.append(f"\n{table['note']}")
+        parts.append("")
+    load = record.get("load_average")
+    busy = f" (load average {load} at the end)" if load is not None else ""
+    parts.append(f"*Measured {record['measured_at']} on {record['machine']}{busy} with "
+                 f"`{record['command']}`.*")
+    return "\n".join(parts)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    if _OPENAPI in markdown:
+        markdown = markdown.replace(_OPENAPI, operations_table(openapi_document()))
+    return _BENCH.sub(lambda match: bench_tables(match.group(1)), markdown)
+
+
+def on_files(files: Any, config: Any) -> Any:
+    """Publish the OpenAPI document with the site (pages link to it)."""
+    from mkdocs.structure.files import File
+
+    files.append(File.generated(config, "openapi.json",
+                                content=json.dumps(openapi_document(), indent=1)))
+    return files

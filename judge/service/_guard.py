@@ -1,0 +1,492 @@
+"""The front door of every request: a pure ASGI middleware that answers what it can from the
+headers alone, before a byte of the body is read.
+
+For ``/v1``: the bearer token and the scope its route needs (taken from the route's own
+dependency, so the two cannot drift apart) are checked first, then the per-address limit on
+failed authentications and the per-token request rate (429 with ``Retry-After``; both per
+replica), then ``Content-Length`` against the limit (413). While the body arrives it is counted
+(413 the moment it passes the limit, chunked or not) and timed (408 for a client that stalls or
+takes too long; event streams and downloads are not bodies and have no such limit). A JSON body
+is read whole (it is small) and refused with 422 naming the field when it holds NaN, Infinity
+or an integer no database column holds; integer query and path parameters get the same check.
+
+Every response carries ``X-Request-ID`` (the client's when it is sane, else a new one) and
+``X-Content-Type-Options: nosniff``; ``/v1`` responses ``Cache-Control: no-store``; HSTS when
+the request came over HTTPS. An exception that reaches here is logged as one line with the
+request id and answered 500 with ``Connection: close``, so no client reuses a connection in an
+unknown state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+import time
+import types
+import typing
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qsl
+
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+from starlette.routing import Match
+
+from .._errors import ServiceError
+from .._io import MAX_JSON_DEPTH, nesting_exceeds, printable
+
+if TYPE_CHECKING:
+    from ._auth import Principal, TokenBook
+    from ._metrics import ServiceMetrics
+    from ._settings import ServiceSettings
+
+
+class GuardHost(Protocol):
+    """What the guard needs of the service (``_app.Service`` has it; this module does not
+    import the app, which installs it)."""
+
+    settings: ServiceSettings
+    tokens: TokenBook
+    metrics: ServiceMetrics
+
+log = logging.getLogger("dst_judge.service")
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+"""What every integer column of both databases holds (SQLite: 64 bits; Postgres BIGINT)."""
+API_PREFIX = "/v1"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class ReceivedBytes(Collector):
+    """Bytes this process received on its HTTP connections, counted by the server's protocol
+    as they come off the sockets (``dst_judge_http_received_bytes_total`` in ``/metrics``):
+    what a refused upload really cost, whatever the app read of it."""
+
+    total = 0
+
+    @classmethod
+    def add(cls, count: int) -> None:
+        cls.total += count
+
+    def collect(self) -> Iterator[Any]:
+        yield CounterMetricFamily("dst_judge_http_received_bytes",
+                                  "Bytes received on HTTP connections by this process",
+                                  value=ReceivedBytes.total)
+
+
+class Refusal(Exception):
+    """A request answered by the guard itself."""
+
+    def __init__(self, status: int, message: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+
+# --- rate limits ---------------------------------------------------------------------------
+
+
+class RateLimit:
+    """Token buckets keyed by client address or token: ``per_minute`` a minute on average,
+    as many at once. In memory, so per replica; at most ``max_keys`` keys are remembered
+    (the least recently used go first, which only ever forgets a debt)."""
+
+    def __init__(self, per_minute: int, *, max_keys: int = 50_000) -> None:
+        self.per_minute = per_minute
+        self.max_keys = max_keys
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def _level(self, key: str, moment: float) -> float:
+        level, then = self._buckets.get(key, (float(self.per_minute), moment))
+        return min(float(self.per_minute), level + (moment - then) * self.per_minute / 60.0)
+
+    def wait(self, key: str) -> float:
+        """Seconds until ``key`` may go again (0: now), without taking anything."""
+        if self.per_minute <= 0:
+            return 0.0
+        level = self._level(key, time.monotonic())
+        return 0.0 if level >= 1.0 else (1.0 - level) * 60.0 / self.per_minute
+
+    def take(self, key: str) -> float:
+        """Take one for ``key``; returns 0, or the seconds to wait when there is none left."""
+        if self.per_minute <= 0:
+            return 0.0
+        moment = time.monotonic()
+        level = self._level(key, moment)
+        if level < 1.0:
+            return (1.0 - level) * 60.0 / self.per_minute
+        self._buckets[key] = (level - 1.0, moment)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        return 0.0
+
+
+def _too_many(wait: float, what: str) -> Refusal:
+    seconds = max(1, math.ceil(wait))
+    return Refusal(429, f"too many {what}; try again in {seconds} s",
+                   headers={"Retry-After": str(seconds)})
+
+
+# --- which scope a route needs -------------------------------------------------------------
+
+
+def route_scope(route: Any) -> str | None:
+    """The scope the route's caller dependency requires (its ``required_scope``), None when
+    the route has none."""
+    dependant = getattr(route, "dependant", None)
+    stack = list(getattr(dependant, "dependencies", []) or [])
+    while stack:
+        dependency = stack.pop()
+        scope = getattr(dependency.call, "required_scope", None)
+        if isinstance(scope, str):
+            return scope
+        stack.extend(dependency.dependencies or [])
+    return None
+
+
+def _is_int(annotation: Any) -> bool:
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_int(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_int(a) for a in typing.get_args(annotation))
+    return False
+
+
+@dataclass
+class RouteInfo:
+    route: Any
+    scope: str | None
+    int_params: tuple[tuple[str, str], ...]
+    """(where, name) of the integer parameters: where is ``query`` or ``path``."""
+
+
+def api_routes(app: Any) -> list[RouteInfo]:
+    """Every ``/v1`` route of ``app`` with the scope it needs and its integer parameters."""
+    found = []
+    for route in getattr(app, "routes", []):
+        if not str(getattr(route, "path", "")).startswith(API_PREFIX + "/"):
+            continue
+        dependant = getattr(route, "dependant", None)
+        ints = tuple((where, param.alias) for where, params in
+                     (("query", getattr(dependant, "query_params", [])),
+                      ("path", getattr(dependant, "path_params", [])))
+                     for param in params if _is_int(param.field_info.annotation))
+        found.append(RouteInfo(route, route_scope(route), ints))
+    return found
+
+
+# --- the body ------------------------------------------------------------------------------
+
+
+@dataclass
+class BodyReader:
+    """``receive`` for the app: counts the body against ``limit`` and times it (``idle``
+    seconds between parts, ``total`` for all of it). Once the body is complete, ``receive``
+    is passed through untouched (an event stream waits on it for the client to leave)."""
+
+    receive: Receive
+    limit: int
+    idle: float
+    total: float
+    seen: int = 0
+    done: bool = False
+    failure: Refusal | None = None
+    replay: list[Message] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    async def __call__(self) -> Message:
+        if self.replay:
+            return self.replay.pop(0)
+        if self.done:
+            return await self.receive()
+        left = self.total - (time.monotonic() - self.started)
+        try:
+            message = await asyncio.wait_for(self.receive(), max(0.0, min(self.idle, left)))
+        except TimeoutError:
+            self.failure = Refusal(408, "the request body came too slowly (the server waits "
+                                   f"{self.idle:g} s between parts, {self.total:g} s in all)")
+            raise self.failure from None
+        if message["type"] != "http.request":
+            self.done = True
+            return message
+        self.seen += len(message.get("body", b""))
+        if self.seen > self.limit:
+            self.failure = Refusal(413, "the request body is larger than the server's limit "
+                                   f"of {_megabytes(self.limit)}")
+            raise self.failure
+        if not message.get("more_body", False):
+            self.done = True
+        return message
+
+    async def read_all(self) -> bytes:
+        """The whole body (it is within ``limit``); the app is then given it again."""
+        parts = []
+        while not self.done:
+            message = await self()
+            if message["type"] != "http.request":
+                break
+            parts.append(message.get("body", b""))
+        body = b"".join(parts)
+        self.replay = [{"type": "http.request", "body": body, "more_body": False}]
+        return body
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / (1024 * 1024):g} MB"
+
+
+class _Constant:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def json_problem(body: bytes) -> tuple[str, str | None] | None:
+    """Why a JSON body is refused, with the field (a JSON path): NaN, Infinity, an integer
+    outside 64 bits, nesting past the depth limit. None when it is fine or not JSON at all
+    (the app says what is wrong with that)."""
+    if nesting_exceeds(body, MAX_JSON_DEPTH) is not None:
+        return f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels", None
+    try:
+        value = json.loads(body, parse_constant=_Constant)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Constant):
+            return (f"{item.text} is not a number this service accepts (NaN and Infinity "
+                    "are refused)"), where or None
+        if isinstance(item, int) and not isinstance(item, bool) and \
+                not INT64_MIN <= item <= INT64_MAX:
+            return "an integer outside what the database holds (64 bits)", where or None
+        if isinstance(item, float) and not math.isfinite(item):
+            return "a number too large to hold (it reads as Infinity)", where or None
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def _param_problem(info: RouteInfo, query: str, path_params: dict[str, Any]) -> Refusal | None:
+    """An integer query or path parameter beyond 64 bits (a database would overflow)."""
+    values = dict(parse_qsl(query, keep_blank_values=True))
+    for where, name in info.int_params:
+        raw = values.get(name) if where == "query" else path_params.get(name)
+        text = str(raw).strip() if raw is not None else ""
+        if re.fullmatch(r"[+-]?\d+", text) and not INT64_MIN <= int(text) <= INT64_MAX:
+            return Refusal(422, f"Input should be a whole number from {INT64_MIN} to "
+                           f"{INT64_MAX}", field=name)
+    return None
+
+
+# --- the middleware ------------------------------------------------------------------------
+
+
+@dataclass
+class Exchange:
+    """One request as the guard sees it."""
+
+    method: str
+    path: str
+    headers: dict[bytes, bytes]
+    request_id: str
+    https: bool
+    status: int = 0
+    started: bool = False
+    close: bool = False
+
+    @property
+    def has_body(self) -> bool:
+        length = self.headers.get(b"content-length", b"0").strip()
+        return b"transfer-encoding" in self.headers or (length.isdigit() and int(length) > 0)
+
+    @property
+    def multipart(self) -> bool:
+        return self.headers.get(b"content-type", b"").lower().startswith(b"multipart/")
+
+    @property
+    def api(self) -> bool:
+        return self.path == API_PREFIX or self.path.startswith(API_PREFIX + "/")
+
+
+class RequestGuard:
+    """The ASGI middleware (installed by :func:`judge.service.create_app`)."""
+
+    def __init__(self, app: Any, service: GuardHost) -> None:
+        self.app = app
+        self.service = service
+        settings = service.settings
+        self.failures = RateLimit(settings.auth_failures_per_minute)
+        self.requests = RateLimit(settings.requests_per_minute)
+        self._routes: list[RouteInfo] | None = None
+        service.metrics.registry.register(ReceivedBytes())
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        exchange = Exchange(scope.get("method", "GET"), scope.get("path", ""), headers,
+                            given if _REQUEST_ID.match(given) else uuid.uuid4().hex,
+                            scope.get("scheme") == "https")
+        scope.setdefault("state", {})["request_id"] = exchange.request_id
+        started = time.perf_counter()
+        settings = self.service.settings
+        limit = settings.max_upload_bytes if exchange.multipart else settings.max_json_bytes
+        reader = BodyReader(receive, limit, settings.body_idle_seconds,
+                            settings.body_timeout_seconds)
+        guarded_send = self._sender(send, exchange, reader)
+        try:
+            await self._gate(scope, exchange, reader)
+            await self.app(scope, reader, guarded_send)
+        except Refusal as refusal:
+            await self._refuse(send, exchange, refusal, reader.done)
+        except Exception as exc:  # the last line of defence: logged, answered 500
+            if reader.failure is not None:
+                await self._refuse(send, exchange, reader.failure)
+            else:
+                self._log_failure(exchange, exc)
+                await self._refuse(send, exchange, Refusal(
+                    500, f"internal error in the server (request {exchange.request_id}; "
+                    "see its log)"))
+        else:
+            if reader.failure is not None:
+                await self._refuse(send, exchange, reader.failure)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.service.metrics.observe(exchange.method, template, exchange.status or 500,
+                                         time.perf_counter() - started)
+
+    # --- before the app ---
+
+    async def _gate(self, scope: dict[str, Any], exchange: Exchange, reader: BodyReader
+                    ) -> None:
+        """Everything decided before the app runs; raises :class:`Refusal`."""
+        length = exchange.headers.get(b"content-length", b"").strip()
+        if exchange.api:
+            info = self._route(scope)
+            principal = await self._authenticate(scope, exchange, info)
+            wait = self.requests.take(principal.token_id)
+            if wait:
+                raise _too_many(wait, "requests for this token")
+            if info is not None:
+                problem = _param_problem(info, scope.get("query_string", b"").decode(
+                    "latin-1"), info.route.matches(scope)[1].get("path_params", {}))
+                if problem is not None:
+                    raise problem
+        if length.isdigit() and int(length) > reader.limit:
+            raise Refusal(413, "the request body is larger than the server's limit of "
+                          f"{_megabytes(reader.limit)}")
+        if exchange.api and exchange.has_body and not exchange.multipart \
+                and exchange.method in _BODY_METHODS:
+            body = await reader.read_all()
+            if b"json" in exchange.headers.get(b"content-type", b"").lower():
+                problem = json_problem(body)
+                if problem is not None:
+                    raise Refusal(422, problem[0], field=problem[1])
+
+    def _route(self, scope: dict[str, Any]) -> RouteInfo | None:
+        if self._routes is None:
+            self._routes = api_routes(scope.get("app"))
+        for info in self._routes:
+            if info.route.matches(scope)[0] == Match.FULL:
+                return info
+        return None
+
+    async def _authenticate(self, scope: dict[str, Any], exchange: Exchange,
+                            info: RouteInfo | None) -> Principal:
+        """The caller, from the Authorization header alone; 401, 403 or 429 otherwise."""
+        client = scope.get("client")
+        address = str(client[0]) if client else "unknown"
+        wait = self.failures.wait(address)
+        if wait:
+            raise _too_many(wait, "failed authentications from this address")
+        authorization = exchange.headers.get(b"authorization", b"").decode("latin-1")
+        try:
+            principal = await asyncio.to_thread(self.service.tokens.resolve, authorization)
+            if info is not None and info.scope is not None:
+                principal.require(info.scope)
+        except ServiceError as exc:
+            self.failures.take(address)
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+            raise Refusal(exc.status, exc.reason, headers=headers) from None
+        scope["state"]["principal"] = principal
+        return principal
+
+    # --- around the app ---
+
+    def _sender(self, send: Send, exchange: Exchange, reader: BodyReader) -> Send:
+        async def guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                if reader.failure is not None:
+                    return  # the app answered a body it could not read: the guard answers
+                exchange.started = True
+                exchange.status = int(message["status"])
+                message = {**message, "headers": self._headers(
+                    list(message.get("headers") or []), exchange)}
+            elif not exchange.started:
+                return
+            await send(message)
+        return guarded
+
+    def _headers(self, headers: list[tuple[bytes, bytes]], exchange: Exchange
+                 ) -> list[tuple[bytes, bytes]]:
+        names = {name.lower() for name, _ in headers}
+        out = [(n, v) for n, v in headers if not (exchange.api and n.lower() == b"cache-control")]
+        out.append((b"x-request-id", exchange.request_id.encode()))
+        if b"x-content-type-options" not in names:
+            out.append((b"x-content-type-options", b"nosniff"))
+        if b"referrer-policy" not in names:
+            out.append((b"referrer-policy", b"no-referrer" if exchange.api else b"same-origin"))
+        if exchange.api:
+            out.append((b"cache-control", b"no-store"))
+        if exchange.https:
+            out.append((b"strict-transport-security", b"max-age=31536000"))
+        if (exchange.status >= 500 or exchange.close) and b"connection" not in names:
+            out.append((b"connection", b"close"))
+        return out
+
+    async def _refuse(self, send: Send, exchange: Exchange, refusal: Refusal,
+                      reader_done: bool = False) -> None:
+        """Answer with the guard's own JSON error, unless the response already started."""
+        if exchange.started:
+            return
+        exchange.started = True
+        exchange.status = refusal.status
+        exchange.close = refusal.status >= 500 or (exchange.has_body and not reader_done)
+        body = json.dumps({"error": {"status": refusal.status, "message": refusal.message,
+                                     "field": refusal.field}}).encode()
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode())]
+        headers += [(k.lower().encode(), v.encode()) for k, v in refusal.headers.items()]
+        await send({"type": "http.response.start", "status": refusal.status,
+                    "headers": self._headers(headers, exchange)})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    def _log_failure(exchange: Exchange, exc: Exception) -> None:
+        """One line per failure (the traceback only at debug level)."""
+        text = printable(str(exc), newlines=False)[:300]
+        log.error("internal error, request %s: %s %s: %s: %s", exchange.request_id,
+                  exchange.method, exchange.path, type(exc).__name__, text)
+        log.debug("request %s failed", exchange.request_id, exc_info=exc)

@@ -1,0 +1,26 @@
+"""The transports of replay endpoints (``replay = "cassettes/"`` in an endpoint's settings):
+one per cassette source and process, shared by every job, as a pool of connections would be."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ..model import ReplayTransport
+from ._settings import ServiceSettings
+
+_transports: dict[Path, ReplayTransport] = {}
+_lock = threading.Lock()
+
+
+def replay_transport_for(settings: ServiceSettings, endpoint: str) -> ReplayTransport | None:
+    """The transport a job on ``endpoint`` uses when that endpoint replays cassettes, else
+    None (the job talks to the endpoint's server as usual)."""
+    config = settings.all_endpoints().get(endpoint)
+    if config is None or config.replay is None:
+        return None
+    with _lock:
+        transport = _transports.get(config.replay)
+        if transport is None:
+            transport = _transports[config.replay] = ReplayTransport(config.replay)
+        return transport

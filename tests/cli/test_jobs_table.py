@@ -1,0 +1,25 @@
+"""``dst-judge jobs`` prints every job id whole, even on an 80-column terminal (the id is what
+``results`` needs)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from judge.cli._remote import jobs_table
+
+
+def _job(job_id: str, kind: str = "retry-errors") -> dict:
+    return {"id": job_id, "kind": kind, "status": "succeeded",
+            "created_at": "2026-11-27T05:31:07.123456Z",
+            "progress": {"done": 1234, "total": 12345, "cost_usd": 123.4567}}
+
+
+def test_job_ids_are_whole_at_80_and_40_columns():
+    ids = [f"job_{n:016x}" for n in (0x3f9a5c7e1b2d4f60, 0x1, 0xFFFFFFFFFFFFFFFF)]
+    for width in (80, 60, 40):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(jobs_table([_job(i) for i in ids]))
+        text = console.export_text()
+        for job_id in ids:
+            assert job_id in text, (width, text)
+        assert max(len(line) for line in text.splitlines()) <= width

@@ -1,0 +1,81 @@
+"""Predicted slot names outside the schema: named with their turn counts and the closest
+schema slot, by the library and by every command that reads predictions (a warning, never a
+refusal unless ``validate --strict`` asks for it)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from judge.cli import main
+from judge.data import (
+    closest_slot,
+    describe_out_of_schema,
+    load_schema,
+    out_of_schema_slots,
+    predicted_slot_names,
+)
+from tests.conftest import EXAMPLES
+
+
+def _typo_predictions(tmp_path):
+    """The example predictions with ``hotel-pricerange`` misspelt ``hotel-pricerang``."""
+    lines = (EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8")
+    assert "hotel-pricerange" in lines
+    path = tmp_path / "typo.jsonl"
+    path.write_text(lines.replace("hotel-pricerange", "hotel-pricerang"), encoding="utf-8")
+    turns = sum(1 for line in lines.splitlines() for turn in json.loads(line)["turns"]
+                if "hotel-pricerange" in (turn.get("pred_state") or {}))
+    return path, turns
+
+
+def test_names_counts_and_the_closest_schema_slot(tmp_path):
+    schema = load_schema(EXAMPLES / "schema.json")
+    assert closest_slot("hotel-pricerang", schema) == "hotel-pricerange"
+    assert closest_slot("Hotel-Area", schema) == "hotel-area"
+    assert closest_slot("zzzzzz", schema) is None  # nothing close: no suggestion at all
+    path, turns = _typo_predictions(tmp_path)
+    counts = predicted_slot_names(path)
+    outside = out_of_schema_slots(counts, schema)
+    assert [(s.name, s.turns, s.suggestion) for s in outside] == [
+        ("hotel-pricerang", turns, "hotel-pricerange"), ("train-book time", 1,
+                                                         "restaurant-book time")]
+    sentence = describe_out_of_schema(outside)
+    assert sentence.startswith("2 predicted slot names outside the schema: hotel-pricerang (")
+    assert f"({turns} turns; closest schema slot: hotel-pricerange)" in sentence
+    assert "train-book time (1 turn;" in sentence  # singular for one
+    # another spelling that the loaders rename to a schema slot is not outside it
+    assert out_of_schema_slots(Counter({"hotel-price range": 2}), schema) == []
+    assert describe_out_of_schema([]) is None
+
+
+def test_validate_warns_with_a_schema_and_fails_only_when_strict(tmp_path, capsys):
+    path, turns = _typo_predictions(tmp_path)
+    assert main(["validate", "predictions", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps at the terminal width
+    assert "valid predictions file" in out and "add --schema S" in out
+    schema = str(EXAMPLES / "schema.json")
+    assert main(["validate", "predictions", str(path), "--schema", schema]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "hotel-pricerang" in err and "hotel-pricerange" in err
+    assert f"{turns} turns" in err
+    assert main(["validate", "predictions", str(path), "--schema", schema, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "hotel-pricerang" in err and "1 problem in" in err
+    assert main(["validate", "dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                 "--schema", schema]) == 2  # a schema only checks predictions: said, not ignored
+    assert "does not apply" in capsys.readouterr().err
+
+
+def test_evaluate_and_metrics_name_the_slots_without_changing_the_exit_status(tmp_path,
+                                                                               capsys):
+    path, _ = _typo_predictions(tmp_path)
+    data = ["--schema", str(EXAMPLES / "schema.json"), "--dialogues",
+            str(EXAMPLES / "dialogues.jsonl"), "--predictions", str(path)]
+    assert main(["evaluate", *data, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "hotel-pricerang" in err and "closest schema slot: hotel-pricerange" in err
+    assert main(["metrics", *data]) == 0
+    captured = capsys.readouterr()
+    assert "hotel-pricerang" in captured.out  # in its report, once
+    assert "hotel-pricerang" not in captured.err

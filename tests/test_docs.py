@@ -1,0 +1,120 @@
+"""The documentation: the site builds with no warning, README stays short, and every command
+the README and the getting-started page mark as runnable (``<!-- runnable -->`` before a fenced
+block) runs, in a fresh folder holding the project's examples and cassettes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.netguard.sitecustomize import subprocess_pythonpath
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNABLE = re.compile(r"<!-- runnable -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
+DOC_PAGES = ["README.md", "docs/getting-started.md"]
+
+
+def runnable_blocks(path: Path) -> list[str]:
+    """The page's runnable blocks as shell script; Python blocks run through ``python3 -``."""
+    blocks = []
+    for language, body in RUNNABLE.findall(path.read_text(encoding="utf-8")):
+        blocks.append(body if language == "bash" else f"python3 - <<'PYTHON'\n{body}\nPYTHON")
+    return blocks
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_site_builds_without_a_warning(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is not installed")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
+           "PYTHONPATH": subprocess_pythonpath(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d",
+                           str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env=env)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log
+    assert "WARNING" not in log, log
+    assert (tmp_path / "site" / "openapi.json").is_file()
+    assert (tmp_path / "site" / "glossary" / "index.html").is_file()
+
+
+def test_every_benchmark_result_is_on_a_site_page_and_well_formed() -> None:
+    """Each ``bench/results/NAME.json`` is rendered by some page (no figures nobody sees), and
+    each page's marker names a file that exists, with rows as wide as their columns."""
+    import json
+
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
+    shown = set(re.findall(r"<!-- generated:bench ([\w.-]+) -->", pages))
+    written = {p.stem for p in (ROOT / "bench" / "results").glob("*.json")}
+    assert written - shown == set(), "results no page shows"
+    assert shown - written == set(), "pages name results no benchmark wrote"
+    for name in written:
+        record = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text("utf-8"))
+        assert record["benchmark"] == name and record["command"].startswith("python bench/")
+        assert record["tables"], name
+        for table in record["tables"]:
+            assert table["rows"], (name, table["title"])
+            assert all(len(row) == len(table["columns"]) for row in table["rows"]), name
+
+
+def test_readme_is_short_and_starts_with_the_two_commands() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines (at most 150)"
+    fence = lines.index("```bash")
+    setup = lines[fence + 1:fence + 3]
+    assert setup[0].startswith("python3 -m pip install -e . && dst-judge evaluate ")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert setup[1] in ci, "the README's test command is not what .ci/run runs"
+
+
+def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
+    """The README's first command minus its install step (the test environment is installed)."""
+    line = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n", 1)[1]
+    command = line.splitlines()[0].split(" && ", 1)[1]
+    done = _run_script(command, tmp_path)
+    assert "TSA" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_runnable_commands_of_the_page_run(page: str, tmp_path: Path) -> None:
+    blocks = runnable_blocks(ROOT / page)
+    assert blocks, f"{page} marks no runnable command"
+    port = str(free_port())
+    script = "\n".join(block.replace("8765", port) for block in blocks)
+    _run_script(script, tmp_path)
+
+
+def _run_script(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with bash in ``folder`` (examples/ and cassettes/ copied in), with
+    ``dst-judge`` meaning this checkout; background processes are stopped at the end."""
+    for name in ("examples", "cassettes"):
+        shutil.copytree(ROOT / name, folder / name)
+    bin_dir = folder / ".bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "dst-judge"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m judge "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1,localhost",
+           "DST_JUDGE_CACHE_DIR": str(folder / "cache"), "XDG_DATA_HOME": str(folder / "data"),
+           "XDG_CACHE_HOME": str(folder / "xdg-cache"), "TERM": "dumb"}
+    wrapped = ("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait || true' EXIT\n"
+               f"{script}\n")
+    done = subprocess.run(["bash", "-c", wrapped], cwd=folder, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, (f"exit {done.returncode}\n--- script\n{script}\n"
+                                  f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
