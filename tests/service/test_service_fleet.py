@@ -51,7 +51,7 @@ def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
     token = create_token(tmp_path / "api", "lab", db=postgres_db)
     with ServerProcess(FaultConfig(latency=0.3), max_seconds=180) as model:
         endpoints = {"fake": {"base_url": model.url}}
-        args = ["--jobs", "1", "--lease", "2", "--grace", "1"]
+        args = ["--jobs", "1", "--lease", "2", "--grace", "1", "--requests-per-minute", "0"]
         with ServeProcess(tmp_path / "api", endpoints=endpoints, db=postgres_db, args=args,
                           max_seconds=170) as server:
             client = judge.Client(server.url, token)
@@ -92,7 +92,7 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_cap_and_another_
     with ServerProcess(FaultConfig(latency=0.3), max_seconds=420) as model:
         endpoints = {"fake": {"base_url": model.url}}
         args = ["--jobs", "2", "--worker-processes", "2", "--lease", "2", "--grace", "1",
-                "--max-attempts", "3"]
+                "--max-attempts", "3", "--requests-per-minute", "0"]
         with ServeProcess(tmp_path / "api", endpoints=endpoints, db=postgres_db, args=args,
                           max_seconds=400) as server:
             client = judge.Client(server.url, token)
@@ -138,7 +138,8 @@ def test_an_api_replica_and_two_worker_commands_run_a_queue_together(tmp_path, p
                                  args=["--jobs", "2", "--lease", "5"], max_seconds=200)
                    for index in range(2)]
         with ServeProcess(tmp_path / "api", endpoints=endpoints, db=postgres_db,
-                          args=["--no-worker"], max_seconds=220) as api, \
+                          args=["--no-worker", "--requests-per-minute", "0"],
+                          max_seconds=220) as api, \
                 workers[0], workers[1]:
             assert api.health()["worker"] is None
             assert get_text(api.url + "/readyz")[0] == 200

@@ -53,7 +53,8 @@ def test_postgres_restarted_mid_job_every_job_succeeds_and_the_api_never_answers
     with _own_postgres() as (db_url, stop_db, start_db), \
             ServerProcess(FaultConfig(latency=0.5), max_seconds=300) as model:
         token = create_token(tmp_path / "api", "lab", db=db_url)
-        args = ["--jobs", str(JOBS), "--worker", "thread", "--lease", "5", "--grace", "1"]
+        args = ["--jobs", str(JOBS), "--worker", "thread", "--lease", "5", "--grace", "1",
+                "--requests-per-minute", "0"]  # this test polls fast: no 429 in the way
         with ServeProcess(tmp_path / "api", endpoints={"fake": {"base_url": model.url}},
                           db=db_url, args=args, max_seconds=280) as server:
             client = judge.Client(server.url, token)
