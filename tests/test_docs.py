@@ -118,3 +118,18 @@ def _run_script(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
                                   f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}")
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+def test_no_file_holds_merge_conflict_markers() -> None:
+    """A merge resolved by hand once left its markers in README.md; nothing may carry them."""
+    marked = []
+    for path in ROOT.rglob("*"):
+        if (path.suffix not in (".md", ".py", ".toml", ".yml", ".html", ".css", ".js", ".json")
+                or any(part in (".git", "site", "node_modules", ".venv") for part in path.parts)
+                or not path.is_file()):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                                      .splitlines(), 1):
+            if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======":
+                marked.append(f"{path.relative_to(ROOT)}:{number}")
+    assert not marked, marked

@@ -73,7 +73,8 @@ def _evaluate_command(data, url, out, *extra, concurrency=4):
 def _wait_for(condition, timeout=90.0):
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, \
+            f"{getattr(condition, '__name__', 'the condition')} not met within {timeout} s"
         time.sleep(0.01)
 
 

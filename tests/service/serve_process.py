@@ -108,7 +108,8 @@ class ServeProcess:
                 pass
             time.sleep(0.1)
         self.kill()
-        raise RuntimeError("dst-judge serve did not become healthy:\n"
+        raise RuntimeError(f"dst-judge serve on port {self.port} did not answer /healthz with "
+                           f"status ok within {timeout} s:\n"
                            + self.log.read_text(errors="replace")[-3000:])
 
     def health(self) -> dict[str, Any]:

@@ -78,7 +78,8 @@ def test_sigterm_drains_then_the_job_resumes_without_paying_twice(tmp_path):
                                                                   "concurrency": 2})["id"]
             deadline = time.monotonic() + 60
             while client.job(job_id)["progress"]["done"] < 4:
-                assert time.monotonic() < deadline
+                assert time.monotonic() < deadline, \
+                    f"job {job_id} did not judge 4 turns within 60 s: {client.job(job_id)}"
                 time.sleep(0.1)
             started = time.monotonic()
             server.terminate(timeout=60)  # uvicorn re-raises SIGTERM once it has drained

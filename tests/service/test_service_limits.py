@@ -77,7 +77,7 @@ def test_retry_after_pauses_the_whole_pool(db):
     limiter.release(ticket, 429, {"retry-after": "2"})
     deadline = time.monotonic() + 5
     while take(pool, "b") == 0.0:  # the pause is written by a helper thread
-        assert time.monotonic() < deadline
+        assert time.monotonic() < deadline, "the 429's pause was not written within 5 s"
         time.sleep(0.02)
     assert 1.0 < take(pool, "b") <= 2.0
 

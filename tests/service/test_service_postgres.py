@@ -76,12 +76,14 @@ def test_concurrent_claims_never_share_a_job(postgres_db):
 
         def claimer(index: int) -> None:
             store = JobQueue(engines[index % 4])
-            while True:
+            for _ in range(len(queued) + 1):  # bounded: a claim of a job held would loop
                 row = store.claim(f"w{index}", 30.0)
                 if row is None:
                     return
                 with lock:
                     claimed.append(row.id)
+            raise AssertionError(f"claimer w{index} kept claiming after {len(queued)} jobs: "
+                                 "a job whose lease is held was claimed again")
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(claimer, range(8)))

@@ -35,7 +35,8 @@ def _wait(service: Any, project_id: str, job_id: str, timeout: float = 30) -> di
         job = service.jobs.get(project_id, job_id)
         if job["status"] in FINAL:
             return job
-        assert time.monotonic() < deadline, f"job still {job['status']}"
+        assert time.monotonic() < deadline, \
+            f"job {job_id} still {job['status']} after {timeout} s (waited for a final status)"
         time.sleep(0.05)
 
 

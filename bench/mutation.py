@@ -1,0 +1,284 @@
+"""Mutation testing of the service's guarantees with mutmut 3: how many planted bugs the tests
+catch, per module, and which survive.
+
+Each module group (``GROUPS``: the code to mutate and the tests that cover it) runs in a copy
+of the project in a temporary directory, so the worktree never holds a mutant. mutmut first
+runs the group's tests once to learn which test reaches which function, then runs for each
+mutant only the tests that reach its function, under a time bound (mutmut's: a multiple of the
+tests' own time, then SIGXCPU; and pytest-timeout's per test, ``--test-timeout``). Prints and
+writes as JSON (``--out``, default ``out/mutation.json``) per group: killed,
+survived, timeout, no tests and total, the kill rate, and every survivor (file, line, the
+changed line before and after).
+
+    python bench/mutation.py                      # every group (hours on two cores)
+    python bench/mutation.py store service-auth   # some groups
+    python bench/mutation.py --list
+
+Not part of .ci/run: a full run takes far longer than CI's budget. The base settings are
+``[tool.mutmut]`` in pyproject.toml; this script adds ``only_mutate`` and the test selection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+COPIED = ("judge", "tests", "examples", "cassettes", "prompts", "rules", "pyproject.toml",
+          "README.md")
+
+GROUPS: dict[str, tuple[list[str], list[str]]] = {
+    # name: (files to mutate, tests that cover them)
+    "store": (["judge/store/*"],
+              ["tests/store", "tests/pipeline/test_ledger_calls.py"]),
+    "service-auth": (["judge/service/_auth.py"],
+                     ["tests/service/test_service_security.py",
+                      "tests/service/test_route_isolation.py",
+                      "tests/service/test_service_api.py"]),
+    "service-limits": (["judge/service/_limits.py"], ["tests/service/test_service_limits.py"]),
+    "service-jobs": (["judge/service/_jobs.py", "judge/service/queue/_lease.py"],
+                     ["tests/service/test_job_leases.py", "tests/service/test_route_isolation.py",
+                      "tests/service/test_service_api.py"]),
+    "service-ledger": (["judge/service/_ledger.py"],
+                       ["tests/service/test_service_ledger.py",
+                        "tests/service/test_service_shared_ledger.py"]),
+    "service-labels": (["judge/service/_labels.py"],
+                       ["tests/service/test_label_subjects.py",
+                        "tests/service/test_route_isolation.py"]),
+    "service-files": (["judge/service/_files.py"], ["tests/service/test_service_files.py",
+                                                    "tests/service/test_route_isolation.py"]),
+    "service-jobspec": (["judge/service/_jobspec.py"], ["tests/service/test_service_api.py"]),
+    "service-worker": (["judge/service/queue/_worker.py", "judge/service/queue/_runners.py",
+                        "judge/service/queue/_journal.py", "judge/service/queue/_process.py"],
+                       ["tests/service/test_job_leases.py", "tests/service/test_service_api.py",
+                        "tests/service/test_service_e2e.py"]),
+    "service-app": (["judge/service/_app.py", "judge/service/_bundles.py"],
+                    ["tests/service/test_service_api.py",
+                     "tests/service/test_service_security.py",
+                     "tests/service/test_route_isolation.py"]),
+    "web-session": (["judge/web/_session.py", "judge/web/_common.py"],
+                    ["tests/web/test_web_csrf_property.py", "tests/web/test_web_pages.py"]),
+    "web-pages": (["judge/web/_runs.py", "judge/web/_review.py", "judge/web/_detail.py",
+                   "judge/web/_index.py", "judge/web/_compare.py", "judge/web/_agreement.py"],
+                  ["tests/web/test_web_pages.py", "tests/web/test_web_csrf_property.py",
+                   "tests/web/test_web_escaping_property.py",
+                   "tests/service/test_route_isolation.py"]),
+    "model-ledger": (["judge/model/_client.py"],
+                     ["tests/pipeline/test_ledger_calls.py", "tests/model/test_client.py"]),
+}
+"""The ledger-facing part of ``judge/model`` is the client (it claims, awaits and records
+paid requests through the ledger); the transports, prices and tokenizers are not."""
+
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
+          34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
+          255: "timeout", 37: "killed"}
+
+
+def _copy_project(target: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "mutants", ".pytest_cache")
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=ignore)
+        elif source.exists():
+            shutil.copy2(source, target / name)
+
+
+def _configure(work: Path, mutate: list[str], tests: list[str], test_timeout: float) -> None:
+    """The copy's pyproject: the project's ``[tool.mutmut]`` plus this group's selection."""
+    text = (work / "pyproject.toml").read_text(encoding="utf-8")
+    base = tomllib.loads(text).get("tool", {}).get("mutmut", {})
+    settings = {**base, "only_mutate": mutate, "pytest_add_cli_args_test_selection": tests,
+                "pytest_add_cli_args": [*base.get("pytest_add_cli_args", []),
+                                        f"--timeout={test_timeout:g}"]}
+    text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
+    lines = ["[tool.mutmut]"]
+    for key, value in settings.items():
+        lines.append(f"{key} = {json.dumps(value)}")
+    (work / "pyproject.toml").write_text(text.rstrip() + "\n\n" + "\n".join(lines) + "\n",
+                                         encoding="utf-8")
+
+
+def _results(work: Path) -> dict[str, int | None]:
+    """Every mutant's exit code, from mutmut's ``.meta`` files."""
+    codes: dict[str, int | None] = {}
+    for meta in (work / "mutants").rglob("*.meta"):
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        codes.update(data.get("exit_code_by_key", {}))
+    return codes
+
+
+def _functions(work: Path, path: str, cache: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The source of every function in mutmut's copy of ``path`` (the original of each
+    mutated function as ``<name>__mutmut_orig``, each mutant as ``<name>__mutmut_<n>``)."""
+    if path not in cache:
+        file = work / "mutants" / path
+        text = file.read_text(encoding="utf-8") if file.is_file() else ""
+        tree = ast.parse(text) if text else ast.Module(body=[], type_ignores=[])
+        cache[path] = {node.name: ast.get_source_segment(text, node) or ""
+                       for node in ast.walk(tree)
+                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return cache[path]
+
+
+SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|VACUUM|CREATE|WHERE|AND|FROM|"
+                 r"VALUES|NULL|IS|SET|OR|INTO|IGNORE|ON|CONFLICT)\b", re.IGNORECASE)
+CODEC = re.compile(r"[\"'](utf-8|ascii|latin-1)[\"']", re.IGNORECASE)
+LOGGING = re.compile(r"\b(log|logger|logging)\.(debug|info|warning|error|exception)\(")
+
+
+def classify(before: list[str], after: list[str], context: str) -> str | None:
+    """Why a surviving mutant may not change behaviour: ``equivalent`` (the program does the
+    same: only the letter case of SQL keywords or names, which SQLite and Postgres ignore
+    outside quotes, or of a codec name), ``log text`` (only what a log line says), else None."""
+    if before and len(before) == len(after) and all(
+            b.lower() == a.lower() and SQL.search(b) for b, a in zip(before, after, strict=False)):
+        quoted = [re.findall(r"'[^']*'", b) == re.findall(r"'[^']*'", a)
+                  for b, a in zip(before, after, strict=False)]
+        if all(quoted):
+            return "equivalent"
+    if before and len(before) == len(after) and all(
+            b.lower() == a.lower() and CODEC.search(b) for b, a in zip(before, after,
+                                                                   strict=False)):
+        return "equivalent"  # Python's codec names ignore case
+    if before and LOGGING.search(context):
+        return "log text"
+    return None
+
+
+def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """File, line and change of a mutant: its function against the original, line by line."""
+    stem = name.rsplit("__mutmut_", 1)[0]
+    module, _, mangled = stem.rpartition(".")
+    path = module.replace(".", "/") + ".py"
+    functions = _functions(work, path, cache)
+    original = functions.get(f"{mangled}__mutmut_orig", "").splitlines()
+    mutant = functions.get(name.rpartition(".")[2], "").splitlines()
+    diff = list(difflib.unified_diff(original[1:], mutant[1:], lineterm="", n=0))
+    before = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
+    after = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
+    function = mangled.split("ǁ")[-1] if "ǁ" in mangled else mangled.removeprefix("x_")
+    owner = mangled.split("ǁ")[1] if mangled.count("ǁ") >= 2 else None
+    original_file = work / path  # the copy's unmutated source: lines as the run saw them
+    source = original_file.read_text(encoding="utf-8").splitlines() \
+        if original_file.is_file() else []
+    start = 0
+    if owner:
+        start = next((i for i, text in enumerate(source)
+                      if re.match(rf"class {re.escape(owner)}\b", text)), 0)
+    start = next((i for i, text in enumerate(source[start:], start)
+                  if re.match(rf"\s*(async\s+)?def {re.escape(function)}\b", text)), start)
+    line = next((i + 1 for i, text in enumerate(source[start:], start)
+                 if before and text.strip() == before[0].strip()), None)
+    context = "\n".join(source[max(0, (line or 1) - 4):(line or 1) + 1])
+    return {"mutant": name, "file": path, "line": line, "function": function,
+            "before": [b.strip() for b in before], "after": [a.strip() for a in after],
+            "kind": classify(before, after, context)}
+
+
+def run_group(name: str, *, children: int, test_timeout: float, budget: float,
+              keep: bool) -> dict[str, Any]:
+    mutate, tests = GROUPS[name]
+    work = Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
+    started = time.monotonic()
+    try:
+        _copy_project(work)
+        _configure(work, mutate, tests, test_timeout)
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                    str(children)], cwd=work, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=env,
+                                   start_new_session=True)
+        try:
+            output, _ = process.communicate(timeout=budget)
+            finished = process.returncode == 0
+        except subprocess.TimeoutExpired:  # out of time: stop mutmut and its workers
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            finished = False
+        tail = (output or "")[-2000:]
+        codes = _results(work)
+        counts: dict[str, int] = {}
+        for code in codes.values():
+            status = STATUS.get(code, "not checked" if code is None else "suspicious")
+            counts[status] = counts.get(status, 0) + 1
+        cache: dict[str, dict[str, str]] = {}
+        survivors = [_where(work, m, cache) for m, code in sorted(codes.items())
+                     if STATUS.get(code) == "survived"]
+        killed = counts.get("killed", 0) + counts.get("timeout", 0)
+        checked = killed + counts.get("survived", 0)
+        aside = sum(1 for s in survivors if s["kind"])
+        return {"group": name, "mutated": mutate, "tests": tests, "finished": finished,
+                "seconds": round(time.monotonic() - started, 1), "total": len(codes),
+                **{k.replace(" ", "_"): v for k, v in sorted(counts.items())},
+                "kill_rate": round(killed / checked, 3) if checked else None,
+                "equivalent": sum(1 for s in survivors if s["kind"] == "equivalent"),
+                "log_text": sum(1 for s in survivors if s["kind"] == "log text"),
+                "behaviour_kill_rate": round(killed / (checked - aside), 3)
+                if checked > aside else None,
+                "survivors": survivors, "log_tail": None if finished else tail,
+                "workdir": str(work) if keep else None}
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("groups", nargs="*", help="groups to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the groups and exit")
+    parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
+    parser.add_argument("--test-timeout", type=float, default=120.0,
+                        help="seconds one test may take under a mutant (pytest-timeout)")
+    parser.add_argument("--budget", type=float, default=3 * 3600.0,
+                        help="seconds one group's whole run may take")
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "mutation.json")
+    parser.add_argument("--keep", action="store_true", help="keep the work directories")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (mutate, tests) in GROUPS.items():
+            print(f"{name:16} {' '.join(mutate)}  <-  {' '.join(tests)}")
+        return 0
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"unknown group(s) {unknown}; see --list")
+    report: list[dict[str, Any]] = []
+    for name in args.groups or list(GROUPS):
+        result = run_group(name, children=args.children, test_timeout=args.test_timeout,
+                           budget=args.budget, keep=args.keep)
+        report.append(result)
+        print(f"{name:16} killed {result.get('killed', 0):4}  survived "
+              f"{result.get('survived', 0):4}  timeout {result.get('timeout', 0):3}  "
+              f"no tests {result.get('no_tests', 0):3}  total {result['total']:4}  "
+              f"kill rate {result['kill_rate']}  of behaviour changes "
+              f"{result['behaviour_kill_rate']} ({result['equivalent']} equivalent, "
+              f"{result['log_text']} log text)  ({result['seconds']:.0f} s"
+              f"{'' if result['finished'] else ', NOT FINISHED'})", flush=True)
+        for survivor in result["survivors"]:
+            if not survivor["kind"]:
+                print(f"    {survivor['file']}:{survivor['line']}  {survivor['before']} -> "
+                      f"{survivor['after']}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
