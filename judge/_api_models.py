@@ -134,11 +134,22 @@ class TokenRequest(RequestModel):
 
 
 class Health(ApiModel):
-    status: Literal["ok", "unavailable"]
+    """Liveness: the process answers (``status`` is always ``ok``); what it can reach besides."""
+
+    status: Literal["ok"]
     version: str
     database: Literal["ok", "unreachable"]
     worker: dict[str, Any] | None = Field(description=(
         "This replica's worker (id, mode, alive, draining...), null on an API-only replica."))
+
+
+class Readiness(ApiModel):
+    """Whether this replica should get traffic, and if not, why."""
+
+    status: Literal["ready", "unavailable"]
+    reason: str | None = Field(None, description=(
+        "Why not: draining, the database unreachable, the schema not at head, or this "
+        "replica's workers gone."))
 
 
 class Endpoint(ApiModel):

@@ -40,6 +40,7 @@ from ._streams import (
     json_lines,
     server_sent_events,
 )
+from .queue import run_workers
 
 __all__ = [
     "DEFAULT_PORT",
@@ -76,5 +77,6 @@ __all__ = [
     "revoke_token",
     "rotate_token",
     "run_server",
+    "run_workers",
     "server_sent_events",
 ]

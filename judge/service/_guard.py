@@ -439,7 +439,8 @@ class RequestGuard:
             if info is not None and info.scope is not None:
                 principal.require(info.scope)
         except ServiceError as exc:
-            self.failures.take(address)
+            if exc.status in (401, 403):  # a database outage (503) is no failed login
+                self.failures.take(address)
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
             raise Refusal(exc.status, exc.reason, headers=headers) from None
         scope["state"]["principal"] = principal

@@ -8,6 +8,7 @@ from fastapi import Request
 
 from ..._api_models import Job
 from ..._errors import ServiceError
+from .._db import DatabaseUnavailable
 from .._jobs import public_job
 from .._streams import EventStreamResponse, ServerEvent, event_stream, server_sent_events
 from ._common import Reader, ServiceDep, api_router, errors
@@ -31,6 +32,8 @@ async def get_job_events(principal: Reader, service: ServiceDep, job_id: JobId,
         nonlocal last
         try:
             row = await asyncio.to_thread(service.jobs.row, principal.project_id, job_id)
+        except DatabaseUnavailable:  # an outage is not a deleted job: look again
+            return [], False
         except ServiceError:
             return [ServerEvent("end", {"status": "deleted"})], True
         job = Job.model_validate(public_job(row))
