@@ -26,13 +26,14 @@ from . import (
     _remote,
     _serve,
     _tables,
+    _worker,
 )
 
 COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _tables.add_parser,
                   _batch.add_parsers, _agreement.add_parsers, _analysis.add_parsers,
                   _audit.add_parsers, _labels.add_parsers, _convert.add_parser,
                   _cache.add_parsers, _local.add_local_parser, _serve.add_parser,
-                  _remote.add_parsers)
+                  _worker.add_parser, _remote.add_parsers)
 """One function per command module adds its commands, in help order."""
 
 

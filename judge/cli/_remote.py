@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rich.markup import escape
 
 from .._errors import OptionError
 from .._io import printable
-from ..client import Client
+from ..client import Client, Job
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
 _FINAL = ("succeeded", "failed", "cancelled", "stopped")
@@ -107,7 +108,7 @@ def _file(client: Client, value: str, kind: str) -> str:
         return value
     if not Path(value).is_file():
         raise OptionError(f"{value}: no such file (and not an uploaded file id)")
-    return client.upload(value, kind)["id"]
+    return client.upload(value, kind).id
 
 
 def _inputs(client: Client, args: argparse.Namespace) -> dict[str, Any]:
@@ -143,42 +144,42 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _run_submit(args: argparse.Namespace, console: Console) -> int:
     with _client(args) as client:
         job = client.submit(args.kind, _inputs(client, args), _options(args), mode=args.mode)
-        console.print(f"queued {job['id']} ({job['kind']})", highlight=False)
-        for warning in job.get("warnings") or ():
-            print(printable(f"dst-judge: warning: {warning['message']}"), file=sys.stderr)
+        console.print(f"queued {job.id} ({job.kind})", highlight=False)
+        for warning in job.warnings:
+            print(printable(f"dst-judge: warning: {warning.message}"), file=sys.stderr)
         if not args.wait:
-            print(job["id"])
+            print(job.id)
             return 0
-        job = client.wait(job["id"], on_update=lambda j: _progress(j, console))
+        job = client.wait(job.id, on_update=lambda j: _progress(j, console))
         return _report(job, client, console)
 
 
-def _progress(job: dict[str, Any], console: Console) -> None:
-    p = job["progress"]
-    batches = p.get("batches")
-    if batches and job["status"] in ("running", "waiting"):
-        console.print(f"  {job['id']}: {batches.get('ended', 0)}/{batches.get('files', 0)} "
-                      f"batches ended, {batches.get('requests_done', 0)}/"
-                      f"{batches.get('requests', 0)} requests done", highlight=False)
-    elif job["status"] == "running" and p.get("total"):
-        console.print(f"  {job['id']}: {p['done']}/{p['total']} calls, {p['errors']} errors, "
-                      f"${p['cost_usd']:.4f}", highlight=False)
+def _progress(job: Job, console: Console) -> None:
+    p = job.progress
+    batches = p.batches
+    if batches and job.status in ("running", "waiting"):
+        console.print(f"  {job.id}: {batches.ended}/{batches.files} batches ended, "
+                      f"{batches.requests_done}/{batches.requests} requests done",
+                      highlight=False)
+    elif job.status == "running" and p.total:
+        console.print(f"  {job.id}: {p.done}/{p.total} calls, {p.errors} errors, "
+                      f"${p.cost_usd:.4f}", highlight=False)
 
 
-def _report(job: dict[str, Any], client: Client, console: Console) -> int:
-    console.print(f"{job['id']}: {job['status']}"
-                  + (f" (exit {job['exit_code']}: {job['exit_meaning']})"
-                     if job["exit_code"] is not None else ""), highlight=False)
-    if job["error"]:
-        print(f"dst-judge: {job['error']}", file=sys.stderr)
-    if job["headline"]:
-        h = job["headline"]
-        console.print(f"TSA {_pct(h['tsa'])} · judge JGA {_pct(h['judge_jga'])} · "
+def _report(job: Job, client: Client, console: Console) -> int:
+    console.print(f"{job.id}: {job.status}"
+                  + (f" (exit {job.exit_code}: {job.exit_meaning})"
+                     if job.exit_code is not None else ""), highlight=False)
+    if job.error:
+        print(f"dst-judge: {job.error}", file=sys.stderr)
+    if job.headline:
+        h = job.headline
+        console.print(f"TSA {_pct(h.tsa)} · judge JGA {_pct(h.judge_jga)} · "
                       + " · ".join(f"RULE-{escape(v)} agreement {_pct(a)}"
-                                   for v, a in h["rule_agreement"].items()), highlight=False)
-    if job["exit_code"] is not None:
-        return int(job["exit_code"])
-    return 0 if job["status"] == "succeeded" else 1
+                                   for v, a in h.rule_agreement.items()), highlight=False)
+    if job.exit_code is not None:
+        return int(job.exit_code)
+    return 0 if job.status == "succeeded" else 1
 
 
 def _pct(value: Any) -> str:
@@ -190,43 +191,41 @@ def _run_jobs(args: argparse.Namespace, console: Console) -> int:
         if args.job_id:
             job = client.cancel(args.job_id) if args.cancel else client.job(args.job_id)
             if args.json:
-                print(json.dumps(job, indent=2))
+                print(job.model_dump_json(indent=2))
                 return 0
-            return _report(job, client, console) if job["status"] in _FINAL else _show(job,
-                                                                                       console)
+            return _report(job, client, console) if job.final else _show(job, console)
         if args.cancel:
             raise OptionError("--cancel needs a JOB_ID")
         items = client.jobs(status=args.status)
         if args.json:
-            print(json.dumps(items, indent=2))
+            print(json.dumps([j.model_dump(mode="json") for j in items], indent=2))
             return 0
         console.print(jobs_table(items))
     return 0
 
 
-def jobs_table(items: list[dict[str, Any]]) -> Any:
+def jobs_table(items: Sequence[Job]) -> Any:
     """The job list. Ids are printed whole on any terminal (``results`` needs them): the id
     column never wraps or shrinks; the others give way, the creation time first."""
     from rich.table import Column, Table
 
-    width = max((len(str(job["id"])) for job in items), default=2)
+    width = max((len(job.id) for job in items), default=2)
     table = Table(Column("id", no_wrap=True, min_width=width), "kind", "status", "progress",
                   "cost", Column("created", overflow="fold"))
     for job in items:
-        p = job["progress"]
-        done = f"{p['done']}/{p['total']}" if p.get("total") else ""
-        created = str(job["created_at"] or "").replace("T", " ")[:19]  # to the second
-        table.add_row(printable(job["id"]), job["kind"], job["status"], done,
-                      f"${p['cost_usd']:.4f}", created)
+        p = job.progress
+        done = f"{p.done}/{p.total}" if p.total else ""
+        created = job.created_at.replace("T", " ")[:19]  # to the second
+        table.add_row(printable(job.id), job.kind, job.status, done, f"${p.cost_usd:.4f}",
+                      created)
     return table
 
 
-def _show(job: dict[str, Any], console: Console) -> int:
-    p = job["progress"]
-    console.print(f"{job['id']} ({job['kind']}): {job['status']}; {p['done']}/{p['total']} "
-                  f"calls, {p['cache_hits']} cache hits, {p['errors']} errors, "
-                  f"${p['cost_usd']:.4f}"
-                  + (f", about {p['eta_seconds']:.0f} s left" if p.get("eta_seconds") else ""),
+def _show(job: Job, console: Console) -> int:
+    p = job.progress
+    console.print(f"{job.id} ({job.kind}): {job.status}; {p.done}/{p.total} "
+                  f"calls, {p.cache_hits} cache hits, {p.errors} errors, ${p.cost_usd:.4f}"
+                  + (f", about {p.eta_seconds:.0f} s left" if p.eta_seconds else ""),
                   highlight=False)
     return 0
 
@@ -244,7 +243,7 @@ def _run_results(args: argparse.Namespace, console: Console) -> int:
                           + ("" if args.no_inputs else
                              f", inputs in {escape(str(folder / 'inputs'))}"))
         summary = client.results(args.job_id)
-        if args.json or job["kind"] not in ("evaluate", "retry-errors"):
+        if args.json or job.kind not in ("evaluate", "retry-errors"):
             print(json.dumps(summary, indent=2, ensure_ascii=False))
         else:
             from ._report import print_evaluation

@@ -102,6 +102,15 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    "rows)")
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
                    "(default 4; 0 = API only)")
+    p.add_argument("--no-worker", action="store_const", const=0, dest="job_slots",
+                   help="an API-only replica (the same as --jobs 0): jobs are run by "
+                   "'dst-judge worker' processes or other replicas on the same database")
+    p.add_argument("--max-attempts", type=int, metavar="N",
+                   help="claims of a job whose worker died while running it, before the job "
+                   "is given up as failed (default 3)")
+    p.add_argument("--no-listen", action="store_false", default=None, dest="listen",
+                   help="on Postgres, poll for new jobs only (by default workers LISTEN for "
+                   "them and start them at once)")
     p.add_argument("--worker", choices=("process", "thread"), default="process",
                    dest="worker_mode", help="run jobs in a worker process (default) or a "
                    "thread of the API process")
@@ -167,7 +176,8 @@ def _settings(args: argparse.Namespace) -> Any:
     }
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
-                 "worker_mode", "worker_processes", "batch_poll_seconds", *LIMIT_FLAGS):
+                 "worker_mode", "worker_processes", "batch_poll_seconds", "max_attempts",
+                 "listen", *LIMIT_FLAGS):
         values[name] = getattr(args, name, None)
     endpoints: dict[str, Any] = {}
     if getattr(args, "endpoints", None):

@@ -1,9 +1,44 @@
 """The Python client of the evaluation service: ``judge.Client(url, token)``.
 
-It needs httpx only (a core dependency), not the ``serve`` extra, so anyone can submit jobs
-to a lab's server without installing FastAPI or a database driver.
+It needs httpx and pydantic only (core dependencies), not the ``serve`` extra, so anyone can
+submit jobs to a lab's server without installing FastAPI or a database driver. Its answers are
+the API's models, exported here for type hints (``judge.client.Job``).
 """
 
+from .._api_models import (
+    BatchProgress,
+    CreatedJob,
+    Endpoint,
+    Headline,
+    Health,
+    Job,
+    JobProgress,
+    JobWarning,
+    Label,
+    LabelRequest,
+    Me,
+    TokenUsage,
+    UploadedFile,
+    Usage,
+    UsageFigures,
+)
 from ._client import Client
 
-__all__ = ["Client"]
+__all__ = [
+    "BatchProgress",
+    "Client",
+    "CreatedJob",
+    "Endpoint",
+    "Headline",
+    "Health",
+    "Job",
+    "JobProgress",
+    "JobWarning",
+    "Label",
+    "LabelRequest",
+    "Me",
+    "TokenUsage",
+    "UploadedFile",
+    "Usage",
+    "UsageFigures",
+]

@@ -1,5 +1,7 @@
 """A thin, synchronous client of ``dst-judge serve``'s ``/v1`` API (httpx).
 
+Answers come back as the API's own models (:mod:`judge._api_models`, the classes the server
+declares as its responses): a :class:`Job` with a typed ``status`` and ``progress``, not a dict.
 Every refusal of the server becomes :class:`judge.ServiceError` (status, message, field); the
 token travels only in the ``Authorization`` header and is never part of a message.
 """
@@ -11,13 +13,33 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
+from .._api_models import (
+    CreatedJob,
+    Endpoint,
+    EndpointList,
+    FileKind,
+    FileList,
+    Health,
+    Job,
+    JobKind,
+    JobList,
+    JobMode,
+    JobStatus,
+    Label,
+    LabelList,
+    LabelRequest,
+    Me,
+    UploadedFile,
+    Usage,
+)
 from .._errors import ServiceError
 
-FINAL = ("succeeded", "failed", "cancelled", "stopped")
+Model = TypeVar("Model", bound=BaseModel)
 INPUTS_FILE = "inputs.json"
 """In a run directory written by :meth:`Client.download_run`: kind → path of the job's input
 file, relative to the directory (``audit`` reads its dialogues and schema from there)."""
@@ -48,6 +70,15 @@ class Client:
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self._request(method, path, **kwargs).json()
 
+    def _model(self, model: type[Model], method: str, path: str, **kwargs: Any) -> Model:
+        response = self._request(method, path, **kwargs)
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise ServiceError(f"{method} {path}: the server's answer is not a "
+                               f"{model.__name__}: {exc.errors()[0]['msg']}",
+                               status=response.status_code) from None
+
     def close(self) -> None:
         self._http.close()
 
@@ -59,59 +90,69 @@ class Client:
 
     # --- the API ----------------------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
-        return self._json("GET", "/healthz")
+    def health(self) -> Health:
+        return self._model(Health, "GET", "/healthz")
 
-    def me(self) -> dict[str, Any]:
-        return self._json("GET", "/v1/me")
+    def me(self) -> Me:
+        return self._model(Me, "GET", "/v1/me")
 
-    def upload(self, path: str | Path, kind: str, *, name: str | None = None) -> dict[str, Any]:
+    def endpoints(self) -> list[Endpoint]:
+        return self._model(EndpointList, "GET", "/v1/endpoints").endpoints
+
+    def upload(self, path: str | Path, kind: FileKind, *, name: str | None = None
+               ) -> UploadedFile:
         """Upload a schema, dialogues, predictions, labels or rules file (``.gz`` ok)."""
         file = Path(path)
         with file.open("rb") as handle:
-            return self._json("POST", "/v1/files", data={"kind": kind, "name": name or file.name},
-                              files={"file": (file.name, handle, "application/octet-stream")})
+            return self._model(UploadedFile, "POST", "/v1/files",
+                               data={"kind": kind, "name": name or file.name},
+                               files={"file": (file.name, handle, "application/octet-stream")})
 
-    def files(self, kind: str | None = None) -> list[dict[str, Any]]:
-        params = {"kind": kind} if kind else {}
-        return self._json("GET", "/v1/files", params=params)["files"]
+    def files(self, kind: FileKind | None = None, *, limit: int = 100,
+              offset: int = 0) -> list[UploadedFile]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if kind:
+            params["kind"] = kind
+        return self._model(FileList, "GET", "/v1/files", params=params).files
 
     def delete_file(self, file_id: str) -> None:
         self._request("DELETE", f"/v1/files/{file_id}")
 
-    def submit(self, kind: str, inputs: Mapping[str, str | Sequence[str]],
-               options: Mapping[str, Any] | None = None, *, mode: str = "live"
-               ) -> dict[str, Any]:
-        """Queue a job; returns it (``id``, ``status`` ...)."""
+    def submit(self, kind: JobKind, inputs: Mapping[str, str | Sequence[str]],
+               options: Mapping[str, Any] | None = None, *, mode: JobMode = "live"
+               ) -> CreatedJob:
+        """Queue a job; returns it (``id``, ``status`` ...) with ``warnings`` about its
+        inputs."""
         body = {"kind": kind, "inputs": {k: v if isinstance(v, str) else list(v)
                                          for k, v in inputs.items()},
                 "options": dict(options or {}), "mode": mode}
-        return self._json("POST", "/v1/jobs", json=body)
+        return self._model(CreatedJob, "POST", "/v1/jobs", json=body)
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return self._json("GET", f"/v1/jobs/{job_id}")
+    def job(self, job_id: str) -> Job:
+        return self._model(Job, "GET", f"/v1/jobs/{job_id}")
 
-    def jobs(self, *, status: str | None = None, kind: str | None = None,
-             limit: int = 50) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": limit}
+    def jobs(self, *, status: JobStatus | None = None, kind: JobKind | None = None,
+             limit: int = 50, offset: int = 0) -> list[Job]:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
         if status:
             params["status"] = status
         if kind:
             params["kind"] = kind
-        return self._json("GET", "/v1/jobs", params=params)["jobs"]
+        return self._model(JobList, "GET", "/v1/jobs", params=params).jobs
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
-        return self._json("POST", f"/v1/jobs/{job_id}/cancel")
+    def cancel(self, job_id: str) -> Job:
+        return self._model(Job, "POST", f"/v1/jobs/{job_id}/cancel")
 
-    def resume(self, job_id: str, *, budget: float | None = None) -> dict[str, Any]:
-        return self._json("POST", f"/v1/jobs/{job_id}/resume",
-                          json={"budget": budget} if budget is not None else None)
+    def resume(self, job_id: str, *, budget: float | None = None) -> Job:
+        return self._model(Job, "POST", f"/v1/jobs/{job_id}/resume",
+                           json={"budget": budget} if budget is not None else None)
 
     def delete_job(self, job_id: str) -> None:
         self._request("DELETE", f"/v1/jobs/{job_id}")
 
-    def events(self, job_id: str) -> Iterator[dict[str, Any]]:
-        """The job's server-sent events as they come (the last one has a final status)."""
+    def events(self, job_id: str) -> Iterator[Job]:
+        """The job as its server-sent events report it, until it is final (a job deleted
+        meanwhile ends the stream with ServiceError 404)."""
         with self._http.stream("GET", f"/v1/jobs/{job_id}/events", timeout=None) as response:
             if response.status_code >= 400:
                 response.read()
@@ -121,21 +162,24 @@ class Client:
                 if line.startswith("data:"):
                     data.append(line[5:].strip())
                 elif not line and data:
-                    yield json.loads("\n".join(data))
+                    payload = json.loads("\n".join(data))
                     data = []
+                    if payload.get("status") == "deleted":
+                        raise ServiceError(f"job {job_id} was deleted", status=404)
+                    yield Job.model_validate(payload)
 
     def wait(self, job_id: str, *, timeout: float | None = None, poll: float = 0.5,
-             on_update: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+             on_update: Callable[[Job], None] | None = None) -> Job:
         """Poll until the job is final (or ``timeout`` seconds pass: ServiceError 408)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             job = self.job(job_id)
             if on_update is not None:
                 on_update(job)
-            if job["status"] in FINAL:
+            if job.final:
                 return job
             if deadline is not None and time.monotonic() > deadline:
-                raise ServiceError(f"job {job_id} is still {job['status']} after {timeout} s",
+                raise ServiceError(f"job {job_id} is still {job.status} after {timeout} s",
                                    status=408)
             time.sleep(poll)
 
@@ -178,16 +222,16 @@ class Client:
         """The files an evaluate job read (a retry's: those of the run it retried)."""
         job = self.job(job_id)
         seen = {job_id}
-        while job["kind"] == "retry-errors" and job["inputs"].get("run") not in seen:
-            seen.add(job["inputs"]["run"])
-            job = self.job(job["inputs"]["run"])
+        while job.kind == "retry-errors" and job.inputs.get("run") not in seen:
+            seen.add(job.inputs["run"])
+            job = self.job(job.inputs["run"])
         written: dict[str, str] = {}
         for kind in ("schema", "dialogues", "predictions"):
-            file_id = job["inputs"].get(kind)
+            file_id = job.inputs.get(kind)
             if not isinstance(file_id, str):
                 continue
-            record = self._json("GET", f"/v1/files/{file_id}")
-            name = Path(str(record.get("name") or kind)).name or kind  # no folder from afar
+            record = self._model(UploadedFile, "GET", f"/v1/files/{file_id}")
+            name = Path(record.name or kind).name or kind  # no folder from afar
             target = folder / "inputs" / kind / name
             target.parent.mkdir(parents=True, exist_ok=True)
             with self._http.stream("GET", f"/v1/files/{file_id}/content") as response:
@@ -207,27 +251,41 @@ class Client:
         target.write_bytes(self._request("GET", f"/v1/jobs/{job_id}/export").content)
         return target
 
-    def import_bundle(self, path: str | Path) -> dict[str, Any]:
+    def import_bundle(self, path: str | Path) -> Job:
         file = Path(path)
         with file.open("rb") as handle:
-            return self._json("POST", "/v1/bundles",
-                              files={"file": (file.name, handle, "application/gzip")})
+            return self._model(Job, "POST", "/v1/bundles",
+                               files={"file": (file.name, handle, "application/gzip")})
 
     def artifact(self, job_id: str, name: str) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/artifacts/{name}").content
 
-    def usage(self) -> dict[str, Any]:
-        return self._json("GET", "/v1/usage")
+    def usage(self) -> Usage:
+        return self._model(Usage, "GET", "/v1/usage")
+
+    def labels(self, *, job_id: str | None = None, predictions: str | None = None,
+               reviewer: str | None = None) -> list[Label]:
+        params = {k: v for k, v in (("job_id", job_id), ("predictions", predictions),
+                                    ("reviewer", reviewer)) if v is not None}
+        return self._model(LabelList, "GET", "/v1/labels", params=params).labels
+
+    def put_label(self, label: LabelRequest) -> Label:
+        """Record (or replace) this token's label of one turn or slot."""
+        return self._model(Label, "PUT", "/v1/labels",
+                           json=label.model_dump(mode="json", exclude_none=True))
+
+    def delete_label(self, label_id: int) -> None:
+        self._request("DELETE", f"/v1/labels/{label_id}")
 
     def evaluate(self, *, schema: str | Path, dialogues: str | Path, predictions: str | Path,
                  options: Mapping[str, Any] | None = None, wait: bool = True,
-                 timeout: float | None = None) -> dict[str, Any]:
+                 timeout: float | None = None) -> Job:
         """Upload the three files, queue an evaluate job and (by default) wait for it."""
-        inputs = {"schema": self.upload(schema, "schema")["id"],
-                  "dialogues": self.upload(dialogues, "dialogues")["id"],
-                  "predictions": self.upload(predictions, "predictions")["id"]}
+        inputs = {"schema": self.upload(schema, "schema").id,
+                  "dialogues": self.upload(dialogues, "dialogues").id,
+                  "predictions": self.upload(predictions, "predictions").id}
         job = self.submit("evaluate", inputs, options)
-        return self.wait(job["id"], timeout=timeout) if wait else job
+        return self.wait(job.id, timeout=timeout) if wait else job
 
 
 def _error(response: httpx.Response) -> ServiceError:

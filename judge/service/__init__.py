@@ -2,7 +2,7 @@
 durable job queue in SQLite or Postgres, with projects and scoped tokens, content-addressed
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
-from ._app import Service, create_app
+from ._app import create_app
 from ._auth import (
     SCOPES,
     Principal,
@@ -21,6 +21,7 @@ from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
 from ._reads import JudgmentReads
 from ._server import run_server
+from ._service import Service
 from ._settings import (
     DEFAULT_PORT,
     EndpointConfig,
@@ -30,6 +31,16 @@ from ._settings import (
     read_endpoints_file,
     replay_endpoint,
 )
+from ._streams import (
+    GzipResponse,
+    NDJSONResponse,
+    ServerEvent,
+    attachment,
+    event_stream,
+    json_lines,
+    server_sent_events,
+)
+from .queue import run_workers
 
 __all__ = [
     "DEFAULT_PORT",
@@ -38,11 +49,15 @@ __all__ = [
     "STATUSES",
     "Database",
     "EndpointConfig",
+    "GzipResponse",
     "JobRequest",
     "JudgmentReads",
+    "NDJSONResponse",
     "Principal",
+    "ServerEvent",
     "Service",
     "ServiceSettings",
+    "attachment",
     "build_settings",
     "check_job",
     "copy_database",
@@ -50,9 +65,11 @@ __all__ = [
     "create_token",
     "default_data_dir",
     "ensure_project",
+    "event_stream",
     "export_bundle",
     "has_tokens_table",
     "job_subject",
+    "json_lines",
     "list_tokens",
     "predictions_sha256",
     "read_endpoints_file",
@@ -60,4 +77,6 @@ __all__ = [
     "revoke_token",
     "rotate_token",
     "run_server",
+    "run_workers",
+    "server_sent_events",
 ]

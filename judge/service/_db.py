@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
+from .._errors import ServiceError, StoreError
 from ._migrate import upgrade
 
 metadata = sa.MetaData()
@@ -249,6 +250,51 @@ service_settings = sa.Table(
 )
 
 
+QUEUE_CHANNEL = "dst_judge_queue"
+"""The Postgres channel on which a job being queued wakes the workers (``LISTEN``)."""
+
+
+def notify_queue(conn: sa.Connection) -> None:
+    """Tell listening workers that a job was queued: delivered when this transaction commits
+    (nothing on SQLite, where workers poll and the API nudges its own)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text(f"NOTIFY {QUEUE_CHANNEL}"))
+
+
+class DatabaseUnavailable(ServiceError, StoreError):
+    """The database does not answer (restarting, unreachable) or stays locked: the API answers
+    503 and the worker waits for it, never a 500 or a failed job. A :class:`StoreError` too,
+    since the ledger of paid replies lives there: the model client's background renewals
+    and releases of ledger claims let it pass, as they do any ledger error."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__("the database is unavailable for the moment (restarting or busy); "
+                         "try again shortly", status=503)
+        self.detail = f"{cause.__class__.__name__}: {str(cause).splitlines()[0][:200]}" \
+            if str(cause) else cause.__class__.__name__
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a database error means "no database for now" (a connection refused, closed or
+    reset, a server shutting down, SQLite's lock held too long), not a wrong statement."""
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError,
+                            sa.exc.DisconnectionError))
+
+
+@contextlib.contextmanager
+def _available() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.SQLAlchemyError as exc:
+        if connection_lost(exc):
+            raise DatabaseUnavailable(exc) from exc
+        raise
+
+
 class Database:
     """An engine plus the write discipline of its dialect.
 
@@ -256,6 +302,9 @@ class Database:
     waits for the lock instead of failing on upgrade) and writers in this process queue on a
     lock. Postgres transactions are ordinary; the queue uses ``FOR UPDATE SKIP LOCKED``.
     """
+
+    busy_seconds = 30.0
+    """How long SQLite waits for another writer's lock before the request is refused (503)."""
 
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
@@ -269,7 +318,7 @@ class Database:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(url, echo=echo,
                                            connect_args={"check_same_thread": False,
-                                                         "timeout": 30})
+                                                         "timeout": self.busy_seconds})
             self._setup_sqlite()
         else:
             self.engine = sa.create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10,
@@ -287,7 +336,7 @@ class Database:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={int(self.busy_seconds * 1000)}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
@@ -300,7 +349,7 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
         """A read transaction (concurrent with others, and with the writer under WAL)."""
-        with self.engine.connect() as connection, connection.begin():
+        with _available(), self.engine.connect() as connection, connection.begin():
             yield connection
 
     @contextlib.contextmanager
@@ -308,7 +357,7 @@ class Database:
         """For one read statement: on SQLite no BEGIN/COMMIT around it (a statement is its
         own transaction there), which halves the cost of the API's hottest reads (the token
         of every request, a job's status). Several statements that must agree: :meth:`read`."""
-        with self.engine.connect() as connection:
+        with _available(), self.engine.connect() as connection:
             if self.is_sqlite:
                 connection = connection.execution_options(sqlite_begin=None)
             yield connection
@@ -317,10 +366,10 @@ class Database:
     def write(self) -> Iterator[sa.Connection]:
         """A write transaction: committed on exit, rolled back on error."""
         if self._writer is None:
-            with self.engine.connect() as connection, connection.begin():
+            with _available(), self.engine.connect() as connection, connection.begin():
                 yield connection
             return
-        with self._writer, self.engine.connect() as connection:
+        with _available(), self._writer, self.engine.connect() as connection:
             connection = connection.execution_options(sqlite_begin="IMMEDIATE")
             with connection.begin():
                 yield connection

@@ -177,10 +177,22 @@ class RouteInfo:
     """(where, name) of the integer parameters: where is ``query`` or ``path``."""
 
 
+def _flat_routes(routes: Any) -> Iterator[Any]:
+    """The routes themselves, also those of routers the app included (FastAPI keeps an
+    included router as one entry; the service's routers carry their ``/v1`` prefix in each
+    route's path and are included without another)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _flat_routes(inner.routes)
+        else:
+            yield route
+
+
 def api_routes(app: Any) -> list[RouteInfo]:
     """Every ``/v1`` route of ``app`` with the scope it needs and its integer parameters."""
     found = []
-    for route in getattr(app, "routes", []):
+    for route in _flat_routes(getattr(app, "routes", [])):
         if not str(getattr(route, "path", "")).startswith(API_PREFIX + "/"):
             continue
         dependant = getattr(route, "dependant", None)
@@ -427,7 +439,8 @@ class RequestGuard:
             if info is not None and info.scope is not None:
                 principal.require(info.scope)
         except ServiceError as exc:
-            self.failures.take(address)
+            if exc.status in (401, 403):  # a database outage (503) is no failed login
+                self.failures.take(address)
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
             raise Refusal(exc.status, exc.reason, headers=headers) from None
         scope["state"]["principal"] = principal

@@ -23,6 +23,7 @@ from ._db import (
     job_calls,
     jobs,
     judgments,
+    notify_queue,
     now,
     tokens,
 )
@@ -108,6 +109,7 @@ class JobStore:
                   "progress": {"done": 0}, "subject": subject}
         with self.db.write() as conn:
             conn.execute(jobs.insert().values(**record))
+            notify_queue(conn)
         return self.get(principal.project_id, record["id"])
 
     def _subject(self, project_id: str, spec: JobSpec) -> str | None:
@@ -222,6 +224,7 @@ class JobStore:
                 conn.execute(jobs.update().where(jobs.c.id == job_id,
                                                  jobs.c.status == "waiting")
                              .values(cancel_requested=True, wake_at=now(), updated_at=now()))
+                notify_queue(conn)
         return self.get(project_id, job_id)
 
     def resume(self, project_id: str, job_id: str, budget: float | None) -> dict[str, Any]:
@@ -236,6 +239,7 @@ class JobStore:
             values["budget_usd"] = budget
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+            notify_queue(conn)
             # read in the same transaction: the job as resumed, not as a worker took it since
             return public_job(conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one())
 

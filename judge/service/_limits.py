@@ -75,11 +75,17 @@ class EndpointPool:
         return bool(self.rpm or self.tpm)
 
     def _ensure_row(self) -> None:
-        with self.db.write() as conn:
-            found = conn.execute(sa.select(rate_pools.c.endpoint)
-                                 .where(rate_pools.c.endpoint == self.endpoint)).first()
-            if found is None:
-                conn.execute(rate_pools.insert().values(endpoint=self.endpoint, paused_until=0.0))
+        """The pool's row, made by whichever worker comes first (two that start together
+        may both find none: the second one's insert then loses, harmlessly)."""
+        try:
+            with self.db.write() as conn:
+                found = conn.execute(sa.select(rate_pools.c.endpoint)
+                                     .where(rate_pools.c.endpoint == self.endpoint)).first()
+                if found is None:
+                    conn.execute(rate_pools.insert().values(endpoint=self.endpoint,
+                                                            paused_until=0.0))
+        except sa.exc.IntegrityError:
+            pass  # another process inserted it meanwhile
 
     def try_acquire(self, job_id: str, tokens: int) -> tuple[float, int | None]:
         """Take a slot for one request: ``(0, ticket)`` when granted, else ``(seconds to wait

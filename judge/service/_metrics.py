@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from ._db import Database, now, workers
 from ._jobs import STATUSES, JobStore
+from .queue import queue_metrics
 
 
 class MetricsHost(Protocol):
@@ -35,6 +36,7 @@ class _QueueCollector(Collector):
         self.service = service
 
     def collect(self) -> Iterator[Any]:
+        yield from queue_metrics(self.service.worker)  # this replica's: no database needed
         jobs = GaugeMetricFamily("dst_judge_jobs", "Jobs in the database by status",
                                  labels=["status"])
         try:

@@ -186,6 +186,13 @@ class ServiceSettings(BaseModel):
         "machine with spare cores more of them keep a full queue's jobs from waiting on one "
         "interpreter lock; they share the database like replicas do. Default: one per "
         f"{SLOTS_PER_PROCESS} job slots, at most one per core.")
+    listen: bool = Field(
+        True, description="On Postgres, workers LISTEN for jobs being queued and claim them at "
+        "once (polling every poll_seconds stays as the fallback); off: polling only.")
+    max_attempts: int = Field(
+        3, ge=1, le=1000, description="Claims of a job whose worker died while running it "
+        "before it is given up (ends failed with the reason): a job that kills its worker "
+        "cannot take the queue's workers down one after another for ever.")
     retention_days: float | None = Field(
         None, gt=0, description="Delete finished jobs, unused files and ledger replies "
         "(cached model answers) older than this (default: keep).")

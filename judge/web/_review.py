@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +37,7 @@ from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
-from ..service import JudgmentReads, Service, job_subject
+from ..service import JudgmentReads, Service, attachment, job_subject
 from ._agreement import AgreementBoard, label_counts, store_sample
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
@@ -362,7 +361,5 @@ def export_labels(request: Request, viewer: CurrentViewer, job_id: str,
             predicted[(dialogue_id, int(row["turn_index"]))] = row.get("pred_turn_state") or {}
     records = label_records(items, predicted)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)
     return Response(text, media_type="application/x-ndjson",
-                    headers={"Content-Disposition":
-                             f'attachment; filename="{safe}-labels.jsonl"'})
+                    headers=attachment(f"{job_id}-labels.jsonl"))

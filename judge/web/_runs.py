@@ -11,22 +11,34 @@ beside the field at fault.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import types
 import typing
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from .._config import JudgeConfig
 from .._errors import ServiceError
-from ..service import STATUSES, JobRequest, check_job, export_bundle
+from ..service import (
+    STATUSES,
+    GzipResponse,
+    JobRequest,
+    NDJSONResponse,
+    ServerEvent,
+    attachment,
+    check_job,
+    event_stream,
+    export_bundle,
+    json_lines,
+    server_sent_events,
+)
 from ._common import PREFIX, WebRoute, plural, render
 from ._session import CurrentViewer, Viewer, needs
 
@@ -105,40 +117,28 @@ async def events(request: Request, viewer: CurrentViewer,
     """Server-sent events for the jobs a page shows: ``job`` with the live fields whenever
     one changes, until all are final (or the page goes away)."""
     service = request.app.state.service
-    watched = list(dict.fromkeys(job or []))[:100]
+    pending = list(dict.fromkeys(job or []))[:100]
+    last: dict[str, Any] = {}
 
-    async def stream() -> AsyncIterator[bytes]:
-        last: dict[str, Any] = {}
-        quiet = 0.0
-        pending = list(watched)
-        while pending and not service.closing:
-            for job_id in list(pending):
-                try:
-                    current = await asyncio.to_thread(service.jobs.get, viewer.project_id,
-                                                      job_id)
-                except ServiceError:
-                    pending.remove(job_id)
-                    continue
-                fields = live_fields(current)
-                if fields != last.get(job_id):
-                    last[job_id] = fields
-                    yield f"event: job\ndata: {json.dumps(fields)}\n\n".encode()
-                    quiet = 0.0
-                if current["status"] in FINAL:
-                    pending.remove(job_id)
-            if not pending:
-                yield b"event: done\ndata: {}\n\n"
-                return
-            if quiet >= 15.0:
-                yield b": keep-alive\n\n"
-                quiet = 0.0
-            if await request.is_disconnected():
-                return
-            await asyncio.sleep(0.5)
-            quiet += 0.5
+    async def poll() -> tuple[list[ServerEvent], bool]:
+        changed = []
+        for job_id in list(pending):
+            try:
+                current = await asyncio.to_thread(service.jobs.get, viewer.project_id, job_id)
+            except ServiceError:
+                pending.remove(job_id)
+                continue
+            fields = live_fields(current)
+            if fields != last.get(job_id):
+                last[job_id] = fields
+                changed.append(ServerEvent("job", fields))
+            if current["status"] in FINAL:
+                pending.remove(job_id)
+        if not pending:
+            return [*changed, ServerEvent("done", {})], True
+        return changed, False
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return event_stream(server_sent_events(poll, request, closing=lambda: service.closing))
 
 
 @router.post("/runs/{job_id}/cancel", dependencies=[needs("submit")])
@@ -156,11 +156,6 @@ async def cancel(request: Request, viewer: CurrentViewer, job_id: str) -> Respon
 # --- downloads -----------------------------------------------------------------------------------
 
 
-def _attachment(name: str) -> dict[str, str]:
-    safe = "".join(c for c in name if c.isalnum() or c in "._-") or "download"
-    return {"Content-Disposition": f'attachment; filename="{safe}"'}
-
-
 @router.get("/runs/{job_id}/download/results.json")
 def download_results(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     row = request.app.state.service.jobs.row(viewer.project_id, job_id)
@@ -169,7 +164,7 @@ def download_results(request: Request, viewer: CurrentViewer, job_id: str) -> Re
                            status=409)
     body = json.dumps(row.summary, indent=2, ensure_ascii=False) + "\n"
     return Response(body, media_type="application/json",
-                    headers=_attachment(f"{job_id}-results.json"))
+                    headers=attachment(f"{job_id}-results.json"))
 
 
 @router.get("/runs/{job_id}/download/judgments.jsonl")
@@ -177,20 +172,14 @@ def download_judgments(request: Request, viewer: CurrentViewer, job_id: str) -> 
     rows = request.app.state.service.jobs.judgments(viewer.project_id, job_id)
     first = next(rows, None)
 
-    def lines() -> typing.Iterator[bytes]:
-        if first is not None:
-            yield (json.dumps(first, ensure_ascii=False) + "\n").encode("utf-8")
-        for row in rows:
-            yield (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-
-    return StreamingResponse(lines(), media_type="application/x-ndjson",
-                             headers=_attachment(f"{job_id}-judgments.jsonl"))
+    return NDJSONResponse(json_lines(rows if first is None else itertools.chain([first], rows)),
+                          headers=attachment(f"{job_id}-judgments.jsonl"))
 
 
 @router.get("/runs/{job_id}/download/bundle.tar.gz")
 def download_bundle(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
     name, data = export_bundle(request.app.state.service, viewer.project_id, job_id)
-    return Response(data, media_type="application/gzip", headers=_attachment(name))
+    return GzipResponse(data, headers=attachment(name))
 
 
 @router.get("/runs/{job_id}/download/artifact/{name}")
@@ -198,7 +187,7 @@ def download_artifact(request: Request, viewer: CurrentViewer, job_id: str, name
                       ) -> Response:
     content_type, data = request.app.state.service.jobs.artifact(viewer.project_id, job_id,
                                                                  name)
-    headers = {**_attachment(name), "Content-Security-Policy": "sandbox allow-scripts"}
+    headers = {**attachment(name), "Content-Security-Policy": "sandbox allow-scripts"}
     return Response(data, media_type=content_type, headers=headers)
 
 

@@ -6,12 +6,18 @@ from __future__ import annotations
 from rich.console import Console
 
 from judge.cli._remote import jobs_table
+from judge.client import Job
 
 
-def _job(job_id: str, kind: str = "retry-errors") -> dict:
-    return {"id": job_id, "kind": kind, "status": "succeeded",
-            "created_at": "2026-11-27T05:31:07.123456Z",
-            "progress": {"done": 1234, "total": 12345, "cost_usd": 123.4567}}
+def _job(job_id: str, kind: str = "retry-errors") -> Job:
+    return Job.model_validate({
+        "id": job_id, "kind": kind, "mode": "live", "status": "succeeded", "endpoint": None,
+        "inputs": {}, "options": {}, "budget_usd": None,
+        "created_at": "2026-11-27T05:31:07.123456Z", "started_at": None, "finished_at": None,
+        "updated_at": None, "attempts": 1, "cancel_requested": False, "exit_code": 0,
+        "exit_meaning": None, "error": None, "imported": False, "headline": None,
+        "progress": {"done": 1234, "total": 12345, "cost_usd": 123.4567, "cache_hits": 0,
+                     "errors": 0, "tokens": 0, "eta_seconds": None}})
 
 
 def test_job_ids_are_whole_at_80_and_40_columns():

@@ -165,6 +165,75 @@ class ServeProcess:
             self.terminate(timeout=30)
 
 
+class WorkerCommand:
+    """``dst-judge worker`` in a subprocess (no HTTP): started at once, stopped with SIGTERM
+    (the drain) or killed, always gone when the test ends (``--max-seconds``)."""
+
+    def __init__(self, data_dir: Path, *, db: str, endpoints: dict[str, Any] | None = None,
+                 args: list[str] | None = None, max_seconds: float = 300.0) -> None:
+        self.data_dir = data_dir
+        self.db = db
+        self.endpoints = endpoints
+        self.args = args or []
+        self.max_seconds = max_seconds
+        self.log = data_dir / f"worker-{id(self):x}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerCommand:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "judge", "worker", "--db", self.db,
+                   "--data-dir", str(self.data_dir), "--max-seconds", str(self.max_seconds),
+                   *self.args]
+        if self.endpoints is not None:
+            file = self.data_dir / f"endpoints-worker-{id(self):x}.json"
+            file.write_text(json.dumps({"endpoints": self.endpoints}), encoding="utf-8")
+            command += ["--endpoints", str(file)]
+        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1"}
+        self._log_handle = self.log.open("ab")
+        self.process = subprocess.Popen(command, stdout=self._log_handle,
+                                        stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                        start_new_session=True)
+        return self
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace") if self.log.is_file() \
+            else ""
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            return self.process.wait(10)
+        finally:
+            handle = getattr(self, "_log_handle", None)
+            if handle is not None:
+                handle.close()
+                self._log_handle = None
+
+    def __enter__(self) -> WorkerCommand:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop(timeout=30)
+
+
+def get_text(url: str, timeout: float = 5.0, token: str | None = None) -> tuple[int, str]:
+    """``GET url`` (127.0.0.1 only): status and body, errors included."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", errors="replace")
+
+
 def job_dialogues(folder: Path, count: int) -> list[Path]:
     """One dialogues file per job, utterances tagged so that every job's calls are distinct."""
     lines = (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines()

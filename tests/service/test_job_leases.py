@@ -95,7 +95,7 @@ def test_a_renewed_lease_outlives_its_length_and_a_lapsed_one_moves(queued_job):
 
 
 def _inputs(client: judge.Client) -> dict[str, str]:
-    return {kind: client.upload(EXAMPLES / name, kind)["id"] for kind, name in
+    return {kind: client.upload(EXAMPLES / name, kind).id for kind, name in
             (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
              ("predictions", "predictions.jsonl"))}
 
@@ -120,7 +120,7 @@ def test_a_job_running_past_its_lease_is_not_taken_over_while_its_worker_lives(t
             assert len(processes) == 2 and all(p["alive"] for p in processes), processes
             client = judge.Client(server.url, token)
             job_id = client.submit("evaluate", _inputs(client),
-                                   {"model": "m", "concurrency": 1})["id"]
+                                   {"model": "m", "concurrency": 1}).id
             engine = sa.create_engine(f"sqlite:///{data / 'dst-judge.db'}")
             samples: list[tuple[float, dict[str, Any]]] = []
             deadline = time.monotonic() + STARTUP + 120
@@ -138,8 +138,8 @@ def test_a_job_running_past_its_lease_is_not_taken_over_while_its_worker_lives(t
             finally:
                 engine.dispose()
             job = client.job(job_id)
-    assert job["status"] == "succeeded" and job["exit_code"] == 0, (job, server.errors())
-    assert job["attempts"] == 1
+    assert job.status == "succeeded" and job.exit_code == 0, (job, server.errors())
+    assert job.attempts == 1
     running = [(at, held) for at, held in samples if held["status"] == "running"]
     assert len({held["lease_owner"] for _, held in running}) == 1, running
     assert running[-1][0] - running[0][0] > 2 * LEASE, "the job was not longer than its lease"
@@ -158,25 +158,25 @@ def test_a_running_live_job_cancelled_over_the_api_stops_within_its_heartbeat(tm
                          args=["--jobs", "1", "--grace", "1"]) as server:
         client = judge.Client(server.url, token)
         job_id = client.submit("evaluate", _inputs(client),
-                               {"model": "m", "concurrency": 1})["id"]
+                               {"model": "m", "concurrency": 1}).id
         deadline = time.monotonic() + STARTUP
-        while (job := client.job(job_id))["progress"]["done"] < 2:
-            assert job["status"] in ("queued", "running"), job
+        while (job := client.job(job_id)).progress.done < 2:
+            assert job.status in ("queued", "running"), job
             assert time.monotonic() < deadline, \
                 f"job {job_id} judged fewer than 2 calls in {STARTUP} s: {job}"
             time.sleep(0.05)
         sent_at_cancel = model.snapshot(bodies=False)["total"]
         asked = time.monotonic()
-        assert client.cancel(job_id)["status"] in ("running", "cancelled")
-        while (job := client.job(job_id))["status"] not in FINAL:
+        assert client.cancel(job_id).status in ("running", "cancelled")
+        while (job := client.job(job_id)).status not in FINAL:
             assert time.monotonic() - asked < 10, \
-                f"job {job_id} still {job['status']} 10 s after its cancel"
+                f"job {job_id} still {job.status} 10 s after its cancel"
             time.sleep(0.05)
         took = time.monotonic() - asked
         sent_when_cancelled = model.snapshot(bodies=False)["total"]
         time.sleep(1.5)  # three of its calls' time: none may leave any more
         sent_later = model.snapshot(bodies=False)["total"]
-    assert job["status"] == "cancelled", (job, server.errors())
+    assert job.status == "cancelled", (job, server.errors())
     # the heartbeat is every second; on a loaded machine allow a few more
     assert took < 5, f"cancelled {took:.1f} s after the request"
     assert sent_when_cancelled - sent_at_cancel <= 3, (sent_at_cancel, sent_when_cancelled)

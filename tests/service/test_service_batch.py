@@ -330,7 +330,7 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
         doomed = ServeProcess(data, endpoints=endpoints, args=args)
         with doomed:
             client = judge.Client(doomed.url, token)
-            files = {kind: client.upload(EXAMPLES / name, kind)["id"] for kind, name in
+            files = {kind: client.upload(EXAMPLES / name, kind).id for kind, name in
                      (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
                       ("predictions", "predictions.jsonl"))}
             queued = cli("submit", "evaluate", "--server", doomed.url, "--mode", "batch",
@@ -338,11 +338,11 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
                          "--predictions", files["predictions"], "--model", "m",
                          "-o", "batch_max_requests=8", env={"DST_JUDGE_TOKEN": token})
             job_id = queued.stdout.split()[-1]
-            assert client.job(job_id)["mode"] == "batch"
+            assert client.job(job_id).mode == "batch"
             deadline = time.monotonic() + 60
             while True:  # every batch submitted and recorded, none finished yet
-                batches = client.job(job_id)["progress"].get("batches") or {}
-                if batches.get("files") and batches.get("submitted") == batches["files"]:
+                batches = client.job(job_id).progress.batches
+                if batches and batches.files and batches.submitted == batches.files:
                     break
                 assert time.monotonic() < deadline, client.job(job_id)
                 time.sleep(0.05)
@@ -355,13 +355,13 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
             survivor_id = survivor.health()["worker"]["id"]
         stats = model.snapshot()
         created = _batches(model)
-    assert submitted_before == batches["files"] >= 2
+    assert batches is not None and submitted_before == batches.files >= 2
     assert len(created) == submitted_before  # the restarted replica submitted nothing
-    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
-    assert job["progress"]["worker"] == survivor_id
+    assert job.status == "succeeded" and job.exit_code == 0, job
+    assert job.progress.worker == survivor_id
     assert stats["max_completed_per_body"] == 1
-    assert len(rows) == job["headline"]["turns"] and all(r["verdict"] is not None
-                                                          for r in rows)
+    assert job.headline is not None
+    assert len(rows) == job.headline.turns and all(r["verdict"] is not None for r in rows)
 
 
 def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):

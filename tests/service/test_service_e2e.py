@@ -41,7 +41,7 @@ def test_submit_wait_results_equal_a_local_cli_run(tmp_path, capsys):
             job_id = done.stdout.split()[1]
             cli("results", job_id, "--out", str(tmp_path / "remote"), env=env)
             client = judge.Client(server.url, token)
-            assert [j["id"] for j in client.jobs()] == [job_id]
+            assert [j.id for j in client.jobs()] == [job_id]
             try:
                 judge.Client(server.url, "dsj_nope").jobs()
             except judge.ServiceError as exc:
@@ -61,7 +61,7 @@ def test_submit_wait_results_equal_a_local_cli_run(tmp_path, capsys):
 
 
 def _upload(client: judge.Client) -> dict[str, str]:
-    return {kind: client.upload(EXAMPLES / name, kind)["id"] for kind, name in
+    return {kind: client.upload(EXAMPLES / name, kind).id for kind, name in
             (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
              ("predictions", "predictions.jsonl"))}
 
@@ -75,9 +75,9 @@ def test_sigterm_drains_then_the_job_resumes_without_paying_twice(tmp_path):
         try:
             client = judge.Client(server.url, token)
             job_id = client.submit("evaluate", _upload(client), {"model": "m",
-                                                                  "concurrency": 2})["id"]
+                                                                  "concurrency": 2}).id
             deadline = time.monotonic() + 60
-            while client.job(job_id)["progress"]["done"] < 4:
+            while client.job(job_id).progress.done < 4:
                 assert time.monotonic() < deadline, \
                     f"job {job_id} did not judge 4 turns within 60 s: {client.job(job_id)}"
                 time.sleep(0.1)
@@ -98,8 +98,8 @@ def test_sigterm_drains_then_the_job_resumes_without_paying_twice(tmp_path):
         assert paid == logged  # every paid reply of the drained replica is kept
         with ServeProcess(data, endpoints=endpoints) as again:
             final = judge.Client(again.url, token).wait(job_id, timeout=60)
-        assert final["status"] == "succeeded" and final["attempts"] == 2
-        assert final["progress"]["done"] == 22
+        assert final.status == "succeeded" and final.attempts == 2
+        assert final.progress.done == 22
         snapshot = model.snapshot()
         assert snapshot["completed"] == 22 and snapshot["max_completed_per_body"] == 1
 
@@ -118,16 +118,16 @@ def test_two_worker_processes_share_the_slots_and_each_takes_jobs(tmp_path):
             assert len(worker["processes"]) == 2 and worker["alive"]
             client = judge.Client(server.url, token)
             files = _upload(client)
-            ids = [client.submit("evaluate", files, {"model": "m", "concurrency": 1})["id"]
+            ids = [client.submit("evaluate", files, {"model": "m", "concurrency": 1}).id
                    for _ in range(2)]
             done = [client.wait(job_id, timeout=120) for job_id in ids]
         paid = model.snapshot()
-    assert [j["status"] for j in done] == ["succeeded", "succeeded"]
-    assert [j["attempts"] for j in done] == [1, 1]
-    assert done[0]["progress"]["worker"] != done[1]["progress"]["worker"]
+    assert [j.status for j in done] == ["succeeded", "succeeded"]
+    assert [j.attempts for j in done] == [1, 1]
+    assert done[0].progress.worker != done[1].progress.worker
     assert paid["completed"] == paid["distinct_bodies"] == 22  # the same calls: paid once
-    starts = sorted(_seconds(j["started_at"]) for j in done)
-    ends = sorted(_seconds(j["finished_at"]) for j in done)
+    starts = sorted(_seconds(str(j.started_at)) for j in done)
+    ends = sorted(_seconds(str(j.finished_at)) for j in done)
     assert starts[1] < ends[0], "the second job waited for the first: one slot in all"
 
 

@@ -34,19 +34,19 @@ def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
         replica_b = ServeProcess(tmp_path / "b", endpoints=endpoints, db=postgres_db, args=args)
         with replica_a, replica_b:
             client = judge.Client(replica_b.url, token)
-            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
                       "predictions": client.upload(EXAMPLES / "predictions.jsonl",
-                                                   "predictions")["id"]}
+                                                   "predictions").id}
             ids = [client.submit("evaluate", {**common, "dialogues":
-                                              client.upload(path, "dialogues")["id"]},
-                                 {"model": "m", "concurrency": CONCURRENCY})["id"]
+                                              client.upload(path, "dialogues").id},
+                                 {"model": "m", "concurrency": CONCURRENCY}).id
                    for path in dialogues]
             a_id = replica_a.health()["worker"]["id"]
             deadline = time.monotonic() + 120
             while True:  # wait until the doomed replica is in the middle of some jobs
                 jobs = client.jobs(limit=100)
-                doomed = [j for j in jobs if j["status"] == "running"
-                          and j["progress"]["worker"] == a_id and j["progress"]["done"] > 0]
+                doomed = [j for j in jobs if j.status == "running"
+                          and j.progress.worker == a_id and j.progress.done > 0]
                 if doomed:
                     break
                 assert time.monotonic() < deadline, "replica A never ran a job"
@@ -56,12 +56,12 @@ def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
             verdicts = {job_id: [(r["dialogue_id"], r["turn_index"], r["verdict"], r["rule"])
                                  for r in client.judgments(job_id)] for job_id in ids}
         stats = model.snapshot()
-    unfinished = [(j["id"], j["status"], j["exit_code"], j.get("error"), j["attempts"])
-                  for j in finished if j["status"] != "succeeded" or j["exit_code"] != 0]
+    unfinished = [(j.id, j.status, j.exit_code, j.error, j.attempts)
+                  for j in finished if j.status != "succeeded" or j.exit_code != 0]
     assert not unfinished, (unfinished, replica_a.errors(), replica_b.errors())
-    taken_over = [j for j in finished if j["attempts"] > 1]
+    taken_over = [j for j in finished if j.attempts > 1]
     assert taken_over, "no job moved to the surviving replica"
-    assert {j["progress"]["worker"] for j in finished} - {a_id}  # the survivor finished jobs
+    assert {j.progress.worker for j in finished} - {a_id}  # the survivor finished jobs
     distinct = JOBS * 22
     assert stats["distinct_bodies"] == distinct
     in_flight_bound = SLOTS * CONCURRENCY
@@ -78,7 +78,8 @@ def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
             config = judge.load_config({"base_url": local_model.url, "model": "m",
                                         "use_cache": False, "api_key": "sk-local"})
             local = judge.evaluate(config, schema, dialogue_set, predictions)
-            assert job["headline"]["tsa"] == local.summary["tsa"]
-            assert job["headline"]["judge_jga"] == local.summary["judge_jga"]
-            assert verdicts[job["id"]] == [(r["dialogue_id"], r["turn_index"], r["verdict"],
+            assert job.headline is not None
+            assert job.headline.tsa == local.summary["tsa"]
+            assert job.headline.judge_jga == local.summary["judge_jga"]
+            assert verdicts[job.id] == [(r["dialogue_id"], r["turn_index"], r["verdict"],
                                             r["rule"]) for r in local.rows]

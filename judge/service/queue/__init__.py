@@ -3,10 +3,11 @@ the lease while it runs, park, finish, release or give it up; retention. The API
 jobs (submit, read, cancel, delete) is :mod:`judge.service._jobs`; the two meet only in the
 database."""
 
+from ._health import queue_metrics, readiness
 from ._journal import CallJournal
 from ._kinds import Runners, build_runners, runner_for
 from ._lease import JobQueue, Records
-from ._process import WorkerProcess, WorkerProcesses
+from ._process import WorkerProcess, WorkerProcesses, run_workers
 from ._runners import Live, Outcome, Park, RunContext, Runner, Toolkit
 from ._worker import Worker, new_worker_id
 
@@ -26,5 +27,8 @@ __all__ = [
     "WorkerProcesses",
     "build_runners",
     "new_worker_id",
+    "queue_metrics",
+    "readiness",
+    "run_workers",
     "runner_for",
 ]

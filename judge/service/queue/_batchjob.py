@@ -57,7 +57,7 @@ from ...model import (
 )
 from ...pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
 from ...store import cache_key
-from .._db import Database, job_batches, jobs, now
+from .._db import Database, DatabaseUnavailable, job_batches, jobs, now
 from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
 from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
 from ._runners import (
@@ -154,6 +154,8 @@ class BatchRunner:
         live.batches = dict((job.progress or {}).get("batches") or {})
         try:
             outcome = await self._visit(job, worker_id, live, inputs, cancel_requested)
+        except DatabaseUnavailable:
+            raise  # its claims and batches stay: the visit is made again when it is back
         except ModelError as exc:
             retries = int(live.batches.get("retries", 0)) + 1
             if _transient(exc) and retries <= MAX_RETRIES:

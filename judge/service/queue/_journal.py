@@ -7,6 +7,7 @@ import contextlib
 import logging
 from typing import Any
 
+from .._db import connection_lost
 from ._lease import JobQueue, Records
 
 log = logging.getLogger("dst_judge.service")
@@ -77,9 +78,10 @@ class CallJournal:
             try:
                 if calls or manifests:
                     await asyncio.to_thread(self.queue.record_batch, manifests, calls)
-            except Exception:
-                log.exception("writing %d logged call(s) to the database failed; retrying",
-                              len(calls))
+            except Exception as exc:
+                if not connection_lost(exc):  # an outage is the worker's to report, once
+                    log.exception("writing %d logged call(s) to the database failed; "
+                                  "retrying", len(calls))
                 self._calls[:0], self._manifests[:0] = calls, manifests
                 self._pending.set()
                 async with self._written:

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .._db import Database, artifacts, job_calls, jobs, judgments, now
+from .._db import Database, artifacts, job_calls, jobs, judgments, notify_queue, now
 from .._jobs import FINAL, delete_jobs, judgment_row
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
@@ -66,6 +66,17 @@ class JobQueue:
                     and picked.status != "waiting"
                 return row
         return None
+
+    def keep(self, job_id: str, worker_id: str, lease_seconds: float) -> Any | None:
+        """Take up again a job this worker paused for a database outage: same attempt, a new
+        lease; None when another worker took it over meanwhile (or it was cancelled)."""
+        moment = now()
+        with self.db.write() as conn:
+            return conn.execute(jobs.update().where(
+                jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
+                jobs.c.status == "running").values(
+                    lease_expires=moment + lease_seconds, updated_at=moment)
+                .returning(*jobs.c)).first()
 
     def _give_up(self, conn: sa.Connection, job_id: str, attempts: int, moment: float) -> None:
         """A job whose worker died on each of its last attempts: failed, for good (its paid
@@ -179,6 +190,7 @@ class JobQueue:
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
                                              jobs.c.status == "running").values(**values))
+            notify_queue(conn)  # another worker takes it at once
 
     def park(self, job_id: str, worker_id: str, wake_at: float, *,
              progress: dict[str, Any] | None = None, cost: float | None = None,

@@ -1,55 +1,89 @@
-"""The worker in processes of their own (the default of ``dst-judge serve``)."""
+"""The worker in processes of their own (the default of ``dst-judge serve``, and what
+``dst-judge worker`` runs), supervised: a worker process that dies (``kill -9``, a crash, the
+kernel's OOM killer) is replaced by a new one at once; the dead one's jobs are taken over when
+their leases expire. One that keeps dying young is restarted after a growing pause, so a
+worker that cannot start (no database) does not spin."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import os
+import secrets
 import signal
 import threading
+import time
+from collections import Counter
 from typing import Any
 
 from .._db import Database
 from .._files import FileStore
 from .._jobs import JobStore
 from .._settings import ServiceSettings
-from ._worker import Worker, new_worker_id
+from ._worker import COUNTERS, Worker, new_worker_id
+
+log = logging.getLogger("dst_judge.service")
+YOUNG_SECONDS = 5.0
+"""A worker process that dies younger than this is restarted after a pause (1 s, doubling up
+to 30 s); an older one at once."""
+_SPAWN = multiprocessing.get_context("forkserver")
+_SPAWN.set_forkserver_preload(["judge.service.queue"])
+"""Worker processes are forked from a server process that imported the library once: a
+replacement starts in milliseconds, not the seconds (on a busy machine, a minute) that a
+fresh interpreter's imports take. The server and its children die with this process."""
 
 
 class WorkerProcess:
     """The worker in a child process (the default of ``dst-judge serve``): judging and the
     API never compete for one interpreter lock, so the API answers fast under a full queue.
 
-    The child dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and a parent check every
-    heartbeat), so ``kill -9`` of a replica kills its worker too, as a crashed machine would.
+    The child dies with the replica, so ``kill -9`` of a replica kills its worker too, as a
+    crashed machine would: the replica holds the only writing end of the child's wake-up
+    pipe, and the child exits the moment that end closes (the fork server, its parent, lives
+    as long as any of its children; ``PR_SET_PDEATHSIG`` and a parent check every heartbeat
+    cover the fork server's own death).
     SIGTERM to the parent drains the child (same grace period as a thread worker).
     """
 
     def __init__(self, settings: ServiceSettings) -> None:
         self.settings = settings
-        self.id = new_worker_id()
+        self.id = ""
+        """``host:pid:hex`` with the child's pid, known once it started."""
         self.draining = threading.Event()
+        self.counters: Any = _SPAWN.RawArray("q", len(COUNTERS))
+        """This process's tallies (see :data:`COUNTERS`), written by the child at each
+        heartbeat and read by ``/metrics``."""
+        self.started_at = time.monotonic()
         self._process: Any = None
-        self._wake_write: int | None = None
+        self._wake: Any = None
 
     def start(self) -> None:
-        import multiprocessing
-
-        read, write = os.pipe()
-        os.set_blocking(write, False)
-        context = multiprocessing.get_context("spawn")
-        self._process = context.Process(target=_process_main, name="dst-judge-worker",
-                                        args=(self.settings, self.id, os.getpid(), read),
-                                        daemon=False)
+        # a pipe the child inherits (a bare os.pipe() descriptor would not survive spawn)
+        read, write = _SPAWN.Pipe(duplex=False)
+        self.started_at = time.monotonic()
+        suffix = secrets.token_hex(3)
+        self._process = _SPAWN.Process(target=_process_main, name="dst-judge-worker",
+                                       args=(self.settings, suffix, read, self.counters),
+                                       daemon=False)
         self._process.start()
-        os.close(read)
-        self._wake_write = write
+        self.id = new_worker_id(self._process.pid, suffix)
+        read.close()
+        os.set_blocking(write.fileno(), False)
+        self._wake = write
 
     def nudge(self) -> None:
-        if self._wake_write is not None:
-            with contextlib.suppress(OSError):
-                os.write(self._wake_write, b"!")
+        if self._wake is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.write(self._wake.fileno(), b"!")
+
+    def exited(self) -> bool:
+        """Whether the child was started and is gone."""
+        return self._process is not None and self._process.exitcode is not None
+
+    def tallies(self) -> Counter[str]:
+        return Counter(dict(zip(COUNTERS, list(self.counters), strict=True)))
 
     def drain(self) -> None:
         self.draining.set()
@@ -66,10 +100,10 @@ class WorkerProcess:
             if process.is_alive():
                 process.kill()
                 process.join(5)
-        if self._wake_write is not None:
+        if self._wake is not None:
             with contextlib.suppress(OSError):
-                os.close(self._wake_write)
-            self._wake_write = None
+                self._wake.close()
+            self._wake = None
 
     def status(self) -> dict[str, Any]:
         process = self._process
@@ -81,7 +115,8 @@ class WorkerProcess:
 
 class WorkerProcesses:
     """``worker_process_count`` worker processes sharing the replica's job slots (as evenly as
-    they divide); each claims from the queue like a replica of its own would."""
+    they divide); each claims from the queue like a replica of its own would. A supervising
+    thread replaces a process that dies."""
 
     def __init__(self, settings: ServiceSettings) -> None:
         count = settings.worker_process_count
@@ -89,10 +124,50 @@ class WorkerProcesses:
         self.processes = [WorkerProcess(settings.model_copy(
             update={"job_slots": share + (1 if index < extra else 0)})) for index in range(count)]
         self.draining = threading.Event()
+        self.restarts = 0
+        self._retired: Counter[str] = Counter()
+        """Tallies of the processes that died."""
+        self._pauses = [0.0] * count
+        self._supervisor: threading.Thread | None = None
 
     def start(self) -> None:
         for process in self.processes:
             process.start()
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True,
+                                            name="dst-judge-supervisor")
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        while not self.draining.wait(0.2):
+            for index, process in enumerate(list(self.processes)):
+                if process.exited() and not self.draining.is_set():
+                    self._replace(index, process)
+
+    def _replace(self, index: int, dead: WorkerProcess) -> None:
+        """A new process in the dead one's slots (after a pause if it died young)."""
+        lived = time.monotonic() - dead.started_at
+        pause = self._pauses[index] = (0.0 if lived >= YOUNG_SECONDS
+                                       else min(30.0, max(1.0, 2 * self._pauses[index])))
+        log.warning("worker process %s (pid %s) died (exit code %s) after %.1f s; starting "
+                    "another%s", dead.id, dead.status()["pid"], dead._process.exitcode, lived,
+                    f" in {pause:g} s" if pause else "")
+        if pause and self.draining.wait(pause):
+            return
+        self._retired.update(dead.tallies())
+        dead.stop(0)
+        fresh = WorkerProcess(dead.settings)
+        fresh.start()
+        self.processes[index] = fresh
+        self.restarts += 1
+
+    def tallies(self) -> Counter[str]:
+        """Claims, lease expiries, retries and given-up jobs of every process, the dead too;
+        and ``restarts``."""
+        total = Counter(self._retired)
+        for process in self.processes:
+            total.update(process.tallies())
+        total["restarts"] = self.restarts
+        return total
 
     def nudge(self) -> None:
         for process in self.processes:
@@ -105,21 +180,23 @@ class WorkerProcesses:
 
     def stop(self, timeout: float | None = None) -> None:
         self.drain()  # every child drains at once; then each is waited for
+        if self._supervisor is not None:
+            self._supervisor.join(5)
         for process in self.processes:
             process.stop(timeout)
 
     def status(self) -> dict[str, Any]:
-        first = self.processes[0].status()
-        if len(self.processes) == 1:
-            return first
         children = [p.status() for p in self.processes]
-        return {"id": first["id"], "mode": "process", "processes": children,
-                "alive": all(c["alive"] for c in children),
-                "draining": self.draining.is_set()}
+        base = {**children[0], "restarts": self.restarts,
+                "alive": all(c["alive"] for c in children), "draining": self.draining.is_set()}
+        if len(children) == 1:
+            return base
+        return {**base, "pid": None, "processes": children}
 
 
-def _process_main(settings: ServiceSettings, worker_id: str, parent: int, wake_fd: int) -> None:
-    """Entry point of the worker process."""
+def _process_main(settings: ServiceSettings, suffix: str, wake: Any, counters: Any) -> None:
+    """Entry point of the worker process: its worker id names its own pid."""
+    worker_id = new_worker_id(os.getpid(), suffix)
     _die_with_parent()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -127,11 +204,12 @@ def _process_main(settings: ServiceSettings, worker_id: str, parent: int, wake_f
     store = FileStore(db, settings.data_dir, max_upload=settings.max_upload_bytes,
                       max_unpacked=settings.max_unpacked_bytes)
     worker = Worker(db, settings, store, JobStore(db), worker_id=worker_id)
-    worker.parent = parent
+    worker.parent = os.getppid()  # the fork server, whose life is this replica's
+    worker.shared_counters = counters
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: worker.drain())
     try:
-        asyncio.run(worker.run(wake_fd))
+        asyncio.run(worker.run(wake.fileno()))
     finally:
         db.dispose()
 
@@ -143,3 +221,33 @@ def _die_with_parent() -> None:
 
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
+                log_level: str = "info") -> int:
+    """``dst-judge worker``: this process supervises ``worker_process_count`` worker processes
+    that take jobs from the database, and serves no HTTP. SIGTERM or SIGINT drains them (as a
+    replica's drain: calls in flight get the grace period, then their jobs go back to the
+    queue); so does ``max_seconds``. Returns the exit status."""
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(settings.db_url)
+    try:
+        db.migrate()
+    finally:
+        db.dispose()
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    workers = WorkerProcesses(settings)
+    workers.start()
+    log.info("dst-judge worker: %d process(es), %d job slot(s), queue in %s",
+             len(workers.processes), settings.job_slots, settings.db_url.split("@")[-1])
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    while not stop.wait(0.5):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    log.info("dst-judge worker: draining")
+    workers.stop()
+    return 0

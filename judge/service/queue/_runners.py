@@ -52,7 +52,7 @@ from ...metrics import MetricOptions, compute_metrics
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
-from .._db import Database, files, tokens
+from .._db import Database, DatabaseUnavailable, files, tokens
 from .._files import FileStore
 from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
@@ -376,6 +376,8 @@ class EvaluateRunner:
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
             return await self._run(job, source, seed_job, options, inputs, context)
+        except DatabaseUnavailable:
+            raise  # not the job's fault: it waits for the database (see the worker)
         except BudgetReached as exc:
             return Outcome("stopped", 3, f"{exc}; raise the budget and resume the job")
         except ModelError as exc:
@@ -531,6 +533,8 @@ class AnalysisRunner:
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
             return await asyncio.to_thread(self._run, job, inputs)
+        except DatabaseUnavailable:
+            raise
         except DSTJudgeError as exc:
             return Outcome("failed", 2, inputs.clean(str(exc)))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...model import load_prices, price_and_counter
-from .._db import Database, now, workers
+from .._db import Database, DatabaseUnavailable, now, workers
 from .._files import FileStore
 from .._jobs import JobStore
 from .._ledger import purge_ledger
@@ -37,14 +37,18 @@ from .._settings import ServiceSettings
 from ._journal import CallJournal
 from ._kinds import build_runners, runner_for
 from ._lease import JobQueue, Records
+from ._listen import Listener
 from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
 RETENTION_EVERY = 600.0
+COUNTERS = ("claims", "lease_expiries", "retries", "given_up")
+"""What a worker tallies for ``/metrics`` (see :class:`JobQueue`)."""
 
 
-def new_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+def new_worker_id(pid: int | None = None, suffix: str | None = None) -> str:
+    """``host:pid:hex``: the process that runs the worker, and a tag of this worker."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{suffix or secrets.token_hex(3)}"
 
 
 @dataclass
@@ -70,7 +74,10 @@ class Worker:
         self.settings = settings
         self.store = store
         self.id = worker_id or new_worker_id()
-        self.queue = JobQueue(db)
+        self.queue = JobQueue(db, settings.max_attempts)
+        self.shared_counters: Any = None
+        """Where a worker process publishes its tallies for its parent (an array of
+        :data:`COUNTERS`)."""
         self.draining = threading.Event()
         self.running: dict[str, Running] = {}
         self.pools = {name: EndpointPool(db, name, rpm=ep.rpm, tpm=ep.tpm)
@@ -84,6 +91,10 @@ class Worker:
         self._last_retention = 0.0
         self.parent: int | None = None
         self.journal = CallJournal(self.queue)
+        self.paused: dict[str, Any] = {}
+        """Jobs stopped by a database outage, taken up again (same lease, same attempt) when
+        it is back, unless another worker took them over meanwhile."""
+        self._outage_since: float | None = None
 
     # --- lifecycle (called from the API thread) -----------------------------------------------
 
@@ -140,20 +151,33 @@ class Worker:
         self._wake = asyncio.Event()
         if wake_fd is not None:
             self._loop.add_reader(wake_fd, self._woken, wake_fd)
-        await asyncio.to_thread(self._register)
+        while not self.draining.is_set() and not await self._database(self._register):
+            await self._pause_for_database()
         await asyncio.to_thread(self._load_tokenizers)
         self.journal = CallJournal(self.queue)
         beat = asyncio.create_task(self._heartbeat())
         writer = asyncio.create_task(self.journal.run())
+        listener = None
+        if self.db.is_postgres and self.settings.listen:
+            listener = Listener(self.db.url, self.nudge)
+            listener.start()
         try:
             while not self.draining.is_set():
                 claimed = False
-                if len(self.running) < self.settings.job_slots:
-                    row = await asyncio.to_thread(self.queue.claim, self.id,
-                                                  self.settings.lease_seconds)
-                    if row is not None:
-                        self._launch(row)
-                        claimed = True
+                try:
+                    await self._take_up_paused()
+                    if len(self.running) < self.settings.job_slots:
+                        row = await asyncio.to_thread(self.queue.claim, self.id,
+                                                      self.settings.lease_seconds)
+                        self._publish()
+                        self.database_back()
+                        if row is not None:
+                            self._launch(row)
+                            claimed = True
+                except DatabaseUnavailable as exc:
+                    self.database_lost(exc)
+                    await self._pause_for_database()
+                    continue
                 if claimed:
                     continue
                 self._wake.clear()
@@ -162,6 +186,8 @@ class Worker:
                 await self._housekeeping()
             await self._drain()
         finally:
+            if listener is not None:
+                await asyncio.to_thread(listener.stop)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
@@ -187,8 +213,14 @@ class Worker:
                 log.warning("could not load a tokenizer ahead of the jobs: %s", exc)
 
     def _woken(self, fd: int) -> None:
-        with contextlib.suppress(OSError):
-            os.read(fd, 4096)
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b"!"
+        if not data and self.parent is not None:
+            # the pipe's other end closed: the process that started this worker died
+            # (kill -9); die as it did, handing nothing back
+            os._exit(1)
         if self._wake is not None:
             self._wake.set()
 
@@ -239,25 +271,92 @@ class Worker:
                     self.id, running.live, lambda endpoint: self._limiter(running, endpoint),
                     self.journal, lambda: bool(job.cancel_requested) or running.cancel_seen))
         except asyncio.CancelledError:
-            await self._cancelled(running)
+            try:
+                await self._cancelled(running)
+            except DatabaseUnavailable as exc:  # its lease lapses; another worker takes it
+                self.database_lost(exc)
+            return
+        except DatabaseUnavailable as exc:
+            self._pause(job, exc)
             return
         except Exception:
             log.exception("job %s failed with an internal error", job.id)
             outcome = Outcome("failed", None, "internal error in the server (see its log)")
         finally:
             self.running.pop(job.id, None)
-        live = running.live
+        try:
+            await self._conclude(job.id, running.live, outcome)
+        except DatabaseUnavailable as exc:  # its outcome is lost: run it again when back
+            self._pause(job, exc)
+
+    async def _conclude(self, job_id: str, live: Live, outcome: Outcome | Park) -> None:
         if isinstance(outcome, Park):
-            await self._park(job.id, live, outcome.wake_at)
+            await self._park(job_id, live, outcome.wake_at)
             return
-        records = await self.journal.take(job.id)
+        records = await self.journal.take(job_id)
         if outcome.records is not None:
             records = (records[0] + outcome.records[0], records[1] + outcome.records[1])
-        done = await asyncio.to_thread(self._finish, job.id, outcome, self._progress(live),
+        done = await asyncio.to_thread(self._finish, job_id, outcome, self._progress(live),
                                        live.cost, live.tokens, records)
         self.finished += 1
-        log.info("job %s %s (exit %s)%s", job.id, outcome.status, outcome.exit_code,
+        log.info("job %s %s (exit %s)%s", job_id, outcome.status, outcome.exit_code,
                  "" if done else " but another worker owns it now")
+
+    # --- database outages ----------------------------------------------------------------------
+
+    def database_lost(self, exc: DatabaseUnavailable) -> None:
+        """Note an outage: one log line when it starts (and one when it ends), no traceback."""
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            log.warning("database unavailable (%s): running jobs pause, claims wait; "
+                        "reconnecting", exc.detail)
+
+    def database_back(self) -> None:
+        if self._outage_since is not None:
+            log.warning("database reachable again after %.1f s (reconnected)%s",
+                        time.monotonic() - self._outage_since,
+                        f"; {len(self.paused)} paused job(s) continue" if self.paused else "")
+            self._outage_since = None
+
+    async def _database(self, action: Any) -> bool:
+        """Run a database action in a thread; False (and the outage noted) when there is no
+        database."""
+        try:
+            await asyncio.to_thread(action)
+        except DatabaseUnavailable as exc:
+            self.database_lost(exc)
+            return False
+        self.database_back()
+        return True
+
+    async def _pause_for_database(self) -> None:
+        """Wait a second (or until drained) before trying the database again."""
+        if self._wake is not None:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+
+    def _pause(self, job: Any, exc: DatabaseUnavailable) -> None:
+        self.database_lost(exc)
+        self.paused[job.id] = job
+        log.debug("job %s paused for the database", job.id)
+
+    async def _take_up_paused(self) -> None:
+        """After an outage: keep the jobs it paused (same lease and attempt), unless another
+        worker took them over meanwhile. Raises DatabaseUnavailable while it lasts."""
+        for job_id in list(self.paused):
+            if len(self.running) >= self.settings.job_slots:
+                return
+            row = await asyncio.to_thread(self.queue.keep, job_id, self.id,
+                                          self.settings.lease_seconds)
+            self.database_back()
+            self.paused.pop(job_id, None)
+            if row is None:
+                log.info("job %s: another worker took it over during the outage", job_id)
+            else:
+                log.info("job %s continues after the outage (attempt %d)", job_id,
+                         row.attempts)
+                self._launch(row)
 
     def _finish(self, job_id: str, outcome: Outcome, progress: dict[str, Any], cost: float,
                 tokens: int, records: Records) -> bool:
@@ -315,7 +414,10 @@ class Worker:
                 try:
                     ours, cancels = await asyncio.to_thread(
                         self.queue.renew_many, self.id, self.settings.lease_seconds, updates)
-                except Exception:  # a database hiccup: try again at the next beat
+                except DatabaseUnavailable as exc:  # try again at the next beat
+                    self.database_lost(exc)
+                    ours, cancels = set(running), set()
+                except Exception:
                     log.exception("lease renewal failed")
                     ours, cancels = set(running), set()
                 for job_id, item in running.items():
@@ -332,8 +434,18 @@ class Worker:
                         task.cancel()
             if self.parent is not None and os.getppid() != self.parent:
                 os._exit(1)  # our replica died (kill -9): die as it did, handing nothing back
+            self._publish()
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._beat)
+
+    def _publish(self) -> None:
+        if self.shared_counters is not None:
+            for index, name in enumerate(COUNTERS):
+                self.shared_counters[index] = self.queue.counts[name]
+
+    def tallies(self) -> dict[str, int]:
+        """This worker's claims, lease expiries, retries and given-up jobs."""
+        return {name: self.queue.counts[name] for name in COUNTERS}
 
     async def _housekeeping(self) -> None:
         days = self.settings.retention_days

@@ -1,0 +1,154 @@
+"""Benchmark: one evaluate job over the full MultiWOZ test set (7,368 turns) through the service,
+against a fake model answering in 300 ms with 64 calls in flight, beside ``judge.evaluate`` in
+this process on the same inputs, model and concurrency.
+
+Measures: wall time from submission to ``succeeded`` (the server's ``created_at`` →
+``finished_at``) against the library run's; peak RSS (VmHWM) of the API process and of its
+worker process; paid requests (completions at the fake model) against distinct request
+bodies; how soon ``GET /v1/jobs/{id}/judgments`` sends its first byte, and the whole
+download. The shared data of the development workspace is needed (``--data``).
+
+    python bench/service_full_job.py [--data ../shared/data/multiwoz] [--system original]
+                                     [--latency 0.3] [--concurrency 64]
+                                     [--out bench/service_full_job.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import json
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from _common import local_only  # noqa: E402
+
+import judge  # noqa: E402
+from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
+from tests.service.serve_process import ServeProcess, create_token  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multiwoz"
+
+
+def _seconds(stamp: str) -> float:
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float(stamp[19:-1])
+
+
+def _peak_mb(pid: int | None) -> float | None:
+    """VmHWM (peak resident set) of a live process, in MB."""
+    if pid is None:
+        return None
+    try:
+        text = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def _direct(args: argparse.Namespace, model: ServerProcess) -> dict[str, Any]:
+    schema = judge.load_schema(args.data / "schema.json")
+    dialogues = judge.load_dialogues(args.data / "dialogues.jsonl.gz")
+    predictions = judge.load_predictions(args.predictions, dialogues, schema)
+    config = judge.load_config({"model": "bench", "base_url": model.url, "use_cache": False,
+                                "concurrency": args.concurrency, "timeout": 120.0,
+                                "api_key": "sk-bench"})
+    model.reset()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        result = judge.evaluate(config, schema, dialogues, predictions, out_dir=Path(out))
+    wall = time.perf_counter() - start
+    stats = model.snapshot(bodies=False)
+    return {"wall_s": round(wall, 1), "turns": result.summary["turns"],
+            "calls": result.summary["calls"]["planned"], "completed": stats["completed"],
+            "verdicts": [r["verdict"] for r in result.rows]}
+
+
+def _download(url: str, token: str) -> tuple[float, float, int]:
+    """First byte and whole download of the judgments stream (seconds), and its lines."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    start = time.perf_counter()
+    lines = 0
+    with opener.open(request, timeout=300) as response:
+        first = response.read(1)
+        first_at = time.perf_counter() - start
+        lines = (first + response.read()).count(b"\n")
+    return first_at, time.perf_counter() - start, lines
+
+
+def _service(args: argparse.Namespace, model: ServerProcess, folder: Path) -> dict[str, Any]:
+    token = create_token(folder, "bench")
+    endpoints = {"fake": {"base_url": model.url, "max_concurrency": args.concurrency}}
+    model.reset()
+    with ServeProcess(folder, endpoints=endpoints, args=["--jobs", "1", "--lease", "60"],
+                      max_seconds=3600) as server:
+        client = judge.Client(server.url, token, timeout=300)
+        inputs = {"schema": client.upload(args.data / "schema.json", "schema")["id"],
+                  "dialogues": client.upload(args.data / "dialogues.jsonl.gz",
+                                             "dialogues")["id"],
+                  "predictions": client.upload(args.predictions, "predictions")["id"]}
+        job = client.submit("evaluate", inputs, {"model": "bench",
+                                                 "concurrency": args.concurrency})
+        done = client.wait(job["id"], timeout=3600, poll=1.0)
+        health = server.health()
+        api_peak = _peak_mb(server.process.pid if server.process else None)
+        worker_peak = _peak_mb(health["worker"].get("pid"))
+        first, whole, lines = _download(f"{server.url}/v1/jobs/{job['id']}/judgments", token)
+        verdicts = [r["verdict"] for r in client.judgments(job["id"])]
+    stats = model.snapshot(bodies=False)
+    return {"status": done["status"], "exit_code": done["exit_code"],
+            "wall_s": round(_seconds(done["finished_at"]) - _seconds(done["created_at"]), 1),
+            "completed": stats["completed"], "distinct": stats["distinct_bodies"],
+            "api_peak_rss_mb": api_peak and round(api_peak), "worker_peak_rss_mb":
+            worker_peak and round(worker_peak), "judgments_first_byte_ms": round(1000 * first),
+            "judgments_download_s": round(whole, 2), "judgments_lines": lines,
+            "verdicts": verdicts}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--system", default="original")
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "service_full_job.json")
+    args = parser.parse_args()
+    args.predictions = args.data / "predictions" / f"{args.system}.jsonl.gz"
+    if not args.predictions.exists():
+        print(f"skipped: no MultiWOZ data at {args.data}; pass --data DIR")
+        return 0
+    local_only()
+    with ServerProcess(FaultConfig(latency=args.latency), max_seconds=7200) as model, \
+            tempfile.TemporaryDirectory(prefix="dstj-full-") as tmp:
+        direct = _direct(args, model)
+        print(f"library: {direct['wall_s']} s for {direct['turns']} turns, {direct['calls']} "
+              f"calls; {direct['completed']} completions", flush=True)
+        served = _service(args, model, Path(tmp))
+    same = served.pop("verdicts") == direct.pop("verdicts")
+    ratio = served["wall_s"] / direct["wall_s"] - 1
+    print(f"service: {served['status']} (exit {served['exit_code']}) in {served['wall_s']} s "
+          f"({100 * ratio:+.1f} % against the library); paid {served['completed']} for "
+          f"{served['distinct']} distinct; peak RSS API {served['api_peak_rss_mb']} MB, "
+          f"worker {served['worker_peak_rss_mb']} MB; judgments: first byte "
+          f"{served['judgments_first_byte_ms']} ms, {served['judgments_lines']} lines in "
+          f"{served['judgments_download_s']} s; same verdicts as the library: {same}")
+    args.out.write_text(json.dumps({"benchmark": "service_full_job", "latency_s": args.latency,
+                                    "concurrency": args.concurrency, "library": direct,
+                                    "service": served, "overhead": round(ratio, 4),
+                                    "same_verdicts": same}, indent=2) + "\n", encoding="utf-8")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

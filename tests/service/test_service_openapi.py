@@ -1,0 +1,160 @@
+"""The service's contract as its OpenAPI document states it: a bearer scheme on every ``/v1``
+operation, the scope each one needs (read off its dependencies), every error status with the
+error body, media types of the non-JSON answers, readable operation ids, size limits and
+links; a 405 names every method of its path in ``Allow``; the route table of
+``docs/SERVICE.md`` is the one the document generates; the client's models are the server's;
+``create_app`` only composes them."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+import judge.client
+from judge._api_models import ApiModel
+from judge.service import create_app
+from judge.service._routes import ROUTERS, scopes_of
+from tests.service.openapi_docs import BEGIN, END, SERVICE_MD, route_table, with_table
+
+OPERATIONS = {
+    "get_health", "get_metrics", "get_me", "get_usage", "list_tokens", "create_token",
+    "revoke_token", "list_endpoints", "upload_file", "list_files", "get_file", "delete_file",
+    "get_file_content", "create_job", "list_jobs", "get_job", "delete_job", "cancel_job",
+    "resume_job", "get_job_events", "get_job_results", "list_job_judgments",
+    "get_job_artifact", "export_job", "import_bundle", "put_label", "list_labels",
+    "delete_label"}
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory) -> dict[str, Any]:
+    from judge.service import build_settings
+
+    settings = build_settings({"data_dir": tmp_path_factory.mktemp("openapi")})
+    return create_app(settings, run_worker=False).openapi()
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(method, path, op) for path, ops in document["paths"].items()
+            for method, op in ops.items()]
+
+
+def test_every_operation_has_a_readable_id(document):
+    ids = [op["operationId"] for _, _, op in _operations(document)]
+    assert sorted(ids) == sorted(OPERATIONS)
+
+
+def test_every_v1_operation_needs_the_bearer_scheme_and_states_its_scope(document):
+    assert document["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer", "bearerFormat": "dsj_...",
+        "description": document["components"]["securitySchemes"]["bearer"]["description"]}
+    for method, path, op in _operations(document):
+        names = {p["name"].lower() for p in op.get("parameters", [])}
+        assert "authorization" not in names, (method, path)  # a scheme, not a header parameter
+        if path.startswith("/v1/"):
+            assert op["security"] == [{"bearer": []}], (method, path)
+            assert op["x-required-scopes"] in (["read"], ["submit"], ["review"], ["admin"])
+            assert {"401", "429"} <= set(op["responses"]), (method, path)
+            if op["x-required-scopes"] != ["read"]:
+                assert "403" in op["responses"], (method, path)
+        else:
+            assert "security" not in op, (method, path)
+
+
+def test_every_v1_route_depends_on_a_scope():
+    """By construction, not by convention: each route of an API router carries a
+    ``require_scope`` dependency (the document's ``x-required-scopes`` is read from it)."""
+    routes = [route for router in ROUTERS for route in router.routes]
+    assert len(routes) == len(OPERATIONS)
+    for route in routes:
+        if route.path.startswith("/v1/"):
+            assert len(set(scopes_of(route.dependant))) == 1, route.path
+
+
+def test_every_error_is_documented_with_the_error_body(document):
+    schemas = document["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas  # FastAPI's default 422 body is never sent
+    assert set(schemas["Error"]["properties"]) == {"error"}
+    for method, path, op in _operations(document):
+        has_params = bool(op.get("parameters")) or "requestBody" in op
+        if has_params and path.startswith("/v1/"):
+            assert "422" in op["responses"], (method, path)
+        if "{" in path:
+            assert "404" in op["responses"], (method, path)
+        if "requestBody" in op:
+            assert {"400", "413"} <= set(op["responses"]), (method, path)
+            assert op["requestBody"]["x-max-bytes"] > 0
+            assert "At most" in op["requestBody"]["description"]
+        for code, response in op["responses"].items():
+            if code >= "400" and code != "503":
+                assert response["content"] == {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/Error"}}}, (method, path, code)
+
+
+def test_non_json_answers_declare_their_media_type(document):
+    def media(path: str, method: str = "get", code: str = "200") -> set[str]:
+        return set(document["paths"][path][method]["responses"][code]["content"])
+
+    assert media("/v1/jobs/{job_id}/judgments") == {"application/x-ndjson"}
+    assert media("/v1/jobs/{job_id}/events") == {"text/event-stream"}
+    assert media("/v1/jobs/{job_id}/export") == {"application/gzip"}
+    assert media("/v1/files/{file_id}/content") == {"application/octet-stream"}
+    assert media("/v1/labels") == {"application/json", "application/x-ndjson"}
+    assert media("/metrics") == {"text/plain"}
+
+
+def test_limits_ranges_and_links_are_in_the_document(document):
+    params = {p["name"]: p["schema"] for p in document["paths"]["/v1/jobs"]["get"]["parameters"]}
+    assert params["limit"]["maximum"] == 1000 and params["limit"]["minimum"] == 1
+    assert params["offset"]["maximum"] == 2**31 - 1
+    assert set(params["status"]["anyOf"][0]["enum"]) >= {"queued", "running", "waiting"}
+    job = document["components"]["schemas"]["Job"]["properties"]
+    assert "enum" in job["status"]  # typed, not a bare string
+    assert job["progress"] == {"$ref": "#/components/schemas/JobProgress"}
+    created = document["paths"]["/v1/jobs"]["post"]["responses"]["201"]["links"]
+    assert created["get_job"] == {"operationId": "get_job", "description": "The job just "
+                                  "returned.", "parameters": {"job_id": "$response.body#/id"}}
+    token = document["paths"]["/v1/tokens"]["post"]["responses"]["201"]["links"]
+    assert token["revoke_token"]["parameters"] == {"token_id": "$response.body#/id"}
+
+
+def test_the_clients_models_are_the_servers(document):
+    """judge.Client parses answers into the very classes the routes declare; their schemas
+    are the document's components."""
+    schemas = document["components"]["schemas"]
+    for name in judge.client.__all__:
+        model = getattr(judge.client, name)
+        if not (isinstance(model, type) and issubclass(model, ApiModel)):
+            continue
+        mine = model.model_json_schema(mode="serialization",
+                                       ref_template="#/components/schemas/{model}")
+        mine.pop("$defs", None)
+        served = schemas.get(f"{name}-Output", schemas.get(name))
+        assert served is not None, name
+        assert set(mine["properties"]) == set(served["properties"]), name
+        assert set(mine.get("required", [])) == set(served.get("required", [])), name
+
+
+def test_405_names_every_method_of_the_path(service_env):
+    api = service_env["api"]
+    refused = api.request("PATCH", "/v1/jobs")
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == "GET, POST"
+    assert refused.json()["error"]["status"] == 405
+    one = api.request("PUT", "/v1/files/file_x")
+    assert one.status_code == 405 and one.headers["allow"] == "DELETE, GET"
+
+
+def test_the_route_table_of_the_docs_is_generated(document):
+    text = SERVICE_MD.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text
+    assert text == with_table(text, route_table(document)), (
+        "docs/SERVICE.md's route table is stale: run `python -m tests.service.openapi_docs`")
+
+
+def test_create_app_only_composes():
+    """Function length in service/ and web/ is checked by tests/test_layers.py."""
+    from judge.service._app import create_app as factory
+
+    assert len(inspect.getsource(factory).splitlines()) < 60
