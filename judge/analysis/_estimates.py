@@ -31,7 +31,10 @@ number fixes ``λ``. With turns as units a second device guards the variance: a 
 in which judge and people happen never to disagree would estimate a residual variance of 0;
 pseudo-units at the corners of the label × judge range (Agresti–Min's 0.5 per cell of a
 paired 2×2 table, two units in all) keep the interval honest there, for labels and PPI alike.
-``bench/ppi_coverage.py`` measures the coverage of each.
+For one run they always enter the variance. For a difference of two runs (0 on most units,
+so a residual variance far below a corner's) they enter only where the sample's own variance
+estimate is 0, with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
+fitted to data. ``bench/ppi_coverage.py`` measures the coverage of each.
 
 Every function works on arrays with leading batch axes (``(..., n)``), so the coverage bench
 computes thousands of samples in one call of the same code the reports use.
@@ -70,13 +73,13 @@ through the differences ``y_A − y_B`` and ``f_A − f_B``."""
 PSEUDO_UNITS = 2.0
 """Total weight of the corner pseudo-units for one run: Agresti–Min's 0.5 per cell."""
 
-DIFFERENCE_PSEUDO_UNITS = 0.25
-"""Total weight for a difference of two runs. Differences of two systems are mostly 0, so a
-full Agresti–Min weight (0.5 for each of 16 cells) swamps their small residual variance (the
-bench measured 98-99 % coverage at 50 labels); without any device a sample whose judge
-differences happen to match the human ones everywhere gets a width near 0 (92-93 %). This
-value was chosen by measuring coverage with ``bench/ppi_coverage.py`` on the shared MultiWOZ
-stand-ins, so it is tuned on that data."""
+DIFFERENCE_PSEUDO_UNITS = 8.0
+"""Total weight for a difference of two runs: Agresti–Min's 0.5 for each of the 16 cells of the
+(label A, label B, judge A, judge B) table. A difference of two systems is 0 on most units, so
+these pseudo-units would swamp its small residual variance; they enter only where the sample's
+own estimate of that variance is 0 (``only_degenerate``): a sample in which no unit shows the
+residual's spread, e.g. every labelled difference equals the judge's. Elsewhere the plain
+design variance is used."""
 
 
 def z_value(confidence: float) -> float:
@@ -161,7 +164,8 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
                     groups: Sequence[np.ndarray | slice], strata: Sequence[Stratum], *,
                     tuning: Tuning = "loo",
                     corners: Sequence[tuple[float, float, float]] | None = None,
-                    pseudo_units: float = PSEUDO_UNITS) -> DesignEstimate:
+                    pseudo_units: float = PSEUDO_UNITS,
+                    only_degenerate: bool = False) -> DesignEstimate:
     """The stratified difference estimate of ``Σ y / Σ t`` over the population.
 
     ``y``, ``f``, ``t`` have shape ``(..., n)``: the human total, judge total and size of each
@@ -175,9 +179,16 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     as Agresti and Min (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS`
     for one run, :data:`DIFFERENCE_CORNERS` for the difference of two. A small sample in which
     judge and people never disagree otherwise gets a residual variance of 0 and an interval
-    of width 0; the point estimate is unchanged.
+    of width 0; the point estimate is unchanged. ``only_degenerate``: use the corners only
+    for samples (of the batch) whose variance estimate without them is 0.
     """
     y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
+    if only_degenerate and corners is not None:
+        bare = design_estimate(y, f, t, groups, strata, tuning=tuning)
+        guarded = design_estimate(y, f, t, groups, strata, tuning=tuning, corners=corners,
+                                  pseudo_units=pseudo_units)
+        zero = bare.se <= _DEGENERATE_SE
+        return DesignEstimate(bare.value, np.where(zero, guarded.se, bare.se), bare.lam)
     t = np.ones_like(y) if t is None else np.broadcast_to(np.asarray(t, dtype=float), y.shape)
     total = sum(s.turns for s in strata)
     parts = []
@@ -214,6 +225,10 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
                             for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
     return DesignEstimate(value, np.sqrt(variance), every.mean(-1))
+
+
+_DEGENERATE_SE = 1e-12
+"""A standard error this small is a residual variance estimated as 0 (rounding aside)."""
 
 
 def _tuning(parts: list[tuple[Any, ...]], tuning: Tuning) -> list[np.ndarray]:
@@ -408,9 +423,9 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
     corners = None if not binary else DIFFERENCE_CORNERS if difference else CORNERS
     pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
     plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners,
-                            pseudo_units=pseudo)
+                            pseudo_units=pseudo, only_degenerate=difference)
     ppi = design_estimate(y, f, t, groups, population, tuning=tuning, corners=corners,
-                          pseudo_units=pseudo)
+                          pseudo_units=pseudo, only_degenerate=difference)
     out["labels"] = _figure(plain, confidence, scale, low, **common)
     out["ppi"] = _figure(ppi, confidence, scale, low, **common, **{
         "lambda": float(ppi.lam), "tuning": tuning if isinstance(tuning, str) else "fixed"})

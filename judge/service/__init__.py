@@ -31,6 +31,7 @@ from ._settings import (
     read_endpoints_file,
     replay_endpoint,
 )
+from ._slotcheck import job_warnings
 from ._streams import (
     GzipResponse,
     NDJSONResponse,
@@ -69,6 +70,7 @@ __all__ = [
     "export_bundle",
     "has_tokens_table",
     "job_subject",
+    "job_warnings",
     "json_lines",
     "list_tokens",
     "predictions_sha256",

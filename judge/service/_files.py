@@ -212,6 +212,8 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
     review samples (their loaders), a schema or a rules file (one document each, within the
     record cap). Raises 422 with the message; returns a short description of the content."""
     prefix = folder.rstrip("/") + "/"
+    if kind in ("labels", "sample"):
+        _refuse_past_record_cap(kind, path)
     try:
         if kind == "dialogues":
             return _describe_dialogues(path)
@@ -230,6 +232,23 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         return _describe_predictions(path)
     except DSTJudgeError as exc:
         raise upload_error(exc, prefix) from None
+
+
+MAX_LABEL_RECORDS = 50_000
+"""Records one labels or sample upload may hold. Their loaders keep every record (about
+0.65 KB each in memory), and such files compress 25:1, so without a count a 1 MB upload could
+make the API hold some 250 MB. 50,000 human labels is weeks of a person's work; a labelling
+sample is a few hundred turns."""
+
+
+def _refuse_past_record_cap(kind: str, path: Path) -> None:
+    """Count the records first (no parsing), so a long labels or sample file is refused
+    before any is loaded."""
+    count = 0
+    for count, _ in enumerate(iter_jsonl_lines(path), 1):
+        if count > MAX_LABEL_RECORDS:
+            raise ServiceError(f"a {kind} upload holds at most {MAX_LABEL_RECORDS:,} records; "
+                               "split the file", status=413, field="file")
 
 
 def _describe_dialogues(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._errors import ServiceError
-from ..service import job_subject
+from ..service import job_subject, job_warnings
 from ._common import WebRoute, render
 from ._index import (
     DISAGREE_CHOICES,
@@ -49,7 +49,9 @@ def run_page(request: Request, viewer: CurrentViewer, job_id: str,
     job = service.jobs.get(viewer.project_id, job_id)
     context: dict[str, Any] = {"job": job, "label": job_label(request, viewer, job),
                                "live": live_fields(job), "final": job["status"] in FINAL,
-                               "summary": row.summary}
+                               "summary": row.summary,
+                               "warnings": job_warnings(service.files, viewer.project_id,
+                                                        job["kind"], job["inputs"] or {})}
     if job["kind"] not in JUDGE_RUNS:
         return render(request, "job.html", **context)
     filters = _filters(verdict, disagree, version, kind, domain, slot, error, q)

@@ -11,6 +11,8 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 from judge import DataMismatchError, OptionError
 from judge.analysis import (
     CORNERS,
+    DIFFERENCE_CORNERS,
+    DIFFERENCE_PSEUDO_UNITS,
     JUDGE_NOTE,
     Stratum,
     design_estimate,
@@ -130,6 +132,28 @@ def test_corner_pseudo_units_keep_an_interval_when_no_one_disagrees():
     assert float(bare.se) == 0.0
     assert float(guarded.se) > 0.0
     assert float(guarded.value) == float(bare.value)  # the point estimate is unchanged
+
+
+def test_a_difference_uses_the_corners_only_where_its_variance_estimate_is_zero():
+    rng = np.random.default_rng(4)
+    population_f = rng.choice([-1.0, 0.0, 1.0], size=500, p=[0.07, 0.86, 0.07])
+    stratum = [Stratum.of(population_f)]
+    agreeing = population_f[:50]  # every labelled difference equals the judge's
+    disagreeing = agreeing.copy()
+    disagreeing[:3] = [1.0, -1.0, 1.0] if agreeing[0] != 1.0 else [0.0, -1.0, 0.0]
+    y = np.stack([agreeing, disagreeing])
+    f = np.stack([agreeing, agreeing])
+    options = {"tuning": 1.0, "corners": DIFFERENCE_CORNERS,
+               "pseudo_units": DIFFERENCE_PSEUDO_UNITS}
+    bare = design_estimate(y, f, None, [slice(None)], stratum, tuning=1.0)
+    always = design_estimate(y, f, None, [slice(None)], stratum, **options)
+    guarded = design_estimate(y, f, None, [slice(None)], stratum, only_degenerate=True,
+                              **options)
+    assert float(bare.se[0]) < 1e-12 < float(bare.se[1])  # 0 but for rounding
+    assert float(guarded.se[0]) == pytest.approx(float(always.se[0]))
+    assert float(guarded.se[0]) > 0.01
+    assert float(guarded.se[1]) == float(bare.se[1])  # a variance it can estimate is kept
+    assert np.array_equal(guarded.value, bare.value)
 
 
 def test_batches_give_the_same_figures_as_one_sample_at_a_time():

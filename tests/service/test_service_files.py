@@ -108,3 +108,33 @@ def test_a_document_over_the_record_cap_is_refused_but_long_json_lines_files_are
         assert _rows(db) == [1, 1]
     finally:
         db.dispose()
+
+
+def test_a_labels_upload_past_the_record_cap_is_refused_before_loading(tmp_path, monkeypatch):
+    """Labels and samples are loaded whole, so their record count is capped first: a 1 MB
+    upload of small label lines would otherwise make the API hold hundreds of MB."""
+    import gzip
+    import json
+
+    import pytest
+
+    from judge._errors import ServiceError
+    from judge.service import _files
+
+    monkeypatch.setattr(_files, "MAX_LABEL_RECORDS", 100)
+    loaded = []
+    monkeypatch.setattr(_files, "load_labels", lambda path: loaded.append(path))
+    lines = "".join(json.dumps({"dialogue_id": f"D{i}", "turn_index": 0, "label": 1,
+                                "reviewer": "ana"}) + "\n" for i in range(101))
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    try:
+        store = _store(db, tmp_path / "a")
+        lab = ensure_project(db, "lab")
+        for kind in ("labels", "sample"):
+            with pytest.raises(ServiceError) as refused:
+                store.add(lab, kind, "l.jsonl.gz", io.BytesIO(gzip.compress(lines.encode())))
+            assert refused.value.status == 413 and "at most 100 records" in refused.value.reason
+        assert loaded == [] and _rows(db) == [0, 0]
+    finally:
+        db.dispose()

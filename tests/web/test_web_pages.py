@@ -654,3 +654,18 @@ def test_a_save_answers_with_the_panels_new_counts_in_the_right_number(web, synt
     html = client.get(f"/ui/review/{synthetic_run}/agreement").text
     assert _counted(html, "labels") == (2, "labels") and "1 slot." in html
     assert _counted(html, "mine") == (1, "turn")  # the panel counts as the save did
+
+
+def test_the_run_page_names_predicted_slots_outside_the_schema(web):
+    """A run submitted from the web form says, on its page, which predicted slot names its
+    schema lacks (the example's `train-book time`), with the closest schema slot."""
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    made = client.post("/ui/runs/new", data={"csrf": csrf, "model": "m"},
+                       files=example_upload())
+    assert made.status_code == 303, made.text[:500]
+    page = client.get(made.headers["location"])
+    assert page.status_code == 200
+    notes = re.findall(r'<p class="warning" role="note">(.*?)</p>', page.text, re.S)
+    assert len(notes) == 1, notes
+    assert "train-book time" in notes[0] and "restaurant-book time" in notes[0], notes
