@@ -6,11 +6,17 @@ Measures: wall time from submission to ``succeeded`` (the server's ``created_at`
 ``finished_at``) against the library run's; peak RSS (VmHWM) of the API process and of its
 worker process; paid requests (completions at the fake model) against distinct request
 bodies; how soon ``GET /v1/jobs/{id}/judgments`` sends its first byte, and the whole
-download. The shared data of the development workspace is needed (``--data``).
+download; how long the web interface's run page (``/ui/runs/{id}``) takes to arrive whole
+for a logged-in session; and that the command line works on the job: ``dst-judge results
+JOB --out DIR``, then ``agreement DIR``, ``compare DIR DIR`` and ``audit DIR --gold 2.1
+--candidates FILE``, each timed and required to exit 0. The shared data of the development
+workspace is needed (``--data``).
 
     python bench/service_full_job.py [--data ../shared/data/multiwoz] [--system original]
                                      [--latency 0.3] [--concurrency 64]
                                      [--out bench/service_full_job.json]
+
+Figures also go to ``bench/results/service_full_job.json`` (rendered in docs/serve.md).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from __future__ import annotations
 import argparse
 import calendar
 import json
+import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+import httpx  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess  # noqa: E402
@@ -86,6 +96,47 @@ def _download(url: str, token: str) -> tuple[float, float, int]:
     return first_at, time.perf_counter() - start, lines
 
 
+def _run_page(url: str, token: str, job_id: str) -> tuple[float, int]:
+    """Log in through the form as a browser would, then time the run page: seconds to the
+    whole HTML, and its size."""
+    with httpx.Client(base_url=url, timeout=120, trust_env=False) as web:
+        login = web.get("/ui/login")
+        nonce = re.search(r'name="csrf" value="([^"]+)"', login.text)
+        if nonce is None:
+            raise SystemExit("the login page has no CSRF field")
+        done = web.post("/ui/login", data={"token": token, "csrf": nonce.group(1),
+                                           "next": "/ui/"})
+        if done.status_code != 303:
+            raise SystemExit(f"login failed: HTTP {done.status_code}")
+        start = time.perf_counter()
+        page = web.get(f"/ui/runs/{job_id}")
+        took = time.perf_counter() - start
+    if page.status_code != 200 or job_id not in page.text:
+        raise SystemExit(f"the run page answered HTTP {page.status_code}")
+    return took, len(page.content)
+
+
+def _cli(url: str, token: str, job_id: str, folder: Path) -> dict[str, float]:
+    """The command line on the served job; each command timed, each must exit 0."""
+    env = {**os.environ, "DST_JUDGE_SERVER": url, "DST_JUDGE_TOKEN": token,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = folder / "run"
+    commands = {"results": ["results", job_id, "--out", str(run)],
+                "agreement": ["agreement", str(run)],
+                "compare": ["compare", str(run), str(run)],
+                "audit": ["audit", str(run), "--gold", "2.1", "--candidates",
+                          str(folder / "candidates.csv")]}
+    seconds = {}
+    for name, argv in commands.items():
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "judge", *argv], env=env, cwd=folder,
+                              capture_output=True, text=True, timeout=1800, check=False)
+        seconds[name] = round(time.perf_counter() - start, 1)
+        if done.returncode != 0:
+            raise SystemExit(f"dst-judge {name} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    return seconds
+
+
 def _service(args: argparse.Namespace, model: ServerProcess, folder: Path) -> dict[str, Any]:
     token = create_token(folder, "bench")
     endpoints = {"fake": {"base_url": model.url, "max_concurrency": args.concurrency}}
@@ -93,18 +144,20 @@ def _service(args: argparse.Namespace, model: ServerProcess, folder: Path) -> di
     with ServeProcess(folder, endpoints=endpoints, args=["--jobs", "1", "--lease", "60"],
                       max_seconds=3600) as server:
         client = judge.Client(server.url, token, timeout=300)
-        inputs = {"schema": client.upload(args.data / "schema.json", "schema")["id"],
+        inputs = {"schema": client.upload(args.data / "schema.json", "schema").id,
                   "dialogues": client.upload(args.data / "dialogues.jsonl.gz",
-                                             "dialogues")["id"],
-                  "predictions": client.upload(args.predictions, "predictions")["id"]}
+                                             "dialogues").id,
+                  "predictions": client.upload(args.predictions, "predictions").id}
         job = client.submit("evaluate", inputs, {"model": "bench",
                                                  "concurrency": args.concurrency})
-        done = client.wait(job["id"], timeout=3600, poll=1.0)
+        done = client.wait(job.id, timeout=3600, poll=1.0).model_dump()
         health = server.health()
         api_peak = _peak_mb(server.process.pid if server.process else None)
         worker_peak = _peak_mb(health["worker"].get("pid"))
-        first, whole, lines = _download(f"{server.url}/v1/jobs/{job['id']}/judgments", token)
-        verdicts = [r["verdict"] for r in client.judgments(job["id"])]
+        first, whole, lines = _download(f"{server.url}/v1/jobs/{job.id}/judgments", token)
+        verdicts = [r["verdict"] for r in client.judgments(job.id)]
+        page_s, page_bytes = _run_page(server.url, token, job.id)
+        cli = _cli(server.url, token, job.id, folder)
     stats = model.snapshot(bodies=False)
     return {"status": done["status"], "exit_code": done["exit_code"],
             "wall_s": round(_seconds(done["finished_at"]) - _seconds(done["created_at"]), 1),
@@ -112,7 +165,8 @@ def _service(args: argparse.Namespace, model: ServerProcess, folder: Path) -> di
             "api_peak_rss_mb": api_peak and round(api_peak), "worker_peak_rss_mb":
             worker_peak and round(worker_peak), "judgments_first_byte_ms": round(1000 * first),
             "judgments_download_s": round(whole, 2), "judgments_lines": lines,
-            "verdicts": verdicts}
+            "run_page_ms": round(1000 * page_s), "run_page_kb": round(page_bytes / 1024),
+            "cli_s": cli, "verdicts": verdicts}
 
 
 def main() -> int:
@@ -147,7 +201,41 @@ def main() -> int:
                                     "service": served, "overhead": round(ratio, 4),
                                     "same_verdicts": same}, indent=2) + "\n", encoding="utf-8")
     print(f"written to {args.out}")
+    print(f"run page {served['run_page_ms']} ms ({served['run_page_kb']} KB); command line: "
+          + ", ".join(f"{k} {v} s" for k, v in served["cli_s"].items()) + " (all exit 0)")
+    _write_tables(args, direct, served, ratio, same)
     return 0
+
+
+def _write_tables(args: argparse.Namespace, direct: dict[str, Any], served: dict[str, Any],
+                  ratio: float, same: bool) -> None:
+    cli = served["cli_s"]
+    write_results("service_full_job", [{
+        "title": (f"One evaluate job over the MultiWOZ test set ({direct['turns']:,} turns, "
+                  f"{direct['calls']:,} calls), fake model at {args.latency * 1000:.0f} ms, "
+                  f"{args.concurrency} calls in flight"),
+        "columns": ["measure", "figure", "target"],
+        "rows": [
+            ["wall time, library (s)", f"{direct['wall_s']}", ""],
+            ["wall time, service (s)", f"{served['wall_s']} ({100 * ratio:+.1f} %)",
+             "within 10 % of the library"],
+            ["paid requests / distinct", f"{served['completed']:,} / {served['distinct']:,}",
+             "equal"],
+            ["peak RSS, API / worker (MB)",
+             f"{served['api_peak_rss_mb']} / {served['worker_peak_rss_mb']}", ""],
+            ["judgments download: first byte (ms)", f"{served['judgments_first_byte_ms']}",
+             "< 200"],
+            ["judgments download: whole (s)",
+             f"{served['judgments_download_s']} ({served['judgments_lines']:,} lines)", ""],
+            ["run page /ui/runs/ID, logged in (ms)",
+             f"{served['run_page_ms']} ({served['run_page_kb']} KB)", "< 1000"],
+            ["dst-judge results JOB --out DIR (s)", f"{cli['results']}", "exit 0"],
+            ["agreement / compare / audit on DIR (s)",
+             f"{cli['agreement']} / {cli['compare']} / {cli['audit']}", "exit 0"],
+        ],
+        "note": (f"status {served['status']}, same verdicts as the library: {same}; one run "
+                 "on a shared, loaded machine (see the load average), so times are noisy."),
+    }], latency_s=args.latency, concurrency=args.concurrency)
 
 
 if __name__ == "__main__":

@@ -267,27 +267,41 @@ class JobStore:
                   offset: int = 0, limit: int | None = None,
                   batch: int = 500) -> Iterator[dict[str, Any]]:
         """Per-turn rows in run order, read in batches (streamed to the client)."""
-        self.row(project_id, job_id)
-        query = sa.select(judgments.c.seq, judgments.c.row).where(judgments.c.job_id == job_id)
+        query = self._judgments_query(project_id, job_id, judgments.c.row, verdict=verdict,
+                                      error=error, dialogue_id=dialogue_id)
+        for rows in _keyset_batches(self.db, query, offset, limit, batch, batch):
+            yield from rows
+
+    def judgment_lines(self, project_id: str, job_id: str, *, verdict: bool | None = None,
+                       error: bool | None = None, dialogue_id: str | None = None,
+                       offset: int = 0, limit: int | None = None) -> Iterator[bytes]:
+        """The rows as JSON Lines, one chunk per batch, for the download: the stored JSON text
+        is sent as it is (no parse and re-dump of every row), the first batch is small so the
+        first byte leaves at once, and only one batch is ever held in memory."""
+        text = sa.cast(judgments.c.row, sa.Text)
+        query = self._judgments_query(project_id, job_id, text, verdict=verdict, error=error,
+                                      dialogue_id=dialogue_id)
+        for rows in _keyset_batches(self.db, query, offset, limit, 50, 1000):
+            yield "".join(f"{line}\n" for line in rows).encode("utf-8")
+
+    def _judgments_query(self, project_id: str, job_id: str, column: Any, *,
+                         verdict: bool | None, error: bool | None,
+                         dialogue_id: str | None) -> Any:
+        """The filtered rows of a job (404 first when the project has no such job)."""
+        with self.db.query() as conn:
+            found = conn.execute(sa.select(jobs.c.id).where(
+                jobs.c.id == job_id, jobs.c.project_id == project_id)).first()
+        if found is None:
+            raise ServiceError(f"no job {job_id!r} in this project", status=404)
+        query = sa.select(judgments.c.seq, column.label("row")).where(
+            judgments.c.job_id == job_id)
         if verdict is not None:
             query = query.where(judgments.c.verdict == verdict)
         if error is not None:
             query = query.where(judgments.c.has_error == error)
         if dialogue_id is not None:
             query = query.where(judgments.c.dialogue_id == dialogue_id)
-        sent, skip, last = 0, offset, -1
-        while limit is None or sent < limit:
-            step = batch if limit is None else min(batch, limit - sent)
-            with self.db.read() as conn:
-                rows = conn.execute(query.where(judgments.c.seq > last)
-                                    .order_by(judgments.c.seq).limit(step + skip)).all()
-            if not rows:
-                return
-            last = rows[-1].seq
-            for row in rows[skip:]:
-                yield row.row
-                sent += 1
-            skip = 0
+        return query
 
     def calls(self, job_id: str) -> list[dict[str, Any]]:
         with self.db.read() as conn:
@@ -361,6 +375,27 @@ def delete_jobs(db: Database, job_ids: list[str]) -> None:
         for table in (job_calls, job_batches, judgments, artifacts):
             conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
         conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
+
+
+def _keyset_batches(db: Any, query: Any, offset: int, limit: int | None, first: int,
+                    most: int) -> Iterator[list[Any]]:
+    """The ``row`` column of ``query``'s rows in ``seq`` order, a batch per short read
+    transaction (keyset on the primary key, so no batch rescans the ones before it); batches
+    grow from ``first`` to ``most`` rows."""
+    sent, skip, last, size = 0, offset, -1, first
+    while limit is None or sent < limit:
+        step = size if limit is None else min(size, limit - sent)
+        with db.read() as conn:
+            rows = conn.execute(query.where(judgments.c.seq > last)
+                                .order_by(judgments.c.seq).limit(step + skip)).all()
+        if not rows:
+            return
+        last = rows[-1].seq
+        chunk = [row.row for row in rows[skip:]]
+        sent += len(chunk)
+        skip, size = 0, min(most, size * 4)
+        if chunk:
+            yield chunk
 
 
 def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from fastapi import Path, Query, Response
 from ..._api_models import MAX_OFFSET
 from ..._errors import ServiceError
 from .._bundles import export_bundle
-from .._streams import GzipResponse, NDJSONResponse, attachment, json_lines
+from .._streams import GzipResponse, NDJSONResponse, attachment
 from ._common import Reader, ServiceDep, api_router, errors
 from .jobs import JobId
 
@@ -47,10 +47,11 @@ def list_job_judgments(principal: Reader, service: ServiceDep, job_id: JobId,
                        ) -> NDJSONResponse:
     """JSON Lines, streamed, in run order: one row per turn as in `judgments.jsonl`;
     filtered by verdict, error or dialogue."""
-    rows = service.jobs.judgments(principal.project_id, job_id, verdict=verdict, error=error,
-                                  dialogue_id=dialogue_id, offset=offset, limit=limit)
-    first = next(rows, None)  # a missing job is a 404 before the stream starts
-    return NDJSONResponse(json_lines(rows if first is None else chain([first], rows)))
+    chunks = service.jobs.judgment_lines(principal.project_id, job_id, verdict=verdict,
+                                         error=error, dialogue_id=dialogue_id, offset=offset,
+                                         limit=limit)
+    first = next(chunks, None)  # a missing job is a 404 before the stream starts
+    return NDJSONResponse(chunks if first is None else chain([first], chunks))
 
 
 @router.get("/jobs/{job_id}/artifacts/{name}", response_class=Response,
