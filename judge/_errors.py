@@ -211,6 +211,20 @@ class ServiceError(DSTJudgeError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class DatabaseUnavailable(ServiceError, StoreError):
+    """The database does not answer (restarting, unreachable) or stays locked: the API answers
+    503 and the worker waits for it, never a 500 or a failed job. A :class:`StoreError` too,
+    since the ledger of paid replies lives there: the model client's background renewals
+    and releases of ledger claims let it pass, as they do any ledger error."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__("the database is unavailable for the moment (restarting or busy); "
+                         "try again shortly", status=503)
+        self.detail = f"{cause.__class__.__name__}: {str(cause).splitlines()[0][:200]}" \
+            if str(cause) else cause.__class__.__name__
+
+
+
 def exit_status_for(exc: BaseException) -> ExitStatus | int:
     """The exit status of a command that ended with ``exc``."""
     if isinstance(exc, BudgetReached):

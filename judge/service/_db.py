@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-from .._errors import ServiceError, StoreError
+from .._errors import DatabaseUnavailable
 from ._migrate import upgrade
 
 metadata = sa.MetaData()
@@ -259,19 +259,6 @@ def notify_queue(conn: sa.Connection) -> None:
     (nothing on SQLite, where workers poll and the API nudges its own)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text(f"NOTIFY {QUEUE_CHANNEL}"))
-
-
-class DatabaseUnavailable(ServiceError, StoreError):
-    """The database does not answer (restarting, unreachable) or stays locked: the API answers
-    503 and the worker waits for it, never a 500 or a failed job. A :class:`StoreError` too,
-    since the ledger of paid replies lives there: the model client's background renewals
-    and releases of ledger claims let it pass, as they do any ledger error."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__("the database is unavailable for the moment (restarting or busy); "
-                         "try again shortly", status=503)
-        self.detail = f"{cause.__class__.__name__}: {str(cause).splitlines()[0][:200]}" \
-            if str(cause) else cause.__class__.__name__
 
 
 def connection_lost(exc: BaseException) -> bool:

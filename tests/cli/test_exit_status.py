@@ -1,5 +1,5 @@
-"""The exit status table (README, "Exit status"): one test per meaning, against the fault
-server, a closed port and cassettes; and the README table lists exactly the codes of
+"""The exit status table (docs/judge.md, "Exit status"): one test per meaning, against the fault
+server, a closed port and cassettes; and the documented table lists exactly the codes of
 :class:`judge.ExitStatus`."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_6_run_directory_locked(tmp_path):
 
 
 def test_the_readme_table_lists_every_exit_status():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Exit status", 1)[1].split("\n#", 1)[0]
+    page = (ROOT / "docs" / "judge.md").read_text(encoding="utf-8")
+    section = page.split("## Exit status", 1)[1].split("\n#", 1)[0]
     codes = {int(m) for m in re.findall(r"^\| `?(\d+)`? \|", section, flags=re.M)}
     assert codes == {int(s) for s in ExitStatus} | {143}

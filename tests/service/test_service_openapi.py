@@ -19,7 +19,8 @@ from judge.service._routes import ROUTERS, scopes_of
 from tests.service.openapi_docs import BEGIN, END, SERVICE_MD, route_table, with_table
 
 OPERATIONS = {
-    "get_health", "get_metrics", "get_me", "get_usage", "list_tokens", "create_token",
+    "get_health", "get_readiness", "get_metrics", "get_me", "get_usage", "list_tokens",
+    "create_token",
     "revoke_token", "list_endpoints", "upload_file", "list_files", "get_file", "delete_file",
     "get_file_content", "create_job", "list_jobs", "get_job", "delete_job", "cancel_job",
     "resume_job", "get_job_events", "get_job_results", "list_job_judgments",
