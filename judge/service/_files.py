@@ -245,7 +245,15 @@ def _refuse_past_record_cap(kind: str, path: Path) -> None:
     """Count the records first (no parsing), so a long labels or sample file is refused
     before any is loaded."""
     count = 0
-    for count, _ in enumerate(iter_jsonl_lines(path), 1):
+    lines = iter_jsonl_lines(path)
+    while True:
+        try:
+            next(lines)
+        except StopIteration:
+            return
+        except DSTJudgeError:  # not lines of JSON text: the loader names the problem
+            return
+        count += 1
         if count > MAX_LABEL_RECORDS:
             raise ServiceError(f"a {kind} upload holds at most {MAX_LABEL_RECORDS:,} records; "
                                "split the file", status=413, field="file")

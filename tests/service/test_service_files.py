@@ -138,3 +138,24 @@ def test_a_labels_upload_past_the_record_cap_is_refused_before_loading(tmp_path,
         assert loaded == [] and _rows(db) == [0, 0]
     finally:
         db.dispose()
+
+
+def test_a_labels_upload_that_is_not_text_is_a_422_not_a_server_error(tmp_path):
+    """The record count before loading must not turn an unreadable file into a 500 (the
+    loader's message names what is wrong)."""
+    import pytest
+
+    from judge._errors import ServiceError
+
+    db = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    db.migrate()
+    try:
+        store = _store(db, tmp_path / "a")
+        lab = ensure_project(db, "lab")
+        for kind in ("labels", "sample"):
+            with pytest.raises(ServiceError) as refused:
+                store.add(lab, kind, "l.jsonl", io.BytesIO(b"\xff\xfe\x00 not text\n"))
+            assert refused.value.status == 422, refused.value.reason
+        assert _rows(db) == [0, 0]
+    finally:
+        db.dispose()

@@ -27,10 +27,10 @@ from .serve_process import ServeProcess, WorkerCommand, create_token, get_text, 
 
 
 def _inputs(client: judge.Client, dialogues: list) -> tuple[dict, list[str]]:
-    common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+    common = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
               "predictions": client.upload(EXAMPLES / "predictions.jsonl",
-                                           "predictions")["id"]}
-    return common, [client.upload(path, "dialogues")["id"] for path in dialogues]
+                                           "predictions").id}
+    return common, [client.upload(path, "dialogues").id for path in dialogues]
 
 
 def _pid(worker_id: str | None) -> int | None:
@@ -57,9 +57,9 @@ def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
             client = judge.Client(server.url, token)
             common, (dialogues,) = _inputs(client, job_dialogues(tmp_path, 1))
             job_id = client.submit("evaluate", {**common, "dialogues": dialogues},
-                                   {"model": "m", "concurrency": 1})["id"]
+                                   {"model": "m", "concurrency": 1}).id
             deadline = time.monotonic() + 60
-            while client.job(job_id)["progress"]["done"] < 2:
+            while client.job(job_id).progress.done < 2:
                 assert time.monotonic() < deadline, "the job never started"
                 time.sleep(0.05)
             before = server.health()["worker"]
@@ -78,8 +78,8 @@ def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
             _, metrics = get_text(server.url + "/metrics")
     print(f"new worker process after {replaced_after:.2f} s")
     assert now["restarts"] == 1
-    assert done["status"] == "succeeded" and done["exit_code"] == 0, (done, server.errors())
-    assert done["attempts"] == 2 and done["progress"]["done"] == 22
+    assert done.status == "succeeded" and done.exit_code == 0, (done, server.errors())
+    assert done.attempts == 2 and done.progress.done == 22
     assert status == 200 and '"ready"' in ready
     assert _metric(metrics, "dst_judge_worker_restarts_total") == 1.0
     assert _metric(metrics, "dst_judge_lease_expiries_total") >= 1.0
@@ -98,17 +98,17 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_cap_and_another_
             client = judge.Client(server.url, token)
             common, (poison_in, good_in) = _inputs(client, job_dialogues(tmp_path, 2))
             options = {"model": "m", "concurrency": 1}
-            poison = client.submit("evaluate", {**common, "dialogues": poison_in}, options)["id"]
-            good = client.submit("evaluate", {**common, "dialogues": good_in}, options)["id"]
+            poison = client.submit("evaluate", {**common, "dialogues": poison_in}, options).id
+            good = client.submit("evaluate", {**common, "dialogues": good_in}, options).id
             killed: set[int] = set()
             # a restarted worker process imports the library again: seconds on an idle
             # machine, a minute on a crowded one (bounded all the same)
             deadline = time.monotonic() + 300
-            while (job := client.job(poison))["status"] not in ("failed", "succeeded"):
+            while (job := client.job(poison)).status not in ("failed", "succeeded"):
                 assert time.monotonic() < deadline, (job, killed)
-                pid = _pid(job["progress"].get("worker"))
-                if job["status"] == "running" and pid and pid not in killed \
-                        and job["progress"]["done"] > 0:
+                pid = _pid(job.progress.worker)
+                if job.status == "running" and pid and pid not in killed \
+                        and job.progress.done > 0:
                     os.kill(pid, signal.SIGKILL)  # the job "kills its worker"
                     killed.add(pid)
                 time.sleep(0.05)
@@ -121,9 +121,9 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_cap_and_another_
                                    .where(ledger_requests.c.state == "replied")).scalar()
     finally:
         db.dispose()
-    assert job["status"] == "failed" and job["attempts"] == 3 and len(killed) == 3, job
-    assert "its worker died while running it, 3 times" in job["error"]
-    assert other["status"] == "succeeded" and other["exit_code"] == 0, other
+    assert job.status == "failed" and job.attempts == 3 and len(killed) == 3, job
+    assert "its worker died while running it, 3 times" in job.error
+    assert other.status == "succeeded" and other.exit_code == 0, other
     assert replied > 22  # the good job's 22 and what the poison job paid before each kill
     assert _metric(metrics, "dst_judge_jobs_given_up_total") == 1.0
     assert _metric(metrics, "dst_judge_worker_restarts_total") == 3.0
@@ -146,14 +146,14 @@ def test_an_api_replica_and_two_worker_commands_run_a_queue_together(tmp_path, p
             client = judge.Client(api.url, token)
             common, dialogues = _inputs(client, job_dialogues(tmp_path, jobs))
             ids = [client.submit("evaluate", {**common, "dialogues": d},
-                                 {"model": "m", "concurrency": 2})["id"] for d in dialogues]
+                                 {"model": "m", "concurrency": 2}).id for d in dialogues]
             done = [client.wait(job_id, timeout=150) for job_id in ids]
         codes = [worker.process.returncode for worker in workers]
         paid = model.snapshot(bodies=False)
-    assert [(j["status"], j["exit_code"]) for j in done] == [("succeeded", 0)] * jobs, \
+    assert [(j.status, j.exit_code) for j in done] == [("succeeded", 0)] * jobs, \
         [w.text()[-2000:] for w in workers]
     assert codes == [0, 0]  # drained and stopped on SIGTERM
-    pids = {_pid(j["progress"]["worker"]) for j in done}
+    pids = {_pid(j.progress.worker) for j in done}
     assert len(pids) >= 2, pids  # both worker commands took jobs
     assert paid["completed"] == paid["distinct_bodies"] == jobs * 22
     for worker in workers:

@@ -58,12 +58,12 @@ def test_postgres_restarted_mid_job_every_job_succeeds_and_the_api_never_answers
         with ServeProcess(tmp_path / "api", endpoints={"fake": {"base_url": model.url}},
                           db=db_url, args=args, max_seconds=280) as server:
             client = judge.Client(server.url, token)
-            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
                       "predictions": client.upload(EXAMPLES / "predictions.jsonl",
-                                                   "predictions")["id"]}
+                                                   "predictions").id}
             ids = [client.submit("evaluate", {**common, "dialogues":
-                                              client.upload(path, "dialogues")["id"]},
-                                 {"model": "m", "concurrency": CONCURRENCY})["id"]
+                                              client.upload(path, "dialogues").id},
+                                 {"model": "m", "concurrency": CONCURRENCY}).id
                    for path in dialogues]
             deadline = time.monotonic() + 90
             while min(client.job(i)["progress"]["done"] for i in ids) < 3:
@@ -91,7 +91,7 @@ def test_postgres_restarted_mid_job_every_job_succeeds_and_the_api_never_answers
     assert set(answers) <= {200, 503} and 503 in answers, answers  # never a 500
     assert 503 in ready_during and 500 not in ready_during
     assert ready == 200
-    assert [(j["status"], j["exit_code"]) for j in finished] == [("succeeded", 0)] * JOBS, \
+    assert [(j.status, j.exit_code) for j in finished] == [("succeeded", 0)] * JOBS, \
         (finished, server.errors())
     assert paid["distinct_bodies"] == JOBS * 22
     assert paid["completed"] <= JOBS * 22 + JOBS * CONCURRENCY
