@@ -66,7 +66,7 @@ def test_postgres_restarted_mid_job_every_job_succeeds_and_the_api_never_answers
                                  {"model": "m", "concurrency": CONCURRENCY}).id
                    for path in dialogues]
             deadline = time.monotonic() + 90
-            while min(client.job(i)["progress"]["done"] for i in ids) < 3:
+            while min(client.job(i).progress.done for i in ids) < 3:
                 assert time.monotonic() < deadline, "the jobs never got going"
                 time.sleep(0.1)
             stop_db()
