@@ -177,18 +177,18 @@ def main() -> int:
         server = ServeProcess(data, endpoints=endpoints, max_seconds=3600, args=flags)
         with server:
             client = judge.Client(server.url, token)
-            processes = len(client.health()["worker"].get("processes") or [None])
-            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+            processes = len((client.health().worker or {}).get("processes") or [None])
+            common = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
                       "dialogues": client.upload(EXAMPLES / "dialogues.jsonl",
-                                                 "dialogues")["id"]}
-            files = [client.upload(p, "predictions")["id"] for p in predictions]
+                                                 "dialogues").id}
+            files = [client.upload(p, "predictions").id for p in predictions]
             submit_ms: list[float] = []
             ids: list[str] = []
             began = time.monotonic()
             for file_id in files:
                 started = time.perf_counter()
                 ids.append(client.submit("evaluate", {**common, "predictions": file_id},
-                                         {"model": "m", "concurrency": args.concurrency})["id"])
+                                         {"model": "m", "concurrency": args.concurrency}).id)
                 submit_ms.append((time.perf_counter() - started) * 1000)
             stop = threading.Event()
             latencies: dict[str, list[float]] = {"POST /v1/jobs": submit_ms}
@@ -210,7 +210,7 @@ def main() -> int:
         baseline = direct_run(model.url, predictions[0], args.concurrency, args.latency)
         stats = model.snapshot(bodies=False, timeline=True)
 
-    ok = sum(1 for j in finished if j["status"] == "succeeded")
+    ok = sum(1 for j in finished if j.status == "succeeded")
     print(f"{args.jobs} jobs queued at once on SQLite; server runs {args.slots} at a time "
           f"in {processes} worker process(es), {args.concurrency} calls in flight "
           f"each; fake model {args.latency * 1000:.0f} ms; {args.readers} clients polling "
@@ -239,13 +239,13 @@ def main() -> int:
     honest, old, walls, busies, heads, tails = [], [], [], [], [], []
     attributed = 0
     for job, path in zip(finished, predictions, strict=True):
-        if job["status"] != "succeeded":
+        if job.status != "succeeded":
             continue
-        start, end = parse_time(job["started_at"]), parse_time(job["finished_at"])
+        start, end = parse_time(job.started_at), parse_time(job.finished_at)
         busy, requests, (head, tail) = model_busy(
             timeline, planned_digests(model.url, path, args.concurrency), start, end)
         attributed += requests
-        calls = job["progress"]["total"] or 0
+        calls = job.progress.total or 0
         waves = math.ceil(calls / args.concurrency)
         if busy:
             honest.append((end - start) / busy - 1)

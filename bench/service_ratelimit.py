@@ -112,23 +112,23 @@ def main() -> int:
                 with a, b:
                     client = judge.Client(a.url, token)
                     common = {
-                        "schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
+                        "schema": client.upload(EXAMPLES / "schema.json", "schema").id,
                         "predictions": client.upload(EXAMPLES / "predictions.jsonl",
-                                                     "predictions")["id"]}
+                                                     "predictions").id}
                     started = time.time()
                     ids = [client.submit("evaluate", {**common, "dialogues": client.upload(
-                        p, "dialogues")["id"]}, {"model": "m", "concurrency": 8})["id"]
+                        p, "dialogues").id}, {"model": "m", "concurrency": 8}).id
                         for p in dialogues]
                     finished = [client.wait(i, timeout=3600, poll=2.0) for i in ids]
                     elapsed = time.time() - started
-                    replicas = {a.health()["worker"]["id"]: "A",
-                                b.health()["worker"]["id"]: "B"}
+                    replicas = {(a.health().worker or {})["id"]: "A",
+                                (b.health().worker or {})["id"]: "B"}
                 proxy.shutdown()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     arrivals = proxy.arrivals
-    ok = sum(1 for j in finished if j["status"] == "succeeded")
-    by_replica = Counter(replicas.get(j["progress"]["worker"], "?") for j in finished)
+    ok = sum(1 for j in finished if j.status == "succeeded")
+    by_replica = Counter(replicas.get(j.progress.worker, "?") for j in finished)
     worst = max_in_window(arrivals, 60.0)
     floor = (len(arrivals) - 1) // args.rpm * 60.0  # the last request's earliest minute
     print(f"two replicas on Postgres, shared limit {args.rpm} requests/min, {args.jobs} jobs "

@@ -6,16 +6,16 @@ Each job is a small ``metrics`` job (no model), submitted when the worker is idl
 is ``started_at − created_at`` as the server records them (both stamped by processes on this
 machine, to the millisecond). A warm-up job runs first in each mode.
 
-    python bench/service_wakeup.py [--jobs 30] [--out bench/service_wakeup.json]
+    python bench/service_wakeup.py [--jobs 30]
 
-Prints median, 90th percentile and maximum per mode and writes them as JSON.
+Prints median, 90th percentile and maximum per mode and writes them to
+``bench/results/service_wakeup.json`` (the docs render that file).
 """
 
 from __future__ import annotations
 
 import argparse
 import calendar
-import json
 import statistics
 import sys
 import tempfile
@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import local_only  # noqa: E402
+from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402
 from tests.service.serve_process import (  # noqa: E402
@@ -48,11 +48,11 @@ def _latencies(client: judge.Client, inputs: dict[str, Any], jobs: int) -> list[
     out = []
     for index in range(jobs + 1):
         job = client.submit("metrics", inputs, {})
-        done = client.wait(job["id"], timeout=120, poll=0.05)
-        if done["status"] != "succeeded":
-            raise RuntimeError(f"job {job['id']} {done['status']}: {done.get('error')}")
+        done = client.wait(job.id, timeout=120, poll=0.05)
+        if done.status != "succeeded":
+            raise RuntimeError(f"job {job.id} {done.status}: {done.error}")
         if index:
-            out.append(1000 * (_seconds(done["started_at"]) - _seconds(done["created_at"])))
+            out.append(1000 * (_seconds(done.started_at or "") - _seconds(done.created_at)))
     return out
 
 
@@ -63,10 +63,10 @@ def _mode(db: str, folder: Path, token: str, jobs: int, listen: bool) -> dict[st
                       max_seconds=900) as api, \
             WorkerCommand(folder / f"worker-{name}", db=db, args=args, max_seconds=900):
         client = judge.Client(api.url, token)
-        inputs = {"schema": client.upload(EXAMPLES / "schema.json", "schema")["id"],
-                  "dialogues": client.upload(EXAMPLES / "dialogues.jsonl", "dialogues")["id"],
+        inputs = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
+                  "dialogues": client.upload(EXAMPLES / "dialogues.jsonl", "dialogues").id,
                   "predictions": [client.upload(EXAMPLES / "predictions.jsonl",
-                                                "predictions")["id"]]}
+                                                "predictions").id]}
         values = _latencies(client, inputs, jobs)
     values.sort()
     return {"mode": name, "jobs": len(values),
@@ -78,7 +78,6 @@ def _mode(db: str, folder: Path, token: str, jobs: int, listen: bool) -> dict[st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "service_wakeup.json")
     args = parser.parse_args()
     local_only()
     results = []
@@ -90,9 +89,13 @@ def main() -> int:
             results.append(result)
             print(f"{result['mode']:>6}: median {result['median_ms']} ms, p90 "
                   f"{result['p90_ms']} ms, max {result['max_ms']} ms over {result['jobs']} jobs")
-    args.out.write_text(json.dumps({"benchmark": "service_wakeup", "results": results},
-                                   indent=2) + "\n", encoding="utf-8")
-    print(f"written to {args.out}")
+    write_results("service_wakeup", [{
+        "title": "Queue-to-start latency on Postgres, API-only replica → separate worker",
+        "columns": ["wake-up", "jobs", "median (ms)", "90th percentile (ms)", "max (ms)"],
+        "rows": [[r["mode"], r["jobs"], r["median_ms"], r["p90_ms"], r["max_ms"]]
+                 for r in results],
+        "note": "listen: LISTEN/NOTIFY; poll: --no-listen, one look every 0.5 s. "
+                "Target: median below 50 ms with notifications."}])
     return 0
 
 
