@@ -83,10 +83,9 @@ def _db_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; "
-                   "put a reverse proxy with TLS in front for other machines)")
-    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+def queue_args(p: argparse.ArgumentParser) -> None:
+    """The options ``serve`` and ``worker`` share: where the service's state is, which
+    endpoints jobs may use, and how workers claim and run them."""
     p.add_argument("--db", help="database URL: sqlite:///PATH or postgresql://... (default: "
                    "SQLite in the data directory; env DST_JUDGE_SERVE_DB)")
     p.add_argument("--data-dir", help="data directory (default: the user data dir; env "
@@ -95,25 +94,12 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    "endpoints: base_url, api_key_env, models, rpm, tpm, max_concurrency")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL",
                    help="a named endpoint without a file (key from DST_JUDGE_KEY_<NAME>)")
-    p.add_argument("--replay", metavar="CASSETTES",
-                   help="add an endpoint 'replay' (the default one) that answers exactly the "
-                   "requests recorded in this cassette file or folder, e.g. cassettes/: try "
-                   "the service without a key (model 'local'; other requests become error "
-                   "rows)")
-    p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
-                   "(default 4; 0 = API only)")
-    p.add_argument("--no-worker", action="store_const", const=0, dest="job_slots",
-                   help="an API-only replica (the same as --jobs 0): jobs are run by "
-                   "'dst-judge worker' processes or other replicas on the same database")
     p.add_argument("--max-attempts", type=int, metavar="N",
                    help="claims of a job whose worker died while running it, before the job "
                    "is given up as failed (default 3)")
     p.add_argument("--no-listen", action="store_false", default=None, dest="listen",
                    help="on Postgres, poll for new jobs only (by default workers LISTEN for "
                    "them and start them at once)")
-    p.add_argument("--worker", choices=("process", "thread"), default="process",
-                   dest="worker_mode", help="run jobs in a worker process (default) or a "
-                   "thread of the API process")
     p.add_argument("--worker-processes", type=int, metavar="N",
                    help="worker processes, the job slots split among them (default: one "
                    "per 4 job slots, at most one per core; more use more cores under a full "
@@ -127,6 +113,32 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retention-days", type=float,
                    help="delete finished jobs, unused files and ledger replies older than "
                    "this (default: keep)")
+    p.add_argument("--share-cache", action="store_true", default=None,
+                   dest="share_cache_across_projects",
+                   help="one reply cache for all projects (cache hits reveal other projects' "
+                   "requests)")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    queue_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; "
+                   "put a reverse proxy with TLS in front for other machines)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    p.add_argument("--replay", metavar="CASSETTES",
+                   help="add an endpoint 'replay' (the default one) that answers exactly the "
+                   "requests recorded in this cassette file or folder, e.g. cassettes/: try "
+                   "the service without a key (model 'local'; other requests become error "
+                   "rows)")
+    p.add_argument("--jobs", type=int, dest="job_slots", help="jobs this replica runs at once "
+                   "(default 4; 0 = API only)")
+    p.add_argument("--no-worker", action="store_const", const=0, dest="job_slots",
+                   help="an API-only replica (the same as --jobs 0): jobs are run by "
+                   "'dst-judge worker' processes or other replicas on the same database")
+    p.add_argument("--worker", choices=("process", "thread"), default="process",
+                   dest="worker_mode", help="run jobs in a worker process (default) or a "
+                   "thread of the API process")
     p.add_argument("--max-upload-mb", type=float, help="largest upload body as sent, in MB "
                    "(default 200)")
     p.add_argument("--max-unpacked-mb", type=float, help="largest upload once unpacked, a "
@@ -154,14 +166,8 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    "nobody)")
     p.add_argument("--max-job-budget", type=float, metavar="USD",
                    help="spending cap of every job")
-    p.add_argument("--share-cache", action="store_true", default=None,
-                   dest="share_cache_across_projects",
-                   help="one reply cache for all projects (cache hits reveal other projects' "
-                   "requests)")
     p.add_argument("--max-seconds", type=float, help="stop (as on SIGTERM) after this many "
                    "seconds; for tests and benchmarks")
-    p.add_argument("--log-level", default="info",
-                   choices=["critical", "error", "warning", "info", "debug"])
 
 
 def _settings(args: argparse.Namespace) -> Any:
