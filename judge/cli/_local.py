@@ -73,8 +73,8 @@ def _positive(name: str, value: int | float | None) -> None:
 
 
 def _run_setup(args: argparse.Namespace, console: Console) -> int:
-    result = setup(args.model, portable=args.portable, console=console,
-                   progress=console.is_terminal)
+    # progress on even when stderr is a file or a CI log: minutes of silence look like a hang
+    result = setup(args.model, portable=args.portable, console=console, progress=True)
     done = []
     if not result.downloaded:
         done.append("weights were cached")
