@@ -4,6 +4,10 @@
   OpenAPI document of the app itself; the document is written to ``openapi.json`` in the site.
 * ``<!-- generated:bench NAME -->`` becomes the tables a benchmark script last wrote to
   ``bench/results/NAME.json`` (with the command, date and machine they were measured on).
+* ``<!-- generated:bench NAME pending -->`` marks the place of a table whose script
+  ``bench/NAME.py`` has not been run yet (it needs a model the build machine lacks): it says
+  so on the page. Once ``bench/results/NAME.json`` exists the build fails until the word
+  ``pending`` is dropped, so a table cannot stay hidden behind the marker.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-_BENCH = re.compile(r"<!-- generated:bench ([\w.-]+) -->")
+_BENCH = re.compile(r"<!-- generated:bench ([\w.-]+)( pending)? -->")
 _OPENAPI = "<!-- generated:openapi -->"
 _SPEC: dict[str, Any] = {}
 
@@ -48,6 +52,18 @@ def operations_table(spec: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def pending_table(name: str) -> str:
+    """The note in place of a table whose benchmark has not been run yet."""
+    script = ROOT / "bench" / f"{name}.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"docs: a pending table names {script}, which does not exist")
+    if (ROOT / "bench" / "results" / f"{name}.json").is_file():
+        raise ValueError(f"docs: bench/results/{name}.json exists: drop 'pending' from "
+                         f"<!-- generated:bench {name} pending -->")
+    return (f"*Not measured yet: `python bench/{name}.py` writes these figures to "
+            f"`bench/results/{name}.json`.*")
+
+
 def bench_tables(name: str) -> str:
     path = ROOT / "bench" / "results" / f"{name}.json"
     if not path.is_file():
@@ -73,7 +89,8 @@ def bench_tables(name: str) -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if _OPENAPI in markdown:
         markdown = markdown.replace(_OPENAPI, operations_table(openapi_document()))
-    return _BENCH.sub(lambda match: bench_tables(match.group(1)), markdown)
+    return _BENCH.sub(lambda match: (pending_table if match.group(2) else bench_tables)(
+        match.group(1)), markdown)
 
 
 def on_files(files: Any, config: Any) -> Any:

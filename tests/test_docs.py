@@ -68,6 +68,31 @@ def test_every_benchmark_result_is_on_a_site_page_and_well_formed() -> None:
             assert all(len(row) == len(table["columns"]) for row in table["rows"]), name
 
 
+def test_a_pending_benchmark_table_says_so_until_its_results_exist(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``<!-- generated:bench NAME pending -->`` stands for a table whose script needs a model
+    the build machine lacks: a note until the results exist, then a build error until the
+    marker is switched; a pending marker without its script is an error at once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    monkeypatch.setattr(hooks, "ROOT", tmp_path)
+    page = "before\n<!-- generated:bench slow pending -->\nafter"
+    with pytest.raises(FileNotFoundError, match=r"bench/slow\.py"):
+        hooks.on_page_markdown(page, None, None, None)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "slow.py").write_text("", encoding="utf-8")
+    rendered = hooks.on_page_markdown(page, None, None, None)
+    assert "*Not measured yet: `python bench/slow.py` writes these figures" in rendered
+    assert rendered.startswith("before\n") and rendered.endswith("\nafter")
+    (tmp_path / "bench" / "results" / "slow.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError, match="drop 'pending'"):
+        hooks.on_page_markdown(page, None, None, None)
+
+
 def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 150, f"README.md has {len(lines)} lines (at most 150)"
