@@ -13,7 +13,7 @@ from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
 from .._io import check_output_dir, plural, printable
 from ..analysis import JUDGE_JGA_DEFINITION
-from ..model import cassette_client
+from ..model import cassette_client, replay_base_url
 from ..pipeline import (
     TRANSPORT_OPTIONS,
     EvaluationResult,
@@ -99,6 +99,9 @@ def sources_of(args: argparse.Namespace) -> dict[str, Any]:
 def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     """Judge live (or from a cassette) into a resumable run directory."""
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
+    if args.replay and (replayed := replay_base_url(args.replay, config.base_url)):
+        # cached replies of a replay are keyed by the cassette's contents (see replay_base_url)
+        config = config.model_copy(update={"base_url": replayed})
     schema, dialogues = load_data(args)
     paths = prediction_paths(args.predictions)
     systems = [load_predictions_noted(str(path), dialogues, schema) for path in paths]

@@ -17,6 +17,7 @@ from ._cassette import (
     Cassette,
     RecordingTransport,
     cassette_client,
+    replay_base_url,
     replay_transport,
     scrub,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "price_and_counter",
     "read_output",
     "redact",
+    "replay_base_url",
     "replay_transport",
     "scrub",
     "status",

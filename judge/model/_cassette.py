@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from .._config import JudgeConfig, public_url
-from .._digest import canonical_json
+from .._config import DEFAULT_BASE_URL, JudgeConfig, public_url
+from .._digest import canonical_json, file_digest
 from .._errors import CassetteMiss, InputError, OptionError
 from .._io import read_json, write_text
 
@@ -163,6 +164,19 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def replay_base_url(cassette: str | Path, base_url: str | None = None) -> str | None:
+    """The endpoint a replayed run names, and so keys its cached replies by: a host that never
+    resolves, unique to the cassette's bytes. A reply cached from one recording then never
+    answers for a re-recorded cassette, nor for a live run of the same model. The path stays
+    the one requested (the cassette matches on it). None when the file cannot be read (loading
+    the cassette reports that)."""
+    try:
+        digest = file_digest(cassette)[:16]
+    except OSError:
+        return None
+    return f"http://replay-{digest}.invalid{urlsplit(base_url or DEFAULT_BASE_URL).path}"
 
 
 def cassette_client(config: JudgeConfig, *, replay: str | Path | None = None,

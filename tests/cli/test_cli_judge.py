@@ -83,3 +83,31 @@ def test_audit_and_labels_import_through_the_cli(tmp_path, capsys):
     assert main(["agreement", str(run), "--human", str(labels), "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
     assert "Accuracy after human re-evaluation" in out and "judge vs human" in out
+
+
+def test_a_re_recorded_cassette_is_never_answered_from_the_cache(tmp_path, capsys):
+    """A reply cached while replaying one recording must not answer for another recording of
+    the same requests (a cassette re-recorded, a newer checkout), nor for a live run: cached
+    replays are keyed by the cassette's bytes. Here every reply of the second recording calls
+    the prediction correct and nothing missed; a stale cache would keep the first verdicts."""
+    cache = str(tmp_path / "cache")
+    first = CASSETTES / "example-two-dim.json"
+    assert main(["evaluate", *DATA, "--model", "local", "--replay", str(first),
+                 "--cache-dir", cache, "--out", str(tmp_path / "r1"), "--no-progress"]) == 0
+    data = json.loads(first.read_text(encoding="utf-8"))
+    for item in data["interactions"]:
+        message = item["response"]["body"]["choices"][0]["message"]
+        reply = json.loads(message["content"])
+        reply = {key: ({} if isinstance(value, dict) else value) for key, value in reply.items()}
+        message["content"] = json.dumps(reply)
+    second = tmp_path / "re-recorded.json"
+    second.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["evaluate", *DATA, "--model", "local", "--replay", str(second),
+                 "--cache-dir", cache, "--out", str(tmp_path / "r2"), "--no-progress"]) == 0
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text(encoding="utf-8"))
+                 for run in ("r1", "r2")]
+    assert summaries[0]["tsa"] < 100.0  # the real recording finds errors
+    assert summaries[1]["tsa"] == 100.0, summaries[1]  # every verdict from the second file
+    capsys.readouterr()
+    assert main(["cache", "stats", "--cache-dir", cache]) == 0
+    assert capsys.readouterr().out.startswith("44 cached replies")  # 22 per recording

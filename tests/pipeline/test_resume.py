@@ -129,11 +129,14 @@ def test_dry_run_makes_no_call_and_counts_cached_calls(tmp_path, capsys):
         assert main(["evaluate", *data, "--dry-run", "--out", str(tmp_path / "d")]) == 0
         assert router.calls.call_count == 0
     assert "22 / 0 / 22" in capsys.readouterr().out
-    assert main(["evaluate", *data, "--replay", str(CASSETTES / "example-two-dim.json"),
-                 "--out", str(tmp_path / "r")]) == 0
+    replay = ["--replay", str(CASSETTES / "example-two-dim.json")]
+    assert main(["evaluate", *data, *replay, "--out", str(tmp_path / "r")]) == 0
     capsys.readouterr()
-    assert main(["evaluate", *data, "--dry-run", "--out", str(tmp_path / "d")]) == 0
+    assert main(["evaluate", *data, *replay, "--dry-run", "--out", str(tmp_path / "d")]) == 0
     assert "22 / 22 / 0" in capsys.readouterr().out
+    # replies cached from a cassette never count for (nor answer) a run against a live server
+    assert main(["evaluate", *data, "--dry-run", "--out", str(tmp_path / "d")]) == 0
+    assert "22 / 0 / 22" in capsys.readouterr().out
 
 
 def test_run_log_keeps_replies_with_unicode_line_separators(tmp_path):
