@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ pytest_plugins = ["pytester"]  # tests of the hooks below run an inner pytest se
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _NETLOG = pytest.StashKey[Path]()
+_HOME = pytest.StashKey[Path]()
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -146,9 +148,22 @@ def pytest_configure(config):
     handle, log = tempfile.mkstemp(prefix="dst-judge-netlog-", suffix=".tsv")
     os.close(handle)
     os.environ[LOG_VARIABLE] = log
+    _private_user_dirs(config)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(NETGUARD), os.environ.get("PYTHONPATH", "")) if p)
     config.stash[_NETLOG] = Path(log)
+
+
+def _private_user_dirs(config) -> None:
+    """The tests' reply cache and service data live in a directory of this session, never in
+    the user's: a reply cached by one test run (say, from an older cassette) must not answer
+    the next one. Live-model runs keep the user's cache, where ``local setup`` put the model."""
+    if os.environ.get("DST_JUDGE_LIVE") or "live" in (config.option.markexpr or ""):
+        return
+    home = Path(tempfile.mkdtemp(prefix="dst-judge-test-home-"))
+    os.environ["XDG_CACHE_HOME"] = str(home / "cache")
+    os.environ["XDG_DATA_HOME"] = str(home / "data")
+    config.stash[_HOME] = home
 
 
 def _subprocess_refusals(config) -> list[str]:
@@ -165,6 +180,9 @@ def pytest_sessionfinish(session, exitstatus):
     log = session.config.stash.get(_NETLOG, None)
     if log is not None:
         log.unlink(missing_ok=True)
+    home = session.config.stash.get(_HOME, None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
     if UNREPLAYED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -201,6 +219,23 @@ def _httpx_backend_by_default(monkeypatch):
 ROOT = Path(__file__).resolve().parents[1]
 CASSETTES = ROOT / "cassettes"
 EXAMPLES = ROOT / "examples"
+
+SLOT_NOT_IN_SCHEMA = "train-book time"
+"""A slot name the example schema lacks (the train domain books people only); its closest
+schema slot is ``restaurant-book time``."""
+
+
+def predictions_with_slot_errors(path: Path, *, typo: bool = True) -> Path:
+    """The example predictions with slot-name mistakes planted (the example itself has none):
+    ``train-leaveat`` (one turn) renamed to :data:`SLOT_NOT_IN_SCHEMA`, and unless ``typo`` is
+    false, every ``hotel-pricerange`` misspelt ``hotel-pricerang``. Written to ``path``."""
+    text = (EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8")
+    assert text.count('"train-leaveat"') == 2  # its turn state and its state, in one turn
+    text = text.replace('"train-leaveat"', f'"{SLOT_NOT_IN_SCHEMA}"')
+    if typo:
+        text = text.replace("hotel-pricerange", "hotel-pricerang")
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 _OLD_PROMPTS = ("recorded with the prompts before issue 13's prompt budget and not yet "
