@@ -14,7 +14,7 @@ from judge.cli import main
 from judge.cli._report import print_evaluation, print_metrics
 from judge.data import load_dialogues, load_predictions, load_schema
 from judge.metrics import MetricOptions, compute_metrics
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, predictions_with_slot_errors
 
 
 def test_plural():
@@ -48,10 +48,11 @@ def test_the_report_says_what_judge_jga_is_when_it_exceeds_tsa(tmp_path, capsys)
         in text and "it can still exceed TSA" in text
 
 
-def test_counts_of_one_are_singular_in_the_metrics_notes():
+def test_counts_of_one_are_singular_in_the_metrics_notes(tmp_path):
     schema = load_schema(EXAMPLES / "schema.json")
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl", schema=schema)
-    predictions = load_predictions(EXAMPLES / "predictions.jsonl", dialogues, schema)
+    planted = predictions_with_slot_errors(tmp_path / "p.jsonl", typo=False)
+    predictions = load_predictions(planted, dialogues, schema)
     report = compute_metrics(dialogues, [predictions], schema, MetricOptions())
     console = Console(width=300, record=True, color_system=None)
     print_metrics(report, console)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
+
 from judge.cli import main
 from judge.data import (
     closest_slot,
@@ -15,15 +17,15 @@ from judge.data import (
     out_of_schema_slots,
     predicted_slot_names,
 )
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, predictions_with_slot_errors
 
 
 def _typo_predictions(tmp_path):
-    """The example predictions with ``hotel-pricerange`` misspelt ``hotel-pricerang``."""
+    """The example predictions with ``hotel-pricerange`` misspelt ``hotel-pricerang`` and one
+    turn's ``train-leaveat`` named ``train-book time`` (a slot the schema lacks)."""
     lines = (EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8")
     assert "hotel-pricerange" in lines
-    path = tmp_path / "typo.jsonl"
-    path.write_text(lines.replace("hotel-pricerange", "hotel-pricerang"), encoding="utf-8")
+    path = predictions_with_slot_errors(tmp_path / "typo.jsonl")
     turns = sum(1 for line in lines.splitlines() for turn in json.loads(line)["turns"]
                 if "hotel-pricerange" in (turn.get("pred_state") or {}))
     return path, turns
@@ -79,3 +81,12 @@ def test_evaluate_and_metrics_name_the_slots_without_changing_the_exit_status(tm
     captured = capsys.readouterr()
     assert "hotel-pricerang" in captured.out  # in its report, once
     assert "hotel-pricerang" not in captured.err
+
+
+@pytest.mark.parametrize("name", ["predictions.jsonl", "predictions-weak.jsonl"])
+def test_the_example_predictions_use_only_schema_slots(name):
+    """The project's own examples model what a user should send: every predicted slot name is
+    one the example schema knows (an earlier example predicted ``train-book time``)."""
+    schema = load_schema(EXAMPLES / "schema.json")
+    counts = predicted_slot_names(EXAMPLES / name)
+    assert counts and out_of_schema_slots(counts, schema) == []

@@ -10,7 +10,7 @@ import json
 import judge
 from judge.cli import main as cli_main
 from judge.model import ReplayTransport
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, SLOT_NOT_IN_SCHEMA, predictions_with_slot_errors
 
 from .serve_process import ROOT, ServeProcess, cli, create_token
 
@@ -49,8 +49,14 @@ def test_submit_to_a_replay_server_gives_the_readme_tsa(tmp_path, monkeypatch):
                    "--predictions", str(EXAMPLES / "predictions.jsonl"), *options, "--wait",
                    env=env)
         assert "succeeded (exit 0" in done.stdout, done.stdout + done.stderr + server.errors()
-        # submit names the slot outside the schema, as evaluate does
-        assert "train-book time (1 turn; closest schema slot:" in done.stderr
+        assert "outside the schema" not in done.stderr  # the example's slots are all known
+        # submit names a slot outside the schema, as evaluate does
+        planted = predictions_with_slot_errors(tmp_path / "planted.jsonl", typo=False)
+        warned = cli("submit", "metrics", "--schema", str(EXAMPLES / "schema.json"),
+                     "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                     "--predictions", str(planted), env=env)
+        assert f"{SLOT_NOT_IN_SCHEMA} (1 turn; closest schema slot:" in warned.stderr, \
+            warned.stdout + warned.stderr
         job_id = done.stdout.split()[1]
         remote = judge.Client(server.url, token).results(job_id)
         assert remote["tsa"] == local["tsa"] and remote["judge_jga"] == local["judge_jga"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from judge.analysis import load_labels
+from tests.conftest import predictions_with_slot_errors
 
 from .conftest import example_upload, import_run
 from .synthetic import bundle, synthetic_rows
@@ -656,13 +657,15 @@ def test_a_save_answers_with_the_panels_new_counts_in_the_right_number(web, synt
     assert _counted(html, "mine") == (1, "turn")  # the panel counts as the save did
 
 
-def test_the_run_page_names_predicted_slots_outside_the_schema(web):
+def test_the_run_page_names_predicted_slots_outside_the_schema(web, tmp_path):
     """A run submitted from the web form says, on its page, which predicted slot names its
-    schema lacks (the example's `train-book time`), with the closest schema slot."""
+    schema lacks (here a planted `train-book time`), with the closest schema slot."""
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    made = client.post("/ui/runs/new", data={"csrf": csrf, "model": "m"},
-                       files=example_upload())
+    files = example_upload()
+    planted = predictions_with_slot_errors(tmp_path / "predictions.jsonl", typo=False)
+    files["predictions_file"] = ("predictions.jsonl", planted.read_bytes())
+    made = client.post("/ui/runs/new", data={"csrf": csrf, "model": "m"}, files=files)
     assert made.status_code == 303, made.text[:500]
     page = client.get(made.headers["location"])
     assert page.status_code == 200
