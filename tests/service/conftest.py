@@ -17,7 +17,9 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the service needs the serve extra")
 
-from judge.service import Service, build_settings, create_app, create_token
+import sqlalchemy as sa
+
+from judge.service import Database, Service, build_settings, create_app, create_token
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
 from tests.service.serve_process import running_postgres
@@ -136,6 +138,20 @@ def service_env(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, A
 
 
 # --- Postgres --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """A migrated SQLite service database of this test."""
+    database = Database(f"sqlite:///{tmp_path / 'service.db'}")
+    database.migrate()
+    yield database
+    database.dispose()
+
+
+def count_rows(db: Database, table: sa.Table) -> int:
+    with db.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
 
 
 @pytest.fixture(scope="session")

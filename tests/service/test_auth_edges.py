@@ -19,21 +19,9 @@ from judge.cli import main
 from judge.service import Database, _auth, create_token, list_tokens, revoke_token
 from judge.service._auth import Principal, TokenBook
 from judge.service._db import projects, tokens
+from tests.service.conftest import count_rows
 
 CAP_REFUSED = "spend cap must be a number from 0 to 1,000,000,000 USD"
-
-
-@pytest.fixture
-def db(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'service.db'}")
-    database.migrate()
-    yield database
-    database.dispose()
-
-
-def _count(db: Database, table: sa.Table) -> int:
-    with db.read() as conn:
-        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
 
 
 # --- the spending cap ----------------------------------------------------------------------------
@@ -58,7 +46,7 @@ def test_a_spending_cap_outside_0_to_a_billion_is_refused(db, cap):
     with pytest.raises(OptionError) as refused:
         create_token(db, "new-project", "submit", name="capped", spend_cap_usd=cap)
     assert str(refused.value) == CAP_REFUSED
-    assert (_count(db, tokens), _count(db, projects)) == (0, 0)
+    assert (count_rows(db, tokens), count_rows(db, projects)) == (0, 0)
 
 
 def test_no_spending_cap_means_none(db):
@@ -110,7 +98,7 @@ def test_an_empty_or_unknown_scope_is_refused(db, given):
         create_token(db, "lab", given, name="t")
     assert str(refused.value) == (f"scopes must be some of read, submit, review, admin "
                                   f"(got {given!r})")
-    assert _count(db, tokens) == 0
+    assert count_rows(db, tokens) == 0
 
 
 ALLOWED = {

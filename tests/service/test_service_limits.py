@@ -8,18 +8,7 @@ import asyncio
 import threading
 import time
 
-import pytest
-
-from judge.service import Database
 from judge.service._limits import EndpointPool, JobLimiter
-
-
-@pytest.fixture
-def db(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'pool.db'}")
-    database.migrate()
-    yield database
-    database.dispose()
 
 
 def take(pool: EndpointPool, job: str, tokens: int = 1) -> float:

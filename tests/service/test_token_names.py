@@ -15,6 +15,7 @@ from judge.service._db import jobs, labels, projects, tokens
 from judge.service._jobs import JobStore
 from judge.service._labels import LabelStore
 from judge.service._migrate import alembic_config
+from tests.service.conftest import count_rows
 
 
 def _at_revision(db: Database, revision: str) -> None:
@@ -53,28 +54,15 @@ def test_migration_0005_renames_live_duplicates_and_then_refuses_them(tmp_path):
         db.dispose()
 
 
-@pytest.fixture
-def db(tmp_path):
-    database = Database(f"sqlite:///{tmp_path / 'service.db'}")
-    database.migrate()
-    yield database
-    database.dispose()
-
-
-def _count(db: Database, table: sa.Table) -> int:
-    with db.read() as conn:
-        return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
-
-
 def test_a_second_live_token_of_a_name_is_409_and_writes_nothing(db):
     create_token(db, "lab", "review", name="ana")
-    before = (_count(db, tokens), _count(db, projects))
+    before = (count_rows(db, tokens), count_rows(db, projects))
     with pytest.raises(ServiceError) as refused:
         create_token(db, "lab", "admin", name="ana")
     assert refused.value.status == 409 and refused.value.field == "name"
     with pytest.raises(OptionError):
         create_token(db, "new-project", "read", name="x", spend_cap_usd=float("inf"))
-    assert (_count(db, tokens), _count(db, projects)) == before  # not even the project
+    assert (count_rows(db, tokens), count_rows(db, projects)) == before  # not even the project
     create_token(db, "other", "review", name="ana")  # another project's ana is another person
 
 
@@ -92,7 +80,7 @@ def test_rotation_keeps_the_reviewers_labels_usage_and_spending(db):
     assert old.revoked_at is not None
     after = Principal(rotated["id"], "ana", record["project_id"], "lab", ("review",))
     store.delete(after, label["id"])  # still theirs, though another token gave it
-    assert _count(db, labels) == 0
+    assert count_rows(db, labels) == 0
     with pytest.raises(ServiceError):
         rotate_token(db, "lab", "nobody")
     with db.write() as conn:  # a job the old token paid for
