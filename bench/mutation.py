@@ -25,6 +25,7 @@ import ast
 import difflib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -86,6 +87,21 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 }
 """The ledger-facing part of ``judge/model`` is the client (it claims, awaits and records
 paid requests through the ledger); the transports, prices and tokenizers are not."""
+
+SUBPROCESS_ONLY = ["tests/web/test_web_browser.py", "tests/service/test_service_docs_browser.py",
+                   "tests/service/test_service_schemathesis.py",
+                   "tests/service/test_service_generated_client.py",
+                   "tests/service/test_hostile_requests.py", "tests/service/test_service_fleet.py",
+                   "tests/service/test_service_outage.py", "tests/service/test_service_faults.py"]
+"""Suites that reach the service only through a server process of their own: mutmut can't
+see which function such a test reaches, so they would only cost time in a mutation run."""
+
+GROUPS["all"] = (["judge/store/*", "judge/service/*", "judge/web/*"],
+                 ["tests/store", "tests/service", "tests/web",
+                  "tests/pipeline/test_ledger_calls.py", "tests/model/test_client.py",
+                  *(f"--ignore={path}" for path in SUBPROCESS_ONLY)])
+"""Everything the mutation goal names, against every test of it; meant for ``--sample``."""
+
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
           34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
@@ -194,28 +210,60 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
             "kind": classify(before, after, context)}
 
 
+def _mutmut(work: Path, names: list[str], children: int, budget: float) -> tuple[bool, str]:
+    """Run ``mutmut run`` in the copy (only ``names`` when given); stopped after ``budget``."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                str(children), *names], cwd=work, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=budget)
+        return process.returncode == 0, output or ""
+    except subprocess.TimeoutExpired:  # out of time: stop mutmut and its workers
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        return False, output or ""
+
+
+def _sampled(work: Path, sample: int, seed: int, children: int,
+             budget: float) -> tuple[list[str], int]:
+    """Draw ``sample`` mutants uniformly from all mutmut makes. A first run with a name that
+    matches nothing makes the mutants and the test map, then stops before testing any."""
+    _mutmut(work, ["no-such-mutant-xyzzy"], children, budget)
+    population = sorted(_results(work))
+    if not population:
+        raise SystemExit(f"mutmut made no mutants in {work}")
+    chosen = random.Random(seed).sample(population, min(sample, len(population)))
+    return sorted(chosen), len(population)
+
+
+def _interval(killed: int, checked: int) -> list[float] | None:
+    """95 % Wilson interval of a kill rate measured on a sample."""
+    if not checked:
+        return None
+    from scipy.stats import binomtest  # test extra (through ppi-python); only for --sample
+    low, high = binomtest(killed, checked).proportion_ci(0.95, method="wilson")
+    return [round(low, 3), round(high, 3)]
+
+
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
-              keep: bool) -> dict[str, Any]:
+              keep: bool, sample: int = 0, seed: int = 0) -> dict[str, Any]:
     mutate, tests = GROUPS[name]
     work = Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
     started = time.monotonic()
     try:
         _copy_project(work)
         _configure(work, mutate, tests, test_timeout)
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
-                                    str(children)], cwd=work, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, env=env,
-                                   start_new_session=True)
-        try:
-            output, _ = process.communicate(timeout=budget)
-            finished = process.returncode == 0
-        except subprocess.TimeoutExpired:  # out of time: stop mutmut and its workers
-            os.killpg(process.pid, signal.SIGKILL)
-            output, _ = process.communicate()
-            finished = False
-        tail = (output or "")[-2000:]
+        names, population = ([], 0)
+        if sample:
+            names, population = _sampled(work, sample, seed, children, budget)
+        finished, output = _mutmut(work, names, children,
+                                   budget - (time.monotonic() - started))
+        tail = output[-2000:]
         codes = _results(work)
+        if names:  # the rest were never meant to run
+            codes = {key: codes.get(key) for key in names}
         counts: dict[str, int] = {}
         for code in codes.values():
             status = STATUS.get(code, "not checked" if code is None else "suspicious")
@@ -228,12 +276,14 @@ def run_group(name: str, *, children: int, test_timeout: float, budget: float,
         aside = sum(1 for s in survivors if s["kind"])
         return {"group": name, "mutated": mutate, "tests": tests, "finished": finished,
                 "seconds": round(time.monotonic() - started, 1), "total": len(codes),
+                "population": population or len(codes), "seed": seed if sample else None,
                 **{k.replace(" ", "_"): v for k, v in sorted(counts.items())},
                 "kill_rate": round(killed / checked, 3) if checked else None,
                 "equivalent": sum(1 for s in survivors if s["kind"] == "equivalent"),
                 "log_text": sum(1 for s in survivors if s["kind"] == "log text"),
                 "behaviour_kill_rate": round(killed / (checked - aside), 3)
                 if checked > aside else None,
+                "behaviour_interval": _interval(killed, checked - aside) if sample else None,
                 "survivors": survivors, "log_tail": None if finished else tail,
                 "workdir": str(work) if keep else None}
     finally:
@@ -252,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one group's whole run may take")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "mutation.json")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="test only this many mutants, drawn at random (0: all)")
+    parser.add_argument("--seed", type=int, default=28, help="seed of the --sample draw")
     args = parser.parse_args(argv)
     if args.list:
         for name, (mutate, tests) in GROUPS.items():
@@ -263,14 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     report: list[dict[str, Any]] = []
     for name in args.groups or list(GROUPS):
         result = run_group(name, children=args.children, test_timeout=args.test_timeout,
-                           budget=args.budget, keep=args.keep)
+                           budget=args.budget, keep=args.keep, sample=args.sample,
+                           seed=args.seed)
         report.append(result)
+        interval = (f" 95 % interval {result['behaviour_interval']} of a sample of "
+                    f"{result['total']} from {result['population']}") if args.sample else ""
         print(f"{name:16} killed {result.get('killed', 0):4}  survived "
               f"{result.get('survived', 0):4}  timeout {result.get('timeout', 0):3}  "
               f"no tests {result.get('no_tests', 0):3}  total {result['total']:4}  "
               f"kill rate {result['kill_rate']}  of behaviour changes "
               f"{result['behaviour_kill_rate']} ({result['equivalent']} equivalent, "
-              f"{result['log_text']} log text)  ({result['seconds']:.0f} s"
+              f"{result['log_text']} log text)"
+              f"{interval}"
+              f"  ({result['seconds']:.0f} s"
               f"{'' if result['finished'] else ', NOT FINISHED'})", flush=True)
         for survivor in result["survivors"]:
             if not survivor["kind"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 
 import pytest
 import sqlalchemy as sa
@@ -227,3 +228,101 @@ def test_last_used_is_recorded_and_refreshed_at_most_once_a_minute(db, monkeypat
     clock[0] = 1_800_000_061.0
     book.resolve_token(token)
     assert _last_used(db, record["id"]) == 1_800_000_061.0
+
+
+# --- names, rotation and the token list ----------------------------------------------------------
+
+def test_a_taken_name_is_refused_with_the_name_and_the_way_out(db):
+    """The 409 for a second live token of a name says which name and what to do instead, on
+    the check before the insert and on the database's own unique index alike."""
+    create_token(db, "lab", "review", name="ana")
+    with pytest.raises(ServiceError) as refused:
+        create_token(db, "lab", "read", name="ana")
+    assert (refused.value.status, refused.value.field) == (409, "name")
+    assert refused.value.reason == (
+        "a live token of this project is already called 'ana'; a name is one reviewer "
+        "(rotate that token for a new secret, or choose another name)")
+
+
+def test_a_name_is_checked_within_its_own_project_before_the_insert(db, monkeypatch):
+    """The check before the insert looks for a live token of this project and name: with the
+    unique index's answer taken away, the check alone still refuses the second one."""
+    create_token(db, "lab", "review", name="ana")
+    looked: list[tuple[str, str]] = []
+    real = _auth._live_token
+
+    def spy(conn, project_id, name):
+        looked.append((project_id, name))
+        return real(conn, project_id, name)
+
+    monkeypatch.setattr(_auth, "_live_token", spy)
+    with pytest.raises(ServiceError) as refused:
+        create_token(db, "lab", "read", name="ana")
+    assert refused.value.status == 409
+    with db.read() as conn:
+        lab_id = conn.execute(sa.select(projects.c.id).where(projects.c.name == "lab")).scalar()
+    assert looked == [(lab_id, "ana")]
+
+
+def test_ids_and_secrets_have_their_documented_shapes(db):
+    """Ids are a kind prefix and 16 hex digits; the secret is ``dsj_`` and 43 url-safe base64
+    characters (32 random bytes); a new project starts with no settings."""
+    assert re.fullmatch(r"job_[0-9a-f]{16}", _auth.new_id("job"))
+    token, record = create_token(db, "lab", "read", name="reader")
+    assert re.fullmatch(r"dsj_[A-Za-z0-9_-]{43}", token)
+    assert re.fullmatch(r"tok_[0-9a-f]{16}", record["id"])
+    assert re.fullmatch(r"prj_[0-9a-f]{16}", record["project_id"])
+    assert record["project"] == "lab" and record["prefix"] == token[:10]
+    with db.read() as conn:
+        assert conn.execute(sa.select(projects.c.settings)).scalar() == {}
+
+
+def test_rotating_an_unknown_name_is_404_and_makes_nothing(db):
+    """Rotating a name with no live token, or in a project that does not exist, is a 404 on
+    the ``name`` field that names both, and creates neither a token nor a project."""
+    create_token(db, "lab", "review", name="ana")
+    before = (count_rows(db, tokens), count_rows(db, projects))
+    for project, name in (("lab", "bob"), ("nowhere", "ana")):
+        with pytest.raises(ServiceError) as refused:
+            _auth.rotate_token(db, project, name)
+        assert (refused.value.status, refused.value.field) == (404, "name")
+        assert refused.value.reason == f"no live token called {name!r} in project {project!r}"
+    assert (count_rows(db, tokens), count_rows(db, projects)) == before
+
+
+def test_a_rotated_token_is_a_new_secret_of_the_same_shape(db):
+    """Rotation returns a fresh ``dsj_`` secret and a record like a new token's: its own id,
+    the secret's prefix, the project's name and the id it replaces, never the hash."""
+    old_secret, old = create_token(db, "lab", "review", name="ana")
+    secret, record = _auth.rotate_token(db, "lab", "ana")
+    assert re.fullmatch(r"dsj_[A-Za-z0-9_-]{43}", secret) and secret != old_secret
+    assert re.fullmatch(r"tok_[0-9a-f]{16}", record["id"]) and record["id"] != old["id"]
+    assert record["prefix"] == secret[:10] and "hash" not in record
+    assert (record["project"], record["replaces"], record["name"]) == ("lab", old["id"], "ana")
+    assert TokenBook(db).resolve_token(secret).token_id == record["id"]
+
+
+def test_the_token_list_covers_every_project_or_one_in_creation_order(db, monkeypatch):
+    """``list_tokens()`` lists every project's tokens, each with its project's name, oldest
+    first; ``list_tokens(project)`` only that project's."""
+    clock = [0.0]
+    monkeypatch.setattr(_auth, "now", lambda: clock[0])
+    for moment, project, name in ((30.0, "lab", "late"), (10.0, "other", "early"),
+                                  (20.0, "lab", "middle")):
+        clock[0] = moment
+        create_token(db, project, "read", name=name)
+    every = list_tokens(db)
+    assert [(t["project"], t["name"]) for t in every] == [
+        ("other", "early"), ("lab", "middle"), ("lab", "late")]
+    assert [t["name"] for t in list_tokens(db, "lab")] == ["middle", "late"]
+    assert list_tokens(db, "nowhere") == []
+
+
+def test_a_new_database_has_no_tokens_table_until_it_is_migrated(tmp_path):
+    fresh = Database(f"sqlite:///{tmp_path / 'fresh.db'}")
+    try:
+        assert _auth.has_tokens_table(fresh) is False
+        fresh.migrate()
+        assert _auth.has_tokens_table(fresh) is True
+    finally:
+        fresh.dispose()
