@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from judge._errors import StoreError
 from judge.store import (
     BATCH_OWNER,
     LEDGER_FILE,
@@ -361,3 +362,109 @@ def test_cache_clear_reports_the_replies_it_removed(tmp_path):
         filled.close()
     assert clear_cache(cache) == (3, [])
     assert clear_cache(cache) == (0, [])
+
+
+# --- what a claim and a failure record -----------------------------------------------------------
+
+def test_a_new_claim_names_its_owner_and_runs_one_lease_from_now(tmp_path):
+    """The first claim of a key is this ledger's, and its lease ends one lease length later:
+    the client renews and releases by these two fields."""
+    opened = SQLiteLedger(tmp_path / LEDGER_FILE, owner="here/1/a", lease=50.0)
+    try:
+        before = time.time()
+        claim = opened.claim("k")
+        after = time.time()
+        assert (claim.outcome, claim.owner) == ("mine", "here/1/a")
+        assert before + 50.0 <= claim.lease_until <= after + 50.0
+    finally:
+        opened.close()
+
+
+def test_a_failure_keeps_the_first_2000_characters_of_its_error(ledger):
+    ledger.claim("k")
+    ledger.record_failure("k", "x" * 1999 + "yz" + "!" * 500)
+    with sqlite3.connect(ledger.path) as db:
+        kept = db.execute("SELECT error FROM requests WHERE key = 'k'").fetchone()[0]
+    assert kept == "x" * 1999 + "y"
+
+
+def test_a_reply_carries_the_moment_it_was_recorded(ledger):
+    ledger.claim("k")
+    before = time.time()
+    ledger.record_reply("k", b"{}")
+    reply = ledger.get("k")
+    assert reply is not None and before <= reply.recorded_at <= time.time()
+
+
+# --- owners --------------------------------------------------------------------------------------
+
+def test_an_owner_is_host_pid_and_eight_hex_digits():
+    from judge.store._ledger import _HOST, new_owner
+    owner = new_owner()
+    assert re.fullmatch(rf"{re.escape(_HOST)}/{os.getpid()}/[0-9a-f]{{8}}", owner)
+    assert new_owner() != owner
+
+
+def _process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_an_owner_is_gone_only_when_its_process_on_this_host_has_ended():
+    """This process, a live child, another host and a malformed owner are not gone; a child
+    that ended (reaped, or a zombie not yet reaped) is."""
+    import subprocess
+    import sys
+
+    from judge.store._ledger import _HOST, owner_gone
+    assert owner_gone(f"{_HOST}/{os.getpid()}/ab") is False
+    assert owner_gone(f"elsewhere-{_HOST}/1/ab") is False
+    assert owner_gone(f"{_HOST}/not-a-pid/ab") is False
+    assert owner_gone(f"{_HOST}/1/2/3") is False  # pid 1 runs (and is another user's or ours)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert owner_gone(f"{_HOST}/{child.pid}/ab") is False
+        child.kill()
+        deadline = time.monotonic() + 10
+        while _process_state(child.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert owner_gone(f"{_HOST}/{child.pid}/ab") is True  # a zombie: killed, not reaped
+    finally:
+        child.kill()
+        child.wait()
+    assert owner_gone(f"{_HOST}/{child.pid}/ab") is True  # reaped: no such process
+
+
+# --- opening -------------------------------------------------------------------------------------
+
+def test_a_ledger_makes_the_folders_of_its_path(tmp_path):
+    path = tmp_path / "a" / "b" / LEDGER_FILE
+    opened = SQLiteLedger(path, owner="here/1/a")
+    opened.close()
+    assert path.is_file()
+
+
+def test_a_file_uri_is_opened_as_a_uri_and_makes_no_folder(tmp_path):
+    """``file:`` paths go to SQLite as URIs: two ledgers on one shared in-memory database see
+    each other's replies, and no folder named after the URI appears."""
+    uri = "file:edges-shared?mode=memory&cache=shared"
+    first = SQLiteLedger(uri, owner="here/1/a")
+    second = SQLiteLedger(uri, owner="here/1/b")
+    try:
+        first.claim("k")
+        first.record_reply("k", b"{}")
+        assert second.get("k") is not None
+    finally:
+        second.close()
+        first.close()
+    assert not Path("file:edges-shared?mode=memory&cache=shared").exists()
+
+
+def test_an_unreadable_ledger_names_the_file_the_cause_and_the_cure(tmp_path):
+    path = tmp_path / LEDGER_FILE
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError) as refused:
+        SQLiteLedger(path, owner="here/1/a")
+    message = str(refused.value)
+    assert message.startswith(f"{path}: the ledger database is unreadable (")
+    assert "file is not a database" in message
+    assert message.endswith("'dst-judge cache clear' removes a broken cache database")
