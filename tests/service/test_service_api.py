@@ -196,12 +196,17 @@ def test_export_and_import_a_bundle(service_env):
     assert names == {"bundle.json", "manifest.json", "summary.json", "judgments.jsonl",
                      "calls.jsonl"}
     assert meta["inputs"]["dialogues"]["sha256"] == manifest["inputs"]["dialogues"]
+    assert (meta["job_id"], meta["kind"], meta["status"], meta["exit_code"]) == (
+        job["id"], "evaluate", "succeeded", job["exit_code"])
+    assert (meta["endpoint"], meta["options"]) == (job["endpoint"], job["options"])
     assert "sources" not in manifest
     imported = api.post("/v1/bundles", token=service_env["tokens"]["other"],
                         files={"file": ("b.tar.gz", bundle.content)})
     assert imported.status_code == 201, imported.text
     copy = imported.json()
     assert copy["imported"] and copy["status"] == "succeeded"
+    # the options travel; the endpoint's name is the exporter's, not one of this service
+    assert (copy["endpoint"], copy["options"]) == (None, job["options"])
     other = service_env["tokens"]["other"]
     rows = api.get(f"/v1/jobs/{copy['id']}/judgments", token=other).text.splitlines()
     assert len(rows) == 11

@@ -1,0 +1,98 @@
+"""Edges of the service that a sampled mutation run (``python bench/mutation.py all --sample
+250``) showed no test held: what cancel and resume do in each state, an option's field in its
+422, where a JSON Lines upload's first line may end, and a stored file larger than one
+unpacking block."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from judge._errors import ServiceError
+from judge.service._auth import ensure_project
+from judge.service._db import jobs
+from judge.service._files import _gunzip_to, _is_json_lines
+from judge.service._jobs import JobStore
+from judge.service._jobspec import _agreement_options
+
+STATES = ("queued", "running", "waiting", "stopped", "failed", "cancelled", "succeeded")
+
+
+def _job(db, status: str) -> tuple[str, str]:
+    project_id = ensure_project(db, "lab")
+    job_id = f"job_{status}"
+    with db.write() as conn:
+        conn.execute(jobs.insert().values(
+            id=job_id, project_id=project_id, token_id="tok_x", kind="evaluate", mode="live",
+            status=status, inputs={}, options={}, created_at=1.0, updated_at=1.0, attempts=1,
+            cancel_requested=False, cost_usd=0.0, tokens_used=0, imported=False))
+    return project_id, job_id
+
+
+def _state(db, job_id: str) -> tuple[str, bool]:
+    with db.read() as conn:
+        row = conn.execute(sa.select(jobs.c.status, jobs.c.cancel_requested)
+                           .where(jobs.c.id == job_id)).first()
+    return row.status, bool(row.cancel_requested)
+
+
+@pytest.mark.parametrize("status, after", [
+    ("queued", ("cancelled", True)), ("stopped", ("cancelled", True)),
+    ("running", ("running", True)),   # its worker stops it within a heartbeat
+    ("waiting", ("waiting", True)),   # the worker that wakes it cancels its batches first
+    ("failed", ("failed", False)), ("cancelled", ("cancelled", False)),
+    ("succeeded", ("succeeded", False))])
+def test_cancel_ends_a_waiting_job_at_once_and_asks_a_running_one_to_stop(db, status, after):
+    project_id, job_id = _job(db, status)
+    answer = JobStore(db).cancel(project_id, job_id)
+    assert _state(db, job_id) == after
+    assert answer["status"] == after[0]
+
+
+@pytest.mark.parametrize("status", STATES)
+def test_only_a_stopped_failed_or_cancelled_job_resumes(db, status):
+    project_id, job_id = _job(db, status)
+    store = JobStore(db)
+    if status in ("stopped", "failed", "cancelled"):
+        assert store.resume(project_id, job_id, None)["status"] == "queued"
+        return
+    with pytest.raises(ServiceError) as refused:
+        store.resume(project_id, job_id, None)
+    assert refused.value.status == 409
+    assert refused.value.reason == (f"job is {status}; only a stopped, failed or cancelled "
+                                    "job can resume")
+    assert _state(db, job_id)[0] == status
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"seed": 1.5}, "options.seed"), ({"seed": True}, "options.seed"),
+    ({"n_boot": -1}, "options.n_boot"), ({"confidence": 1.0}, "options.confidence")])
+def test_an_agreement_option_out_of_its_type_names_its_field(options, field):
+    with pytest.raises(ServiceError) as refused:
+        _agreement_options(options)
+    assert (refused.value.status, refused.value.field) == (422, field)
+
+
+def test_a_first_line_may_be_exactly_as_long_as_the_record_cap(tmp_path: Path):
+    """A JSON Lines file is recognised by a first line that holds one object no longer than
+    the cap: a line of the cap's length is one, a byte more is not."""
+    line = b'{"a": "' + b"x" * 90 + b'"}\n'
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(line + line)
+    assert _is_json_lines(path, len(line)) is True
+    assert _is_json_lines(path, len(line) - 1) is False
+
+
+def test_a_stored_file_larger_than_one_block_is_unpacked_whole(tmp_path: Path):
+    """Blobs are unpacked block by block (64 KiB): a file of several blocks, and one packed
+    as two gzip members, come back byte for byte."""
+    content = os.urandom(100_000).hex().encode()  # 200 kB, about 2:1 in gzip
+    target = tmp_path / "out"
+    _gunzip_to(gzip.compress(content), target)
+    assert target.read_bytes() == content
+    _gunzip_to(gzip.compress(content[:1000]) + gzip.compress(content[1000:]), target)
+    assert target.read_bytes() == content
