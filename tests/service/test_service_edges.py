@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from judge._errors import ServiceError
 from judge.service._auth import ensure_project
-from judge.service._db import jobs
+from judge.service._db import jobs, judgments
 from judge.service._files import _gunzip_to, _is_json_lines
 from judge.service._jobs import JobStore
 from judge.service._jobspec import _agreement_options
@@ -96,3 +96,27 @@ def test_a_stored_file_larger_than_one_block_is_unpacked_whole(tmp_path: Path):
     assert target.read_bytes() == content
     _gunzip_to(gzip.compress(content[:1000]) + gzip.compress(content[1000:]), target)
     assert target.read_bytes() == content
+
+
+def test_judgments_filter_by_error_verdict_and_dialogue_and_read_in_batches(db):
+    """The results filters each keep exactly their rows, in run order, across batches."""
+    project_id, job_id = _job(db, "succeeded")
+    rows = [{"job_id": job_id, "seq": seq, "dialogue_id": f"d{seq % 3}", "turn_index": seq,
+             "verdict": None if seq % 5 == 0 else seq % 2 == 0, "has_error": seq % 5 == 0,
+             "row": {"seq": seq}} for seq in range(23)]
+    with db.write() as conn:
+        conn.execute(judgments.insert(), rows)
+    store = JobStore(db)
+
+    def seqs(**filters):
+        return [r["seq"] for r in store.judgments(project_id, job_id, batch=4, **filters)]
+
+    assert seqs() == list(range(23))
+    assert seqs(error=True) == [s for s in range(23) if s % 5 == 0]
+    assert seqs(error=False) == [s for s in range(23) if s % 5]
+    assert seqs(verdict=True) == [s for s in range(23) if s % 5 and s % 2 == 0]
+    assert seqs(dialogue_id="d1", error=False) == [s for s in range(23) if s % 3 == 1 and s % 5]
+    assert seqs(offset=20) == [20, 21, 22] and seqs(limit=2) == [0, 1]
+    with pytest.raises(ServiceError) as refused:
+        list(store.judgments(ensure_project(db, "other"), job_id))
+    assert refused.value.status == 404

@@ -173,13 +173,17 @@ def test_a_batch_claims_what_nobody_holds_and_records_what_it_paid(open_ledger):
     batch.record_replies([("new", b"paid"), ("k1", b"late"), ("replied", b"again"),
                           ("elsewhere", b"y")], origin="batch:job-a")
     assert batch.get("new").content == b"paid" and batch.get("new").origin == "batch:job-a"
+    assert batch.get("new").status == 200 and batch.get("elsewhere").status == 200
     assert batch.get("replied").content == b"old"  # a reply already there is kept
     assert batch.get("k1") is None  # the live job that took it over records its own
     assert batch.get("elsewhere").content == b"y"
     assert batch.count_origin("batch:job-a") == 2
     assert second.covered(["lost", "k5"]) == set()  # no reply came: failed, nobody waits
     assert batch.claim_many(["lost"], until=until) == {"lost"}
+    assert batch.claim("replied", refresh=True).outcome == "mine"  # asked again, reply kept
     assert batch.release_all() == 1 and second.covered(["lost"]) == set()
+    assert batch.get("replied").content == b"old"  # a released refresh keeps its reply
+    assert batch.claim("replied").outcome == "replied"
 
 
 def test_retention_deletes_old_replies_and_never_a_claim(ledger_db_url):
