@@ -6,6 +6,7 @@ unpacking block."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from judge.service._db import jobs, judgments
 from judge.service._files import _gunzip_to, _is_json_lines
 from judge.service._jobs import JobStore
 from judge.service._jobspec import _agreement_options
+from tests.service import hostile
+from tests.service.conftest import count_rows
 
 STATES = ("queued", "running", "waiting", "stopped", "failed", "cancelled", "succeeded")
 
@@ -120,3 +123,33 @@ def test_judgments_filter_by_error_verdict_and_dialogue_and_read_in_batches(db):
     with pytest.raises(ServiceError) as refused:
         list(store.judgments(ensure_project(db, "other"), job_id))
     assert refused.value.status == 404
+
+
+BAD_ROWS = [
+    ({"turn_index": 0, "verdict": True, "rule": "1"}, "dialogue_id", "lacks this field"),
+    ({**hostile.GOOD_ROW, "dialogue_id": ""}, "dialogue_id", "string of 1 to 300"),
+    ({**hostile.GOOD_ROW, "dialogue_id": "d" * 301}, "dialogue_id", "string of 1 to 300"),
+    ({**hostile.GOOD_ROW, "dialogue_id": 7}, "dialogue_id", "string of 1 to 300"),
+    ({**hostile.GOOD_ROW, "turn_index": -1}, "turn_index", "whole number from 0 to"),
+    ({**hostile.GOOD_ROW, "turn_index": 2 ** 31}, "turn_index", "whole number from 0 to"),
+    ({**hostile.GOOD_ROW, "turn_index": True}, "turn_index", "whole number from 0 to"),
+    ({**hostile.GOOD_ROW, "turn_index": "1"}, "turn_index", "whole number from 0 to"),
+]
+
+
+@pytest.mark.parametrize("row, field, says", BAD_ROWS,
+                         ids=[f"{f}-{n}" for n, (_, f, _) in enumerate(BAD_ROWS)])
+def test_a_bundle_row_out_of_shape_is_a_422_naming_line_and_field(service_env, row, field,
+                                                                  says):
+    """An imported bundle's judgment rows are checked one by one: the 422 names the member,
+    the line and the field, and no job is made."""
+    api, service = service_env["api"], service_env["service"]
+    before = count_rows(service.db, jobs)
+    lines = json.dumps(hostile.GOOD_ROW) + "\n" + json.dumps(row) + "\n"
+    answer = api.post("/v1/bundles", files={"file": (
+        "b.tar.gz", hostile.good_bundle(**{"judgments.jsonl": lines.encode()}))})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["field"] == field and "judgments.jsonl:2: " in error["message"]
+    assert says in error["message"]
+    assert count_rows(service.db, jobs) == before
