@@ -322,6 +322,40 @@ def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(
     assert f'data-dialogue="{first[0]}" data-turn="{first[1]}"' in page.text
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=20&seed=1&pos=3")
     assert f'data-dialogue="{sample[3][0]}" data-turn="{sample[3][1]}"' in page.text
+    other = sample_queue(draw(index, 5, seed=1), seed=1)  # another size is its own queue
+    assert other[0] != sample[0]
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=5&seed=1&pos=0")
+    assert f'data-dialogue="{other[0][0]}" data-turn="{other[0][1]}"' in page.text
+
+
+def test_the_review_opens_at_the_first_turn_this_reviewer_has_not_labelled(web, synthetic_run):
+    """Labels of the turn (not of a slot) by this reviewer, in this project, move the start."""
+    from judge.web._index import build_index
+    from judge.web._review import disagreement_queue
+
+    queue = disagreement_queue(build_index("j", None, iter(synthetic_rows(160, seed=3)),
+                                           {"rule_match": "nospace"}))
+    alice, bob = web["client"](), web["client"]()
+    csrf = alice.login(web["tokens"]["alice"])
+    bob.login(web["tokens"]["bob"])
+
+    def opens_at(client: Any) -> tuple[str, int]:
+        text = client.get(f"/ui/review/{synthetic_run}?queue=disagreements").text
+        found = re.search(r'data-dialogue="([^"]+)" data-turn="(\d+)"', text)
+        assert found is not None
+        return found.group(1), int(found.group(2))
+
+    first, second = queue[0][:2], queue[1][:2]
+    assert opens_at(alice) == first
+    slot = _label(alice, csrf, synthetic_run, dialogue_id=first[0], turn_index=first[1],
+                  slot="hotel-area", label="correct")
+    assert slot.status_code in (200, 201), slot.text
+    assert opens_at(alice) == first  # a slot's label leaves the turn open
+    turn = _label(alice, csrf, synthetic_run, dialogue_id=first[0], turn_index=first[1],
+                  label="correct")
+    assert turn.status_code in (200, 201), turn.text
+    assert opens_at(alice) == second
+    assert opens_at(bob) == first  # another reviewer's labels are theirs
 
 
 def test_labels_per_turn_and_slot_export_to_the_labels_format(web, synthetic_run):
