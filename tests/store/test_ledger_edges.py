@@ -468,3 +468,17 @@ def test_an_unreadable_ledger_names_the_file_the_cause_and_the_cure(tmp_path):
     assert message.startswith(f"{path}: the ledger database is unreadable (")
     assert "file is not a database" in message
     assert message.endswith("'dst-judge cache clear' removes a broken cache database")
+
+
+@pytest.mark.parametrize("error", [PermissionError, OSError])
+def test_an_owner_that_cannot_be_signalled_is_not_gone(monkeypatch, error):
+    """A process of another user (signalling it is not permitted) is alive, and so, to be
+    safe, is one about which the system answers with any other error: only a process known
+    to have ended gives its claims up before their lease runs out."""
+    from judge.store import _ledger
+
+    def refuse(pid: int, signal: int) -> None:
+        raise error(1, "refused")
+
+    monkeypatch.setattr(_ledger.os, "kill", refuse)
+    assert _ledger.owner_gone(f"{_ledger._HOST}/{os.getpid() + 1}/ab") is False
