@@ -217,8 +217,16 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
                       if re.match(rf"class {re.escape(owner)}\b", text)), 0)
     start = next((i for i, text in enumerate(source[start:], start)
                   if re.match(rf"\s*(async\s+)?def {re.escape(function)}\b", text)), start)
-    line = next((i + 1 for i, text in enumerate(source[start:], start)
-                 if before and text.strip() == before[0].strip()), None)
+    line = None
+    changed = [op for op in difflib.SequenceMatcher(a=original[1:], b=mutant[1:],
+                                                    autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    at = start + 1 + changed[0][1] if changed else -1  # the function's own line of the change
+    if before and 0 <= at < len(source) and source[at].strip() == before[0].strip():
+        line = at + 1
+    else:  # the copy laid the function out otherwise: the first line that reads the same
+        line = next((i + 1 for i, text in enumerate(source[start:], start)
+                     if before and text.strip() == before[0].strip()), None)
     context = "\n".join(source[max(0, (line or 1) - 4):(line or 1) + 1])
     return {"mutant": name, "file": path, "line": line, "function": function,
             "before": [b.strip() for b in before], "after": [a.strip() for a in after],

@@ -367,8 +367,8 @@ def test_cache_clear_reports_the_replies_it_removed(tmp_path):
 # --- what a claim and a failure record -----------------------------------------------------------
 
 def test_a_new_claim_names_its_owner_and_runs_one_lease_from_now(tmp_path):
-    """The first claim of a key is this ledger's, and its lease ends one lease length later:
-    the client renews and releases by these two fields."""
+    """A claim of a new key, or of one whose request failed, is this ledger's, and its lease
+    ends one lease length later: the client renews and releases by these two fields."""
     opened = SQLiteLedger(tmp_path / LEDGER_FILE, owner="here/1/a", lease=50.0)
     try:
         before = time.time()
@@ -376,6 +376,11 @@ def test_a_new_claim_names_its_owner_and_runs_one_lease_from_now(tmp_path):
         after = time.time()
         assert (claim.outcome, claim.owner) == ("mine", "here/1/a")
         assert before + 50.0 <= claim.lease_until <= after + 50.0
+        opened.record_failure("k", "HTTP 500")  # a failed request is claimed afresh
+        before = time.time()
+        again = opened.claim("k")
+        assert (again.outcome, again.owner) == ("mine", "here/1/a")
+        assert before + 50.0 <= again.lease_until <= time.time() + 50.0
     finally:
         opened.close()
 
