@@ -164,33 +164,59 @@ def _functions(work: Path, path: str, cache: dict[str, dict[str, str]]) -> dict[
         file = work / "mutants" / path
         text = file.read_text(encoding="utf-8") if file.is_file() else ""
         tree = ast.parse(text) if text else ast.Module(body=[], type_ignores=[])
-        cache[path] = {node.name: ast.get_source_segment(text, node) or ""
+        lines = text.splitlines()  # not ast.get_source_segment: it splits the file each time
+        cache[path] = {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno])
                        for node in ast.walk(tree)
                        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return cache[path]
 
 
-SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|VACUUM|CREATE|WHERE|AND|FROM|"
-                 r"VALUES|NULL|IS|SET|OR|INTO|IGNORE|ON|CONFLICT)\b", re.IGNORECASE)
+SQL_KEYWORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|VACUUM|CREATE|WHERE|AND|"
+                         r"FROM|VALUES|NULL|IS|SET|OR|INTO|IGNORE|ON|CONFLICT)\b")
+"""An SQL keyword as our SQL writes it (upper case): what tells a query from a message."""
+STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
 CODEC = re.compile(r"[\"'](utf-8|ascii|latin-1)[\"']", re.IGNORECASE)
 LOGGING = re.compile(r"\b(log|logger|logging)\.(debug|info|warning|error|exception)\(")
 
 
-def classify(before: list[str], after: list[str], context: str) -> str | None:
+def _sql_case_only(before: str, after: str) -> bool:
+    """Whether a line changed only the letter case inside SQL strings, their quoted values
+    kept: SQLite and Postgres read keywords and unquoted names in any case."""
+    if before == after or before.lower() != after.lower():
+        return False
+    if STRING.sub("", before) != STRING.sub("", after):
+        return False  # code outside the strings changed
+    for old, new in zip(STRING.findall(before), STRING.findall(after), strict=False):
+        if old != new and (not SQL_KEYWORD.search(old) or re.findall(
+                r"'[^']*'", old[1:-1]) != re.findall(r"'[^']*'", new[1:-1])):
+            return False
+    return True
+
+
+def _in_log_call(context: list[str]) -> bool:
+    """Whether the last line of ``context`` lies inside a logging call's parentheses."""
+    for first in range(len(context) - 1, -1, -1):
+        found = LOGGING.search(context[first])
+        if found:
+            if first == len(context) - 1:
+                return True
+            opened = "".join([context[first][found.end():], *context[first + 1:-1]])
+            return 1 + opened.count("(") - opened.count(")") > 0
+    return False
+
+
+def classify(before: list[str], after: list[str], context: list[str]) -> str | None:
     """Why a surviving mutant may not change behaviour: ``equivalent`` (the program does the
-    same: only the letter case of SQL keywords or names, which SQLite and Postgres ignore
-    outside quotes, or of a codec name), ``log text`` (only what a log line says), else None."""
-    if before and len(before) == len(after) and all(
-            b.lower() == a.lower() and SQL.search(b) for b, a in zip(before, after, strict=False)):
-        quoted = [re.findall(r"'[^']*'", b) == re.findall(r"'[^']*'", a)
-                  for b, a in zip(before, after, strict=False)]
-        if all(quoted):
+    same: only the letter case inside SQL strings, or of a codec name), ``log text`` (only
+    what a log line says), else None. Each rule looks at the changed lines alone, so prose
+    that happens to say "and" or "on" is not taken for SQL."""
+    pairs = list(zip(before, after, strict=False))
+    if before and len(before) == len(after):
+        if all(_sql_case_only(b, a) or b == a for b, a in pairs):
             return "equivalent"
-    if before and len(before) == len(after) and all(
-            b.lower() == a.lower() and CODEC.search(b) for b, a in zip(before, after,
-                                                                   strict=False)):
-        return "equivalent"  # Python's codec names ignore case
-    if before and LOGGING.search(context):
+        if all(b.lower() == a.lower() and CODEC.search(b) for b, a in pairs):
+            return "equivalent"  # Python's codec names ignore case
+    if before and _in_log_call(context):
         return "log text"
     return None
 
@@ -227,7 +253,7 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
     else:  # the copy laid the function out otherwise: the first line that reads the same
         line = next((i + 1 for i, text in enumerate(source[start:], start)
                      if before and text.strip() == before[0].strip()), None)
-    context = "\n".join(source[max(0, (line or 1) - 4):(line or 1) + 1])
+    context = source[max(0, (line or 1) - 4):(line or 1)]
     return {"mutant": name, "file": path, "line": line, "function": function,
             "before": [b.strip() for b in before], "after": [a.strip() for a in after],
             "kind": classify(before, after, context)}
@@ -269,7 +295,7 @@ def _interval(killed: int, checked: int) -> list[float] | None:
         return None
     from scipy.stats import binomtest  # test extra (through ppi-python); only for --sample
     low, high = binomtest(killed, checked).proportion_ci(0.95, method="wilson")
-    return [round(low, 3), round(high, 3)]
+    return [round(float(low), 3), round(float(high), 3)]
 
 
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
