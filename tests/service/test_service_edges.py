@@ -153,3 +153,15 @@ def test_a_bundle_row_out_of_shape_is_a_422_naming_line_and_field(service_env, r
     assert error["field"] == field and "judgments.jsonl:2: " in error["message"]
     assert says in error["message"]
     assert count_rows(service.db, jobs) == before
+
+
+def test_a_bundle_of_more_rows_than_one_insert_batch_is_imported_whole(service_env):
+    """Judgment rows go in 500 at a time: a bundle of 1,201 rows arrives with every row."""
+    api = service_env["api"]
+    rows = "".join(json.dumps({**hostile.GOOD_ROW, "turn_index": n}) + "\n"
+                   for n in range(1201))
+    answer = api.post("/v1/bundles", files={"file": (
+        "b.tar.gz", hostile.good_bundle(**{"judgments.jsonl": rows.encode()}))})
+    assert answer.status_code == 201, answer.text
+    lines = api.get(f"/v1/jobs/{answer.json()['id']}/judgments").text.splitlines()
+    assert [json.loads(line)["turn_index"] for line in lines] == list(range(1201))
