@@ -149,6 +149,19 @@ def db(tmp_path: Path) -> Iterator[Database]:
     database.dispose()
 
 
+def insert_job(db: Database, job_id: str, project_id: str, token_id: str, status: str,
+               **values: Any) -> None:
+    """A job row as a finished worker leaves it, written directly (no queue, no model)."""
+    from judge.service._db import jobs
+
+    row = {"kind": "evaluate", "mode": "live", "inputs": {}, "options": {}, "created_at": 1.0,
+           "updated_at": 1.0, "attempts": 1, "cancel_requested": False, "cost_usd": 0.0,
+           "tokens_used": 0, "imported": False, **values}
+    with db.write() as conn:
+        conn.execute(jobs.insert().values(id=job_id, project_id=project_id, token_id=token_id,
+                                          status=status, **row))
+
+
 def count_rows(db: Database, table: sa.Table) -> int:
     with db.read() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())

@@ -20,7 +20,7 @@ from judge.service._files import _gunzip_to, _is_json_lines
 from judge.service._jobs import JobStore
 from judge.service._jobspec import _agreement_options
 from tests.service import hostile
-from tests.service.conftest import count_rows
+from tests.service.conftest import count_rows, insert_job
 
 STATES = ("queued", "running", "waiting", "stopped", "failed", "cancelled", "succeeded")
 
@@ -28,11 +28,7 @@ STATES = ("queued", "running", "waiting", "stopped", "failed", "cancelled", "suc
 def _job(db, status: str) -> tuple[str, str]:
     project_id = ensure_project(db, "lab")
     job_id = f"job_{status}"
-    with db.write() as conn:
-        conn.execute(jobs.insert().values(
-            id=job_id, project_id=project_id, token_id="tok_x", kind="evaluate", mode="live",
-            status=status, inputs={}, options={}, created_at=1.0, updated_at=1.0, attempts=1,
-            cancel_requested=False, cost_usd=0.0, tokens_used=0, imported=False))
+    insert_job(db, job_id, project_id, "tok_x", status)
     return project_id, job_id
 
 

@@ -11,11 +11,11 @@ from alembic import command
 from judge._errors import OptionError, ServiceError
 from judge.service import Database, create_token, revoke_token, rotate_token
 from judge.service._auth import Principal
-from judge.service._db import jobs, labels, projects, tokens
+from judge.service._db import labels, projects, tokens
 from judge.service._jobs import JobStore
 from judge.service._labels import LabelStore
 from judge.service._migrate import alembic_config
-from tests.service.conftest import count_rows
+from tests.service.conftest import count_rows, insert_job
 
 
 def _at_revision(db: Database, revision: str) -> None:
@@ -83,12 +83,9 @@ def test_rotation_keeps_the_reviewers_labels_usage_and_spending(db):
     assert count_rows(db, labels) == 0
     with pytest.raises(ServiceError):
         rotate_token(db, "lab", "nobody")
-    with db.write() as conn:  # a job the old token paid for
-        conn.execute(jobs.insert().values(
-            id="job_1", project_id=record["project_id"], token_id=record["id"],
-            kind="evaluate", mode="live", status="succeeded", inputs={}, options={},
-            created_at=1.0, updated_at=1.0, attempts=1, cancel_requested=False,
-            cost_usd=1.5, tokens_used=100, imported=False))
+    # a job the old token paid for
+    insert_job(db, "job_1", record["project_id"], record["id"], "succeeded", cost_usd=1.5,
+               tokens_used=100)
     assert JobStore(db).spent_by_token(rotated["id"]) == 1.5  # the cap still counts it
     usage = JobStore(db).usage(record["project_id"])["tokens"]
     assert usage == [{"token_id": rotated["id"], "name": "ana", "spend_cap_usd": 2.0,
