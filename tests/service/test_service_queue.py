@@ -161,3 +161,58 @@ def test_sqlite_locked_too_long_is_a_503_not_a_traceback(tmp_path, fake_model, m
     assert refused.status_code == 503, refused.text
     assert "locked" not in refused.text and "unavailable" in refused.json()["error"]["message"]
     assert accepted.status_code == 201
+
+
+def test_a_worker_that_ran_jobs_stops_at_once_and_unregisters(service_env):
+    """Stopping the service ends its worker thread within seconds, with its row removed. On
+    Python 3.11 a cancelled run-log writer could swallow the cancellation as a flush woke it,
+    and each stop then waited 35 s for a thread that never ended and never unregistered."""
+    from judge.service._db import workers
+
+    api, files = service_env["api"], service_env["files"]
+    for _ in range(2):  # two jobs: the second's run log is flushed just before the stop
+        job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": {
+            "schema": files["schema"], "dialogues": files["dialogues"],
+            "predictions": files["predictions"]}, "options": {"model": "m"}}).json()
+        assert api.wait(job["id"])["status"] == "succeeded"
+    service = service_env["service"]
+    with service.db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(workers)).scalar() == 1
+    started = time.monotonic()
+    service.stop()
+    took = time.monotonic() - started
+    assert took < 10, f"the worker took {took:.1f} s to stop"
+    assert not service.worker.status()["alive"]
+    with service.db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(workers)).scalar() == 0
+
+
+def test_the_run_log_writer_ends_by_itself_once_closed_with_everything_written():
+    """``CallJournal.close`` lets the writer write what is queued and return, with no
+    cancellation (the path that could be swallowed)."""
+    import asyncio
+
+    from judge.service.queue._journal import CallJournal
+
+    written: list[tuple[list, list]] = []
+
+    class Queue:
+        def record_batch(self, manifests, calls):
+            written.append((manifests, calls))
+
+    async def scenario() -> None:
+        journal = CallJournal(Queue(), linger=0.05)  # type: ignore[arg-type]
+        writer = asyncio.create_task(journal.run())
+        journal.call("job_a", {"n": 1})
+        await journal.flush()
+        journal.call("job_a", {"n": 2})
+        journal.manifest("job_b", {"m": 1})
+        journal.close()
+        done, _ = await asyncio.wait([writer], timeout=5)
+        assert writer in done, "the writer did not end after close()"
+        assert writer.exception() is None
+
+    asyncio.run(scenario())
+    calls = [record for _, batch in written for _, record in batch]
+    assert calls == [{"n": 1}, {"n": 2}]
+    assert [m for manifests, _ in written for _, m in manifests] == [{"m": 1}]

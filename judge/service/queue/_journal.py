@@ -34,6 +34,16 @@ class CallJournal:
         self._done = 0
         self._writing: set[str] = set()
         """Jobs with records in the batch being written."""
+        self._closing = False
+
+    def close(self) -> None:
+        """Ask the writer to end once what is queued is written. The writer is not cancelled:
+        before Python 3.12, ``asyncio.wait_for`` swallows a cancellation that arrives just as
+        its wait ends (a flush's wake-up), and the writer then waited for ever, holding up a
+        worker's stop until its join gave up (35 s, and the worker never unregistered)."""
+        self._closing = True
+        self._pending.set()
+        self._urgent.set()
 
     def call(self, job_id: str, record: dict[str, Any]) -> None:
         self._calls.append((job_id, record))
@@ -67,7 +77,7 @@ class CallJournal:
         return manifests, calls
 
     async def run(self) -> None:
-        while True:
+        while not (self._closing and not self._calls and not self._manifests):
             await self._pending.wait()
             self._pending.clear()
             self._urgent.clear()  # what any flush so far waits for is in this batch

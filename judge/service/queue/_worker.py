@@ -191,11 +191,11 @@ class Worker:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.journal.flush(), 10)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer
+            self.journal.close()  # it writes what is queued, then ends (bounded below)
+            await asyncio.wait([writer], timeout=10)
+            if not writer.done():  # still retrying a write the database refuses
+                writer.cancel()
+                await asyncio.wait([writer], timeout=1)
             with contextlib.suppress(Exception):
                 await self.evaluator.aclose()
             await asyncio.to_thread(self._unregister)
