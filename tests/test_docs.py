@@ -35,6 +35,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.timeout(300)  # mkdocs in a subprocess: a longer bound than the suite's 60 s
 def test_site_builds_without_a_warning(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is not installed")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
@@ -103,6 +104,7 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     assert setup[1] in ci, "the README's test command is not what .ci/run runs"
 
 
+@pytest.mark.timeout(300)  # a subprocess running the CLI: a longer bound than the suite's 60 s
 def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
     """The README's first command minus its install step (the test environment is installed)."""
     line = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n", 1)[1]
@@ -111,6 +113,7 @@ def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
     assert "TSA" in done.stdout, done.stdout
 
 
+@pytest.mark.timeout(300)  # starts a server and runs jobs: a longer bound than the suite's 60 s
 @pytest.mark.parametrize("page", DOC_PAGES)
 def test_runnable_commands_of_the_page_run(page: str, tmp_path: Path) -> None:
     blocks = runnable_blocks(ROOT / page)

@@ -4,6 +4,7 @@ the wait, well within a minute, while the session goes on to report it."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,9 +30,19 @@ def _pytest_options() -> dict:
 
 def test_the_suite_has_a_global_timeout_that_also_ends_waits_outside_python():
     options = _pytest_options()
-    assert 0 < int(options["timeout"]) <= 300, options.get("timeout")
+    assert 0 < int(options["timeout"]) <= 60, options.get("timeout")
     # the thread method ends a wait in C code or in another thread, which signals cannot
     assert options["timeout_method"] == "thread"
+
+
+def test_longer_bounds_are_few_and_finite():
+    """Tests that start server processes may take a longer bound (their own waits have
+    deadlines with messages); every such bound is still finite and at most ten minutes."""
+    marks = [(path.relative_to(ROOT), int(bound)) for path in (ROOT / "tests").rglob("*.py")
+             for bound in re.findall(r"mark\.timeout\((\d+)\)",
+                                     path.read_text(encoding="utf-8"))]
+    assert marks, "no longer bound found: the scan is broken"
+    assert all(0 < bound <= 600 for _, bound in marks), marks
 
 
 def test_a_test_waiting_for_ever_fails_within_a_minute(pytester):

@@ -14,6 +14,10 @@ from tests.analysis.test_audit_browser import CHROMIUM, CHROMIUM_ARGS, _install_
 from tests.service.test_service_openapi import OPERATIONS
 from tests.web.live import LiveServer
 
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
+
 sync_api = pytest.importorskip(
     "playwright.sync_api",
     reason="the browser tests need the Python playwright package; they use Debian's Chromium")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import calendar
 import time
 
+import pytest
 import sqlalchemy as sa
 
 import judge
@@ -18,6 +19,10 @@ from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, ServerProcess
 
 from .serve_process import ServeProcess, cli, create_token
+
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
 
 COMPARED = ("dialogue_id", "turn_index", "verdict", "jga", "rule", "incorrect", "missed",
             "error", "pred_turn_state", "gold_turn_state", "state")

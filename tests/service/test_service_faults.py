@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import judge
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess
 
 from .serve_process import ServeProcess, create_token, job_dialogues
+
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
 
 JOBS = 20
 SLOTS = 4

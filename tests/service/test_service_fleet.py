@@ -15,6 +15,7 @@ import os
 import signal
 import time
 
+import pytest
 import sqlalchemy as sa
 
 import judge
@@ -24,6 +25,10 @@ from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, ServerProcess
 
 from .serve_process import ServeProcess, WorkerCommand, create_token, get_text, job_dialogues
+
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
 
 
 def _inputs(client: judge.Client, dialogues: list) -> tuple[dict, list[str]]:
@@ -91,7 +96,9 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_cap_and_another_
     token = create_token(tmp_path / "api", "lab", db=postgres_db)
     with ServerProcess(FaultConfig(latency=0.3), max_seconds=420) as model:
         endpoints = {"fake": {"base_url": model.url}}
-        args = ["--jobs", "2", "--worker-processes", "2", "--lease", "2", "--grace", "1",
+        # a lease of 4 s: on a crowded machine a 2 s one can lapse while its worker lives,
+        # and the lapse would spend one of the three attempts that the kills are meant to
+        args = ["--jobs", "2", "--worker-processes", "2", "--lease", "4", "--grace", "1",
                 "--max-attempts", "3", "--requests-per-minute", "0"]
         with ServeProcess(tmp_path / "api", endpoints=endpoints, db=postgres_db, args=args,
                           max_seconds=400) as server:

@@ -24,6 +24,10 @@ from tests.fault_server import FaultConfig, ServerProcess
 
 from .serve_process import ServeProcess, create_token
 
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
+
 PACKAGE = "dst_judge_generated_api"
 
 

@@ -7,12 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 import judge
 from judge.cli import main as cli_main
 from judge.model import ReplayTransport
 from tests.conftest import EXAMPLES, SLOT_NOT_IN_SCHEMA, predictions_with_slot_errors
 
 from .serve_process import ROOT, ServeProcess, cli, create_token
+
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
 
 README_COMMAND = ["evaluate", "--schema", "examples/schema.json", "--dialogues",
                   "examples/dialogues.jsonl", "--predictions", "examples/predictions.jsonl",

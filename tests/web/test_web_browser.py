@@ -31,6 +31,10 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 from .live import LiveServer
 from .synthetic import XSS, XSS_LINK, bundle, synthetic_rows
 
+# These tests start server processes (and wait on them with deadlines of their own): a longer
+# bound than the suite's 60 s, still finite.
+pytestmark = pytest.mark.timeout(300)
+
 sync_api = pytest.importorskip(
     "playwright.sync_api",
     reason="the browser tests need the Python playwright package (pip install playwright); "
