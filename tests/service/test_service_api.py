@@ -199,7 +199,9 @@ def test_export_and_import_a_bundle(service_env):
     assert (meta["job_id"], meta["kind"], meta["status"], meta["exit_code"]) == (
         job["id"], "evaluate", "succeeded", job["exit_code"])
     assert (meta["endpoint"], meta["options"]) == (job["endpoint"], job["options"])
-    assert "sources" not in manifest
+    assert "sources" not in manifest and "options" not in manifest
+    # the run's configuration travels, without the name of this server's endpoint
+    assert manifest["config"]["model"] == "fake-model" and "endpoint" not in manifest["config"]
     imported = api.post("/v1/bundles", token=service_env["tokens"]["other"],
                         files={"file": ("b.tar.gz", bundle.content)})
     assert imported.status_code == 201, imported.text
@@ -264,6 +266,8 @@ def test_labels_round_trip_to_the_labels_file_format(service_env, tmp_path):
                        params={"format": "labels", "predictions": body["predictions"]})
     path = tmp_path / "labels.jsonl"
     path.write_bytes(exported.content)
+    rows = [json.loads(line) for line in exported.text.splitlines() if line]
+    assert [row.get("note") for row in rows if row.get("slot") is None] == ["x"]  # kept
     labels = judge.load_labels(path)  # today's reader takes the export
     assert [(r.dialogue_id, r.label, r.annotator, r.predictions_sha256)
             for r in labels.records] == [("PMUL0001", 1, "bob", sha)]

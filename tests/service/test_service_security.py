@@ -147,6 +147,11 @@ def test_bad_job_shapes_are_422_with_the_field(service_env):
         response = api.post("/v1/jobs", json=body)
         assert response.status_code == 422, body
         assert response.json()["error"]["field"] == field, (body, response.json())
+    # the validator's own reason is the message
+    kind = api.post("/v1/jobs", json=cases[0][0]).json()["error"]["message"]
+    assert kind.startswith("Input should be 'evaluate', 'metrics'"), kind
+    extra = api.post("/v1/jobs", json=cases[-1][0]).json()["error"]["message"]
+    assert extra == "Extra inputs are not permitted", extra
 
 
 def test_the_endpoint_key_is_never_shown_stored_or_logged(service_env, caplog):

@@ -309,6 +309,20 @@ def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(
     assert len(queue) == len(expected)
     accepts = [q for q in queue if q[2].startswith("judge accepts")]
     assert queue[: len(accepts)] == accepts and 0 < len(accepts) < len(queue)
+    by_turn = {(r["dialogue_id"], r["turn_index"]): r for r in rows}
+    for dialogue_id, turn_index, why in queue:  # "judge accepts; RULE-2.1, RULE-2.4 rejects"
+        row = by_turn[(dialogue_id, turn_index)]
+        against = {v for v, ok in row["rule"].items() if ok is not None and ok != row["verdict"]}
+        verb = "rejects" if row["verdict"] else "accepts"
+        named, _, said = why.split("; ", 1)[1].rpartition(" ")
+        assert said == verb and {n.removeprefix("RULE-") for n in named.split(", ")} == against
+        assert all(n.startswith("RULE-") for n in named.split(", ")), why
+    both = [dict(r, rule={v: not r["verdict"] for v in r["rule"]}) for r in rows
+            if r["verdict"] is not None][:4]  # both versions against the judge
+    whys = [why for _, _, why in disagreement_queue(
+        build_index("k", None, iter(both), {"rule_match": "nospace"}))]
+    assert len(whys) == 4 and all(why.split("; ")[1] in (
+        "RULE-2.1, RULE-2.4 rejects", "RULE-2.1, RULE-2.4 accepts") for why in whys), whys
     sample = sample_queue(draw(index, 20, seed=1), seed=1)
     assert sample == sample_queue(draw(index, 20, seed=1), seed=1)
     assert sample != sample_queue(draw(index, 20, seed=2), seed=2)
