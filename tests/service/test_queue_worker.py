@@ -167,6 +167,19 @@ def test_finish_writes_the_outcome_rows_files_and_run_log_only_for_the_lease_own
     assert _job(qdb, job_id).summary == {"tsa": 0.5}  # no summary given: the old one stays
 
 
+def test_a_jobs_artifacts_are_replaced_without_touching_another_jobs(qdb):
+    """Two runs each make ``report.md``: finishing one replaces its own and leaves the
+    other's (the delete is by job and name, not by name)."""
+    queue = JobQueue(qdb)
+    first, second = _submit(qdb), _submit(qdb)
+    for job_id, text in ((first, b"first"), (second, b"second")):
+        assert queue.claim("w1", 30.0).id == job_id
+        assert queue.finish(job_id, "w1", status="succeeded", exit_code=0, rows=[],
+                            files_out={"report.md": ("text/markdown", text)})
+    assert JobStore(qdb).artifact(PROJECT, first, "report.md") == ("text/markdown", b"first")
+    assert JobStore(qdb).artifact(PROJECT, second, "report.md") == ("text/markdown", b"second")
+
+
 def test_release_park_keep_and_renew_need_the_lease(qdb):
     """release hands a running job back (queued), park sets it waiting until wake_at, keep
     renews a paused job's lease; none touch a job another worker owns."""

@@ -6,6 +6,7 @@ queue) and the next start resumes the job without paying again."""
 from __future__ import annotations
 
 import calendar
+import signal
 import time
 
 import pytest
@@ -87,8 +88,9 @@ def test_sigterm_drains_then_the_job_resumes_without_paying_twice(tmp_path):
                     f"job {job_id} did not judge 4 turns within 60 s: {client.job(job_id)}"
                 time.sleep(0.1)
             started = time.monotonic()
-            server.terminate(timeout=60)  # uvicorn re-raises SIGTERM once it has drained
+            code = server.terminate(timeout=60)  # uvicorn re-raises SIGTERM once it has drained
             assert time.monotonic() - started < 15
+            assert code == -signal.SIGTERM, code  # a clean stop, not a crash out of the handler
         finally:
             server.kill()
         db = Database(f"sqlite:///{data / 'dst-judge.db'}")

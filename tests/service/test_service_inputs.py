@@ -714,3 +714,14 @@ def test_numeric_options_at_their_bounds_are_accepted(tmp_path):
     metrics = _check(tmp_path, "metrics", {**EVALUATE, "predictions": ["f_p"]},
                      {"fga_lambdas": [0, 0.5, 1_000_000]})
     assert metrics.options["fga_lambdas"] == [0, 0.5, 1_000_000]
+
+
+def test_with_no_endpoints_configured_the_one_endpoint_is_openai_with_its_usual_key(tmp_path):
+    """A server started with no endpoints file talks to OpenAI, with the key read from
+    ``OPENAI_API_KEY`` (never stored in the settings)."""
+    from judge.service import build_settings
+
+    endpoints = build_settings({"data_dir": tmp_path}).all_endpoints()
+    assert list(endpoints) == ["openai"]
+    assert endpoints["openai"].api_key_env == "OPENAI_API_KEY"
+    assert endpoints["openai"].offers_batch
