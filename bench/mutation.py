@@ -13,6 +13,7 @@ changed line before and after).
     python bench/mutation.py                      # every group (hours on two cores)
     python bench/mutation.py store service-auth   # some groups
     python bench/mutation.py --list
+    python bench/mutation.py all --sample 250 --seed 29 --widen   # a draw over everything
 
 Not part of .ci/run: a full run takes far longer than CI's budget. The base settings are
 ``[tool.mutmut]`` in pyproject.toml; this script adds ``only_mutate`` and the test selection.
@@ -289,6 +290,35 @@ def _sampled(work: Path, sample: int, seed: int, children: int,
     return sorted(chosen), len(population)
 
 
+def widen(work: Path, survivors: list[str], tests: list[str], test_timeout: float,
+          budget: float) -> dict[str, bool]:
+    """Test each survivor again against every test of each test *file* mutmut mapped to its
+    function. mutmut maps a test to the functions it calls while it runs, so it misses tests
+    that only read what a module-scoped fixture built, or what an earlier test left in a
+    cache; a file-wide run finds those. Returns mutant -> killed (stops at ``budget``)."""
+    stats = json.loads((work / "mutants" / "mutmut-stats.json").read_text(encoding="utf-8"))
+    mapped = stats.get("tests_by_mangled_function_name", {})
+    options = [t for t in tests if t.startswith("--")]
+    killed: dict[str, bool] = {}
+    deadline = time.monotonic() + budget
+    for name in survivors:
+        files = sorted({test.split("::")[0] for test in
+                        mapped.get(re.sub(r"__mutmut_\d+$", "", name), [])})
+        if not files or time.monotonic() > deadline:
+            continue
+        env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                 "-p", "no:randomly", f"--timeout={test_timeout:g}", "--tb=no", *files,
+                 *options], cwd=work / "mutants", env=env, capture_output=True, text=True,
+                timeout=max(60.0, deadline - time.monotonic()))
+            killed[name] = done.returncode != 0
+        except subprocess.TimeoutExpired:
+            break
+    return killed
+
+
 def _interval(killed: int, checked: int) -> list[float] | None:
     """95 % Wilson interval of a kill rate measured on a sample."""
     if not checked:
@@ -299,7 +329,8 @@ def _interval(killed: int, checked: int) -> list[float] | None:
 
 
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
-              keep: bool, sample: int = 0, seed: int = 0) -> dict[str, Any]:
+              keep: bool, sample: int = 0, seed: int = 0,
+              widen_survivors: bool = False) -> dict[str, Any]:
     mutate, tests = GROUPS[name]
     work = Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
     started = time.monotonic()
@@ -325,6 +356,13 @@ def run_group(name: str, *, children: int, test_timeout: float, budget: float,
         killed = counts.get("killed", 0) + counts.get("timeout", 0)
         checked = killed + counts.get("survived", 0)
         aside = sum(1 for s in survivors if s["kind"])
+        widened = widen(work, [s["mutant"] for s in survivors if not s["kind"]], tests,
+                        test_timeout, max(0.0, budget - (time.monotonic() - started))
+                        ) if widen_survivors else {}
+        for survivor in survivors:
+            if survivor["mutant"] in widened:
+                survivor["killed_file_wide"] = widened[survivor["mutant"]]
+        wide = killed + sum(widened.values())
         return {"group": name, "mutated": mutate, "tests": tests, "finished": finished,
                 "seconds": round(time.monotonic() - started, 1), "total": len(codes),
                 "population": population or len(codes), "seed": seed if sample else None,
@@ -335,6 +373,10 @@ def run_group(name: str, *, children: int, test_timeout: float, budget: float,
                 "behaviour_kill_rate": round(killed / (checked - aside), 3)
                 if checked > aside else None,
                 "behaviour_interval": _interval(killed, checked - aside) if sample else None,
+                "file_wide_kill_rate": round(wide / (checked - aside), 3)
+                if widen_survivors and checked > aside else None,
+                "file_wide_interval": _interval(wide, checked - aside)
+                if widen_survivors and sample else None,
                 "survivors": survivors, "log_tail": None if finished else tail,
                 "workdir": str(work) if keep else None}
     finally:
@@ -356,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0,
                         help="test only this many mutants, drawn at random (0: all)")
     parser.add_argument("--seed", type=int, default=28, help="seed of the --sample draw")
+    parser.add_argument("--widen", action="store_true",
+                        help="test each survivor again against every test of the files "
+                             "mutmut mapped to it (see widen()); reported apart")
     args = parser.parse_args(argv)
     if args.list:
         for name, (mutate, tests) in GROUPS.items():
@@ -368,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.groups or list(GROUPS):
         result = run_group(name, children=args.children, test_timeout=args.test_timeout,
                            budget=args.budget, keep=args.keep, sample=args.sample,
-                           seed=args.seed)
+                           seed=args.seed, widen_survivors=args.widen)
         report.append(result)
         interval = (f" 95 % interval {result['behaviour_interval']} of a sample of "
                     f"{result['total']} from {result['population']}") if args.sample else ""
@@ -379,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['behaviour_kill_rate']} ({result['equivalent']} equivalent, "
               f"{result['log_text']} log text)"
               f"{interval}"
+              f"{'' if result['file_wide_kill_rate'] is None else ' file-wide re-check: '}"
+              f"{result['file_wide_kill_rate'] or ''} {result['file_wide_interval'] or ''}"
               f"  ({result['seconds']:.0f} s"
               f"{'' if result['finished'] else ', NOT FINISHED'})", flush=True)
         for survivor in result["survivors"]:
