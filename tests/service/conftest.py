@@ -70,6 +70,13 @@ class Api:
         return self.post("/v1/files", token=token, data={"kind": kind},
                          files={"file": (name or path.name, data)})
 
+    def upload_examples(self, predictions: str = "predictions.jsonl") -> dict[str, str]:
+        """The project's examples uploaded: ``{"schema": id, "dialogues": id,
+        "predictions": id}`` (``predictions``: another file of examples/)."""
+        return {kind: self.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
+                (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                 ("predictions", predictions))}
+
     def wait(self, job_id: str, timeout: float = 30.0, **kw: Any) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
@@ -128,9 +135,7 @@ def service_env(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, A
         }
         api = Api(app, tokens["submit"])
         try:
-            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                      ("predictions", "predictions.jsonl"))}
+            files = api.upload_examples()
             yield {"api": api, "service": service, "tokens": tokens, "files": files,
                    "model": fake_model, "settings": settings}
         finally:
@@ -160,6 +165,16 @@ def insert_job(db: Database, job_id: str, project_id: str, token_id: str, status
     with db.write() as conn:
         conn.execute(jobs.insert().values(id=job_id, project_id=project_id, token_id=token_id,
                                           status=status, **row))
+
+
+def queue_database(path: Path) -> Database:
+    """A migrated SQLite service database at ``path`` with one project, ``prj_x``."""
+    database = Database(f"sqlite:///{path}")
+    database.migrate()
+    with database.write() as conn:
+        conn.execute(sa.text("INSERT INTO projects (id, name, created_at, settings) "
+                             "VALUES ('prj_x', 'x', 0, '{}')"))
+    return database
 
 
 def count_rows(db: Database, table: sa.Table) -> int:

@@ -37,9 +37,7 @@ def queued_job(tmp_path: Path, fake_model: FaultServer) -> Any:
         token = judge.service.create_token(service.db, "lab", "read,submit")[0]
         api = Api(app, token)
         try:
-            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                      ("predictions", "predictions.jsonl"))}
+            files = api.upload_examples()
             job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                              "options": {"model": "m"}}).json()
             assert job["status"] == "queued", job

@@ -661,9 +661,7 @@ def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path)
         with running_service(settings) as (service, app):
             api = Api(app, project_token(service.db, "lab", "read,submit")[0])
             try:
-                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
-                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                             ("predictions", "predictions.jsonl"))}
+                files = api.upload_examples()
                 queued = api.post("/v1/jobs", json={
                     "kind": "evaluate", "inputs": files, "mode": "batch",
                     "options": {"model": "fault-model", "batch_max_requests": 6}})

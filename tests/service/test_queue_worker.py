@@ -31,7 +31,7 @@ from judge.service.queue._lease import JobQueue
 from judge.service.queue._runners import Live, Outcome, Park
 from judge.service.queue._worker import COUNTERS, Running, Worker
 
-from .conftest import count_rows, insert_job, service_settings
+from .conftest import count_rows, insert_job, queue_database, service_settings
 
 PROJECT = "prj_x"
 PRINCIPAL = Principal("tok_x", "x", PROJECT, "x", ("submit",))
@@ -39,11 +39,7 @@ PRINCIPAL = Principal("tok_x", "x", PROJECT, "x", ("submit",))
 
 @pytest.fixture
 def qdb(tmp_path: Path) -> Any:
-    db = Database(f"sqlite:///{tmp_path / 'queue.db'}")
-    db.migrate()
-    with db.write() as conn:
-        conn.execute(sa.text("INSERT INTO projects (id, name, created_at, settings) "
-                             "VALUES ('prj_x', 'x', 0, '{}')"))
+    db = queue_database(tmp_path / "queue.db")
     yield db
     db.dispose()
 

@@ -27,7 +27,7 @@ from tests.app_surface import (
     routes,
     web_login,
 )
-from tests.conftest import EXAMPLES, FIXTURES
+from tests.conftest import FIXTURES
 
 from .conftest import Api, running_service, service_settings
 
@@ -44,9 +44,7 @@ def two_projects(tmp_path: Path, fake_model: Any) -> Any:
         eve = create_token(service.db, "other", "read,submit,review", name="eve")[0]
         api = Api(app, eve)
         try:
-            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                      ("predictions", "predictions.jsonl"))}
+            files = api.upload_examples()
             spare = api.upload(FIXTURES / "schema_small.json", "schema").json()["id"]
             run = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                              "options": {"model": "m"}}).json()["id"]

@@ -32,12 +32,6 @@ def _batches(server: FaultServer | ServerProcess) -> list[dict[str, Any]]:
     return list(get_json(server.port, "/v1/batches")["data"])
 
 
-def _upload_examples(api: Api, predictions: str = "predictions.jsonl") -> dict[str, str]:
-    return {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-            (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-             ("predictions", predictions))}
-
-
 @pytest.fixture
 def batch_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
     """A service whose endpoint 'fake' has a Batch API (batches run for 1.5 s) and whose
@@ -56,7 +50,7 @@ def batch_env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[s
             api = Api(app, project_token(service.db, "lab", "read,submit")[0])
             other = Api(app, project_token(service.db, "other", "read,submit")[0])
             try:
-                yield {"api": api, "model": model, "files": _upload_examples(api),
+                yield {"api": api, "model": model, "files": api.upload_examples(),
                        "service": service, "other": other}
             finally:
                 api.close()
@@ -98,7 +92,7 @@ def test_batch_job_judges_like_a_live_job_and_pays_each_body_once(batch_env):
 
     # the same inputs judged live in another project (a ledger of its own: sent again)
     other = batch_env["other"]
-    live = other.wait(_submit(other, _upload_examples(other), "live")["id"])
+    live = other.wait(_submit(other, other.upload_examples(), "live")["id"])
     assert live["status"] == "succeeded", live
     assert model.snapshot()["completed"] == 2 * stats["completed"]
     batch_rows = _rows(api, job["id"])
@@ -213,7 +207,7 @@ def test_the_error_rows_of_a_batch_job_are_retried_live(batch_env):
     assert not [r for r in rows if r.get("error")]
 
     other = batch_env["other"]
-    live = other.wait(_submit(other, _upload_examples(other), "live", model="gpt-4o")["id"])
+    live = other.wait(_submit(other, other.upload_examples(), "live", model="gpt-4o")["id"])
     assert live["status"] == "succeeded" and live["exit_code"] == 0, live
     assert _verdicts(rows) == _verdicts(_rows(other, live["id"]))
     retried = api.get(f"/v1/jobs/{done['id']}/results").json()
@@ -296,9 +290,7 @@ def test_cancelling_a_waiting_batch_job_cancels_its_batches(tmp_path):
         with running_service(settings) as (service, app):
             api = Api(app, project_token(service.db, "lab", "read,submit")[0])
             try:
-                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
-                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                             ("predictions", "predictions.jsonl"))}
+                files = api.upload_examples()
                 job = _submit(api, files, "batch", batch_max_requests=10)
                 deadline = time.monotonic() + 30
                 while True:
@@ -373,9 +365,7 @@ def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):
         with running_service(settings) as (service, app):
             api = Api(app, project_token(service.db, "lab", "read,submit")[0])
             try:
-                files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name
-                         in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                             ("predictions", "predictions.jsonl"))}
+                files = api.upload_examples()
                 job = _submit(api, files, "batch", batch_max_requests=12)
                 waiting = []
                 deadline = time.monotonic() + 60

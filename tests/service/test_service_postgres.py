@@ -35,15 +35,12 @@ def test_migrations_on_postgres_match_the_tables(postgres_db):
 
 
 def test_a_job_runs_through_the_api_on_postgres(postgres_db, tmp_path, fake_model):
-    from tests.conftest import EXAMPLES
 
     settings = service_settings(tmp_path / "data", fake_model.url, db=postgres_db)
     with running_service(settings) as (service, app):
         api = Api(app, create_token(service.db, "lab", "read,submit")[0])
         try:
-            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                      ("predictions", "predictions.jsonl"))}
+            files = api.upload_examples()
             job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                              "options": {"model": "m"}}).json()
             done = api.wait(job["id"])
@@ -150,16 +147,13 @@ def test_the_shared_pool_holds_across_engines(postgres_db):
 
 def test_copy_db_moves_a_sqlite_server_to_postgres(postgres_db, tmp_path, fake_model):
     from judge.cli import main
-    from tests.conftest import EXAMPLES
 
     settings = service_settings(tmp_path / "data", fake_model.url)
     with running_service(settings) as (service, app):
         token = create_token(service.db, "lab", "read,submit,review")[0]
         api = Api(app, token)
         try:
-            files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                     (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                      ("predictions", "predictions.jsonl"))}
+            files = api.upload_examples()
             job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
                                              "options": {"model": "m"}}).json()
             api.wait(job["id"])

@@ -18,16 +18,11 @@ from judge.service.queue._batchjob import BatchRunner
 from judge.service.queue._runners import AnalysisRunner, EvaluateRunner, Toolkit
 from tests.conftest import EXAMPLES
 
-from .conftest import service_settings
+from .conftest import queue_database, service_settings
 
 
 def _database(tmp_path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'queue.db'}")
-    db.migrate()
-    with db.write() as conn:
-        conn.execute(sa.text("INSERT INTO projects (id, name, created_at, settings) "
-                             "VALUES ('prj_x', 'x', 0, '{}')"))
-    return db
+    return queue_database(tmp_path / "queue.db")
 
 
 def _submit(db: Database) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from judge.service import create_token
-from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
 
 from .conftest import Api, running_service, service_settings
@@ -39,9 +38,7 @@ def _replicas(folder: Path, model_url: str, count: int, **values: Any) -> Iterat
 
 def _api(service: Any, app: Any, project: str) -> Api:
     api = Api(app, create_token(service.db, project, "read,submit", name=project)[0])
-    api.files = {kind: api.upload(EXAMPLES / name, kind).json()["id"] for kind, name in
-                 (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
-                  ("predictions", "predictions.jsonl"))}
+    api.files = api.upload_examples()
     return api
 
 
