@@ -21,3 +21,22 @@ async def run_to_end(step: Awaitable[T]) -> T:
         with contextlib.suppress(Exception):
             await task
         raise
+
+
+async def within(step: Awaitable[T], seconds: float | None) -> T:
+    """``step``'s result, or the built-in ``TimeoutError`` after ``seconds`` (``None``: no
+    limit), ``step`` then cancelled. Unlike ``asyncio.wait_for`` before Python 3.12, a
+    cancellation of the caller that arrives just as ``step`` ends is never swallowed: a worker
+    told to stop would otherwise carry on (or wait for ever on a writer that never stops)."""
+    task = asyncio.ensure_future(step)
+    try:
+        done, _ = await asyncio.wait([task], timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait([task])  # a cancellation of the caller meanwhile goes through
+        if task.cancelled() or task.exception() is not None:
+            raise TimeoutError(f"no result within {seconds:g} s")
+    return task.result()

@@ -33,7 +33,7 @@ from tenacity import (
 from .._config import JudgeConfig
 from .._errors import ModelError, ReplyError, StoreError
 from .._io import loads, printable
-from .._tasks import run_to_end
+from .._tasks import run_to_end, within
 from .._version import __version__
 from ..store import Claim, Ledger, cache_key
 from ._reply import REDACTED, Completion, ReplyLimits, parse_chat_reply, redact
@@ -416,7 +416,7 @@ class ModelClient:
                 # another owner is sending it: ask again after a while, or as soon as a
                 # client of this event loop (another job of a service worker) settles it
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_settled(key).wait(), delay)
+                    await within(_settled(key).wait(), delay)
                 delay = min(delay * 2, 1.0)
                 claim = await self._on_ledger(ledger.claim, key, refresh=fresh)
             self._keep_claims_alive()

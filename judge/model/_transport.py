@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .._tasks import within
+
 if TYPE_CHECKING:  # imported when first used: `dst-judge metrics` never needs aiohttp
     import aiohttp
 
@@ -175,8 +177,8 @@ class HttpxTransport:
 
     async def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
         try:
-            return await asyncio.wait_for(self._post(url, content, headers), self.timeout)
-        except asyncio.TimeoutError as exc:
+            return await within(self._post(url, content, headers), self.timeout)
+        except TimeoutError as exc:
             raise NoResponse("timed out (the whole exchange)", timeout=True) from exc
         except httpx.TimeoutException as exc:
             raise NoResponse(f"timed out ({type(exc).__name__})", timeout=True) from exc

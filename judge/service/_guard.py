@@ -40,6 +40,7 @@ from starlette.routing import Match
 
 from .._errors import ServiceError
 from .._io import MAX_JSON_DEPTH, nesting_exceeds, printable
+from .._tasks import within
 
 if TYPE_CHECKING:
     from ._auth import Principal, TokenBook
@@ -230,7 +231,7 @@ class BodyReader:
             return await self.receive()
         left = self.total - (time.monotonic() - self.started)
         try:
-            message = await asyncio.wait_for(self.receive(), max(0.0, min(self.idle, left)))
+            message = await within(self.receive(), max(0.0, min(self.idle, left)))
         except TimeoutError:
             self.failure = Refusal(408, "the request body came too slowly (the server waits "
                                    f"{self.idle:g} s between parts, {self.total:g} s in all)")

@@ -7,6 +7,7 @@ import contextlib
 import logging
 from typing import Any
 
+from ..._tasks import within
 from .._db import connection_lost
 from ._lease import JobQueue, Records
 
@@ -38,9 +39,10 @@ class CallJournal:
 
     def close(self) -> None:
         """Ask the writer to end once what is queued is written. The writer is not cancelled:
-        before Python 3.12, ``asyncio.wait_for`` swallows a cancellation that arrives just as
-        its wait ends (a flush's wake-up), and the writer then waited for ever, holding up a
-        worker's stop until its join gave up (35 s, and the worker never unregistered)."""
+        before Python 3.12, ``asyncio.wait_for`` swallowed a cancellation that arrived just as
+        its wait ended (a flush's wake-up), and the writer then waited for ever, holding up a
+        worker's stop until its join gave up (35 s, and the worker never unregistered). Its
+        waits now go through :func:`judge._tasks.within`, which never swallows one."""
         self._closing = True
         self._pending.set()
         self._urgent.set()
@@ -104,4 +106,4 @@ class CallJournal:
                 self._writing = set()
                 self._written.notify_all()
             with contextlib.suppress(TimeoutError):  # a flush asked meanwhile: no wait
-                await asyncio.wait_for(self._urgent.wait(), self.linger)
+                await within(self._urgent.wait(), self.linger)

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._tasks import within
 from ...model import load_prices, price_and_counter
 from .._db import Database, DatabaseUnavailable, now, workers
 from .._files import FileStore
@@ -182,10 +183,11 @@ class Worker:
                     continue
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                    await within(self._wake.wait(), self.settings.poll_seconds)
                 await self._housekeeping()
             await self._drain()
         finally:
+            stopping = time.monotonic()
             if listener is not None:
                 await asyncio.to_thread(listener.stop)
             beat.cancel()
@@ -199,6 +201,8 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.evaluator.aclose()
             await asyncio.to_thread(self._unregister)
+            log.info("worker %s stopped (%.1f s after its jobs were handed back)", self.id,
+                     time.monotonic() - stopping)
 
     def _load_tokenizers(self) -> None:
         """Load the vocabularies of the endpoints' default models (and the fallback one) now:
@@ -334,7 +338,7 @@ class Worker:
         if self._wake is not None:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 1.0)
+                await within(self._wake.wait(), 1.0)
 
     def _pause(self, job: Any, exc: DatabaseUnavailable) -> None:
         self.database_lost(exc)
@@ -388,7 +392,7 @@ class Worker:
     async def _cancelled(self, running: Running) -> None:
         job, live = running.job, running.live
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.journal.flush(), 10)
+            await within(self.journal.flush(), 10)
         if running.reason == "cancel":
             await asyncio.to_thread(self.queue.finish, job.id, self.id, status="cancelled",
                                     exit_code=None, error="cancelled on request",
