@@ -212,6 +212,7 @@ def _process_main(settings: ServiceSettings, suffix: str, wake: Any, counters: A
         asyncio.run(worker.run(wake.fileno()))
     finally:
         db.dispose()
+    log.info("worker process %s exits", worker_id)
 
 
 def _die_with_parent() -> None:
@@ -237,17 +238,22 @@ def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
         db.migrate()
     finally:
         db.dispose()
-    stop = threading.Event()
+    # The handler takes no lock: a handler runs in the main thread between two bytecodes, and
+    # an Event.set() there deadlocks when the main thread is inside that Event's wait().
+    signals: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda received, _frame: signals.append(received))
     workers = WorkerProcesses(settings)
     workers.start()
     log.info("dst-judge worker: %d process(es), %d job slot(s), queue in %s",
              len(workers.processes), settings.job_slots, settings.db_url.split("@")[-1])
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
-    while not stop.wait(0.5):
+    while not signals:
         if deadline is not None and time.monotonic() >= deadline:
             break
+        time.sleep(0.2)  # the loop sees a signal within 0.2 s of its handler
     log.info("dst-judge worker: draining")
+    began = time.monotonic()
     workers.stop()
+    log.info("dst-judge worker: stopped (%.1f s)", time.monotonic() - began)
     return 0
