@@ -91,7 +91,9 @@ class ServeProcess:
             command += ["--endpoints", str(file)]
         if self.db:
             command += ["--db", self.db]
-        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1"}
+        # PYTHONFAULTHANDLER: a SIGABRT before the kill writes every thread's stack to the log
+        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1",
+               "PYTHONFAULTHANDLER": "1"}
         self._log_handle = self.log.open("ab")
         self.process = subprocess.Popen(command, stdout=self._log_handle,
                                         stderr=subprocess.STDOUT, env=env, cwd=ROOT,
@@ -207,7 +209,12 @@ class WorkerCommand:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            # it did not drain in time: its stacks (every process of the group) into the log,
+            # for the test's message, then the kill
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGABRT)
+                time.sleep(1.0)
+                os.killpg(self.process.pid, signal.SIGKILL)
             return self.process.wait(10)
         finally:
             handle = getattr(self, "_log_handle", None)

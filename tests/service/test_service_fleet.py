@@ -21,6 +21,7 @@ import sqlalchemy as sa
 import judge
 from judge.service import Database
 from judge.service._db import ledger_requests
+from judge.service._db import workers as worker_rows
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, ServerProcess
 
@@ -49,6 +50,29 @@ def _metric(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"{name} not in /metrics")
+
+
+def _wait_for_claim_loops(url: str, count: int, commands: list[WorkerCommand]) -> None:
+    """Until ``count`` workers have beaten once since they registered: each is in its claim
+    loop (on a crowded machine a worker command takes seconds to get there; jobs submitted
+    before would all go to the first one up)."""
+    db = Database(url)
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            with db.read() as conn:
+                ready = conn.execute(sa.select(sa.func.count()).select_from(worker_rows)
+                                     .where(worker_rows.c.heartbeat_at
+                                            > worker_rows.c.started_at + 0.5)
+                                     ).scalar()
+            if ready >= count:
+                return
+            assert time.monotonic() < deadline, \
+                (f"{ready} of {count} workers in their claim loops after 120 s",
+                 [c.text()[-2000:] for c in commands])
+            time.sleep(0.1)
+    finally:
+        db.dispose()
 
 
 def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
@@ -158,6 +182,7 @@ def test_an_api_replica_and_two_worker_commands_run_a_queue_together(tmp_path, p
                 workers[0], workers[1]:
             assert api.health()["worker"] is None
             assert get_text(api.url + "/readyz")[0] == 200
+            _wait_for_claim_loops(postgres_db, 2, workers)
             client = judge.Client(api.url, token)
             common, dialogues = _inputs(client, job_dialogues(tmp_path, jobs))
             ids = [client.submit("evaluate", {**common, "dialogues": d},
@@ -167,7 +192,7 @@ def test_an_api_replica_and_two_worker_commands_run_a_queue_together(tmp_path, p
         paid = model.snapshot(bodies=False)
     assert [(j.status, j.exit_code) for j in done] == [("succeeded", 0)] * jobs, \
         [w.text()[-2000:] for w in workers]
-    assert codes == [0, 0]  # drained and stopped on SIGTERM
+    assert codes == [0, 0], [w.text()[-6000:] for w in workers]  # drained on SIGTERM
     pids = {_pid(j.progress.worker) for j in done}
     assert len(pids) >= 2, pids  # both worker commands took jobs
     assert paid["completed"] == paid["distinct_bodies"] == jobs * 22
