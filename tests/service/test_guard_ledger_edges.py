@@ -507,6 +507,14 @@ def _guarded_app(**settings: Any) -> tuple[FastAPI, Any]:
             await request.body()
         return PlainTextResponse("fine")
 
+    @app.post("/rethrow")
+    async def rethrow(request: Request) -> Any:
+        try:  # an app that turns a body it could not read into an error of its own
+            await request.body()
+        except Exception as exc:
+            raise RuntimeError("the app's own error") from exc
+        return PlainTextResponse("fine")
+
     app.add_middleware(RequestGuard, service=host)
     return app, host
 
@@ -730,6 +738,22 @@ def test_a_chunked_body_is_cut_off_the_moment_it_passes_the_limit():
     swallowed = _call(app, "POST", "/swallow", chunks=[chunk] * 5,
                       headers={"Transfer-Encoding": "chunked"})
     assert swallowed.status == 413 and swallowed.body != b"fine"  # the guard answers
+
+
+def test_a_failed_body_read_is_answered_as_such_when_the_app_then_raises(caplog):
+    app, host = _guarded_app(body_idle_seconds=0.1, body_timeout_seconds=5)
+    chunk = b"z" * (200 * 1024)
+    over = _call(app, "POST", "/rethrow", chunks=[chunk] * 5,
+                 headers={"Transfer-Encoding": "chunked"})
+    assert over.status == 413 and over.headers["connection"] == "close"
+    assert _error(over)["message"] == ("the request body is larger than the server's limit "
+                                       "of 0.5 MB")
+    slow = _call(app, "POST", "/rethrow", chunks=[b"a"], stall=True,
+                 headers={"Content-Length": "50"})
+    assert slow.status == 408 and "0.1 s between parts" in _error(slow)["message"]
+    # the client's fault, not the server's: no internal error logged, counted as answered
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [seen[2] for seen in host.metrics.seen] == [413, 408]
 
 
 def test_a_body_split_in_parts_within_the_limit_reaches_the_route_whole():

@@ -681,6 +681,30 @@ def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path)
     assert summary["options"]["endpoint"] == "fake" and "base_url" not in summary["options"]
 
 
+def test_a_batch_job_that_judged_nothing_fails_with_the_models_reasons(tmp_path):
+    """Every batch line a refusal: the job fails with exit 4, and its message quotes the first
+    reasons (as a live run's does), not a bare prefix."""
+    with FaultServer(FaultConfig(batch_seconds=0.1, rates={"refusal": 1.0})) as model:
+        settings = service_settings(
+            tmp_path / "data", model.url, batch_poll_seconds=0.1,
+            endpoints={"fake": {"base_url": model.url, "api_key": CANARY_KEY,
+                                "batch_api": True}})
+        with running_service(settings) as (service, app):
+            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
+            try:
+                queued = api.post("/v1/jobs", json={
+                    "kind": "evaluate", "inputs": api.upload_examples(), "mode": "batch",
+                    "options": {"model": "fault-model", "max_retries": 0}})
+                assert queued.status_code == 201, queued.text
+                job = api.wait(queued.json()["id"], timeout=60)
+                examples = api.get(f"/v1/jobs/{job['id']}/results").json()["errors"]["examples"]
+            finally:
+                api.close()
+    assert job["status"] == "failed" and job["exit_code"] == 4, job
+    assert len(examples) >= 2 and all("refused" in e for e in examples), examples
+    assert job["error"] == "nothing could be judged: " + "; ".join(examples[:2])
+
+
 def test_a_tokens_spending_cap_bounds_the_jobs_budget(db):
     """What the token may still spend caps the job's budget; this job's own spending so far
     does not count against it, and a spent cap leaves a budget just above zero."""

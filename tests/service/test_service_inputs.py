@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import random
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -684,6 +685,37 @@ def test_an_imported_bundle_becomes_a_finished_job_of_its_own(db, tmp_path):
     with db.read() as conn:
         row = conn.execute(sa.select(jobs).where(jobs.c.id == plain["id"])).first()
     assert plain["exit_code"] == 0 and row.tokens_used == 0 and row.subject is None
+
+
+def test_a_bundle_unpacks_under_the_data_directory_and_leaves_nothing(db, tmp_path,
+                                                                    monkeypatch):
+    """The unpacked members count against the disk the operator sized for the service (its
+    data directory), not the system's temporary folder, and are gone once imported."""
+    from judge.service import _bundles
+    from judge.service._jobs import JobStore
+    from tests.service import hostile
+
+    project_id = ensure_project(db, "lab")
+    settings = _settings(tmp_path)
+    host = SimpleNamespace(settings=settings, db=db, jobs=JobStore(db))
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    seen: list[Path] = []
+    unpack = _bundles._unpack_members
+
+    def watched(stream, folder, caps):
+        seen.append(folder)
+        members = unpack(stream, folder, caps)
+        assert members and all(path.parent == folder for path in members.values())
+        return members
+
+    monkeypatch.setattr(_bundles, "_unpack_members", watched)
+    job = _bundles.import_bundle(host, _reviewer(project_id), io.BytesIO(hostile.good_bundle()))
+    assert job["status"] == "succeeded"
+    assert len(seen) == 1 and seen[0].parent == settings.data_dir / "tmp"
+    assert not seen[0].exists() and list((settings.data_dir / "tmp").iterdir()) == []
+    assert list(system_tmp.iterdir()) == []
 
 
 def test_slot_warnings_read_a_file_that_recorded_no_names_and_skip_what_cannot_be_read(

@@ -14,6 +14,7 @@ import pytest
 
 import judge.client
 from judge._api_models import ApiModel
+from judge._version import __version__
 from judge.service import create_app
 from judge.service._routes import ROUTERS, scopes_of
 from tests.service.openapi_docs import BEGIN, END, SERVICE_MD, route_table, with_table
@@ -65,6 +66,15 @@ def test_every_reference_resolves_and_every_response_is_described(document):
 def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [(method, path, op) for path, ops in document["paths"].items()
             for method, op in ops.items()]
+
+
+def test_the_document_introduces_the_service(document):
+    """What a generated client's README and the offline API page show first."""
+    info = document["info"]
+    assert info["title"] == "dst-judge service"
+    assert info["description"] == ("Score dialogue state tracking systems with an LLM judge "
+                                   "and the exact-match metric suite, as a shared service.")
+    assert info["version"] == __version__
 
 
 def test_every_operation_has_a_readable_id(document):

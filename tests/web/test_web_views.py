@@ -423,6 +423,8 @@ def test_grouped_bars_other_sizes_units_and_many_series() -> None:
     assert _charts._short("abcdefg", 6) == "abcde…"
     assert _charts.grouped_bars("T", ["g"], ["s"], [[5.0]],
                                 links=[["/x"]]).bars[0].href == "/x"
+    odd = _charts.grouped_bars("T", ["g"], ["s"], [[12.345]]).bars[0]
+    assert (odd.y, odd.h) == (206.59, 27.41)  # 206.5941 and 27.4059: two places, no more
     assert _charts.grouped_bars("T", ["g"], ["s", "t"], [[5.0, 6.0]],
                                 links=[["/x"]]).bars[1].href is None
     assert _charts.grouped_bars("T", ["g", "h"], ["s"], [[5.0], [6.0]],
@@ -716,6 +718,24 @@ class _Row:
     def __init__(self, job_id: str, turns: int = 4, updated_at: float = 1.0) -> None:
         self.id, self.project_id, self.updated_at, self.status = job_id, "lab", updated_at, "ok"
         self.summary = {"turns": turns}
+
+
+def test_build_index_drops_none_deletions_when_the_run_compared_under_nospace() -> None:
+    """RULE under ``nospace`` ignores a prediction's ``none`` pairs, so the index's
+    disagreement kinds must too: a ``none`` carried over is then no stale carry-over."""
+    base = {"dialogue_id": "d1", "system": "", "verdict": True}
+    rows = [dict(base, turn_index=0, user="no parking needed",
+                 pred_turn_state={"hotel-parking": "none"},
+                 gold_turn_state={"2.1": {"hotel-parking": "none"}}, rule={"2.1": True}),
+            dict(base, turn_index=1, user="a cheap one",
+                 pred_turn_state={"hotel-pricerange": "cheap", "hotel-parking": "none"},
+                 gold_turn_state={"2.1": {"hotel-pricerange": "cheap"}}, rule={"2.1": False})]
+    kinds = {policy: [e.kinds for e in build_index("j", None, iter(rows),
+                                                   {"rule_match": policy}).entries]
+             for policy in ("nospace", "exact")}
+    assert kinds == {"nospace": [(), ("value error",)], "exact": [(), ("stale carry-over",)]}
+    assert [e.kinds for e in build_index("j", None, iter(rows), None).entries] == \
+        kinds["exact"]
 
 
 def test_index_cache_builds_once_and_keeps_the_most_recent() -> None:
