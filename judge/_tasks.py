@@ -37,6 +37,6 @@ async def within(step: Awaitable[T], seconds: float | None) -> T:
     if not done:
         task.cancel()
         await asyncio.wait([task])  # a cancellation of the caller meanwhile goes through
-        if task.cancelled() or task.exception() is not None:
+        if task.cancelled():
             raise TimeoutError(f"no result within {seconds:g} s")
-    return task.result()
+    return task.result()  # or the step's own error (also one it raised while cancelled)

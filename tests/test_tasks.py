@@ -92,3 +92,19 @@ def test_run_to_end_finishes_its_step_before_the_cancellation_goes_through():
         return seen
 
     assert asyncio.run(main()) == ["committed", "cancelled"]
+
+
+def test_within_gives_the_result_or_error_of_a_step_that_ends_while_cancelled():
+    async def stubborn(outcome: str) -> str:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # finishing what it started
+            if outcome == "error":
+                raise RuntimeError("failed while stopping") from None
+            return "finished anyway"
+        return "never"
+
+    assert asyncio.run(within(stubborn("result"), 0.02)) == "finished anyway"
+    with pytest.raises(RuntimeError, match="failed while stopping"):
+        asyncio.run(within(stubborn("error"), 0.02))
