@@ -12,6 +12,7 @@ seconds (float) so that SQLite and Postgres compare them alike.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -268,6 +269,9 @@ def connection_lost(exc: BaseException) -> bool:
         return True
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return True
+    if isinstance(exc, sa.exc.InterfaceError) and isinstance(getattr(exc, "orig", None),
+                                                              sqlite3.Error):
+        return False  # SQLite's is a misuse (Python 3.10: a parameter it cannot bind)
     return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError,
                             sa.exc.DisconnectionError))
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -386,14 +387,34 @@ def test_covered_counts_another_owner_s_live_claim_but_not_a_lapsed_one(db):
     assert ledger.covered(["live", "lapsed", "mine", "done", "none"]) == {"live", "done"}
 
 
+def test_only_an_outage_counts_as_a_lost_database():
+    """An interface error of SQLite is a misuse of it (Python 3.10 reports a parameter it
+    cannot bind so), never "unavailable, try again"; a driver's closed connection is."""
+    import sqlite3
+
+    from judge.service._db import connection_lost
+
+    def wrapped(kind: type, orig: BaseException) -> BaseException:
+        return kind("SELECT 1", {}, orig)
+
+    assert not connection_lost(wrapped(sa.exc.InterfaceError,
+                                       sqlite3.InterfaceError("Error binding parameter 1")))
+    assert connection_lost(wrapped(sa.exc.InterfaceError, ConnectionError("connection closed")))
+    assert connection_lost(wrapped(sa.exc.OperationalError,
+                                   sqlite3.OperationalError("database is locked")))
+    assert not connection_lost(wrapped(sa.exc.ProgrammingError,
+                                       sqlite3.ProgrammingError("no such table")))
+
+
 def test_a_database_error_names_the_ledger_and_its_scope_in_one_line(db):
     """A statement the database refuses is a StoreError naming the ledger, its scope and the
     error class: its first line only (no SQL, no parameters)."""
     ledger = DatabaseLedger(db, "lab", owner="me")
     with pytest.raises(StoreError) as caught:
         ledger.record_reply("k", object())  # type: ignore[arg-type]
-    message = str(caught.value)
-    assert message.startswith("the service's ledger (lab): ProgrammingError: (sqlite3.")
+    message = str(caught.value)  # sqlite3 calls it an InterfaceError before Python 3.11
+    assert re.match(r"the service's ledger \(lab\): (Programming|Interface)Error: \(sqlite3\.",
+                    message), message
     assert "\n" not in message and "[SQL" not in message
     with pytest.raises(StoreError) as caught:
         purge_ledger(db, object())  # type: ignore[arg-type]
