@@ -88,6 +88,12 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 }
 """The ledger-facing part of ``judge/model`` is the client (it claims, awaits and records
 paid requests through the ledger); the transports, prices and tokenizers are not."""
+GROUPS["model-client"] = (["judge/model/_client.py"],
+                          ["tests/pipeline/test_ledger_calls.py", "tests/model",
+                           "tests/hostile", "tests/test_security.py",
+                           "--ignore=tests/model/local/test_live.py"])
+"""The same client against every test that reaches it in process: its HTTP side (headers,
+retries, redaction, reply limits) is held by the model, hostile-reply and security suites."""
 
 SUBPROCESS_ONLY = ["tests/web/test_web_browser.py", "tests/service/test_service_docs_browser.py",
                    "tests/service/test_service_schemathesis.py",

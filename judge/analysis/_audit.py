@@ -435,9 +435,13 @@ def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
             records.append((number, record))
         return records
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    if not reader.fieldnames:
+    try:
+        header = reader.fieldnames  # reads the first line (a NUL in it: csv.Error on 3.10)
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV ({exc})", path=path, line=1) from None
+    if not header:
         return []
-    missing = [f for f in ("dialogue_id", "turn_index", "decision") if f not in reader.fieldnames]
+    missing = [f for f in ("dialogue_id", "turn_index", "decision") if f not in header]
     if missing:
         raise InputError("the CSV header lacks this column", path=path, line=1, field=missing[0])
     records = []

@@ -470,6 +470,12 @@ def test_bad_export_files(tmp_path):
     assert_located(info.value, tmp_path / "missing.csv", None, None)
     (tmp_path / "empty.csv").write_text("", encoding="utf-8")
     assert import_decisions(tmp_path / "empty.csv") == []
+    # Python 3.10's csv refuses a NUL (3.11's reads it): either way a message on line 1
+    (tmp_path / "nul.csv").write_text("dialogue_id\x00,turn_index\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"malformed CSV|header lacks") as info:
+        import_decisions(tmp_path / "nul.csv")
+    assert_located(info.value, tmp_path / "nul.csv", 1, None if "malformed" in str(info.value)
+                   else "dialogue_id")
 
 
 # --- fixes: say the cause, name the match policy, show the ranking -------------------------
