@@ -133,7 +133,11 @@ def _run_script(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
     shim = bin_dir / "dst-judge"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m judge "$@"\n', encoding="utf-8")
     shim.chmod(0o755)
-    (bin_dir / "python3").symlink_to(sys.executable)
+    # a script, not a symlink: a symlinked venv interpreter finds no pyvenv.cfg beside it and
+    # runs without the venv's packages
+    python = bin_dir / "python3"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+    python.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1,localhost",
            "DST_JUDGE_CACHE_DIR": str(folder / "cache"), "XDG_DATA_HOME": str(folder / "data"),
