@@ -1,4 +1,4 @@
-"""Run the app under uvicorn, with a SIGTERM that drains the worker at once: no new claims,
+"""Run the app under uvicorn, with a SIGTERM that drains the worker within 0.1 s: no new claims,
 no new model requests; calls in flight get the grace period, then their jobs go back to the
 queue. uvicorn meanwhile stops accepting connections and finishes open requests."""
 
@@ -47,13 +47,20 @@ class _HeaderTimeout(H11Protocol):
 
 
 class _Server(uvicorn.Server):
+    """Drains the worker at the first tick after SIGTERM (within 0.1 s), in the event loop:
+    never inside the signal handler, where a second signal would interrupt the drain and wait
+    on a lock the interrupted frame holds (``Event.set()``), for ever."""
+
     def __init__(self, config: uvicorn.Config, service: Any) -> None:
         super().__init__(config)
         self.service = service
+        self._drained = False
 
-    def handle_exit(self, sig: int, frame: Any) -> None:
-        self.service.drain()
-        super().handle_exit(sig, frame)
+    async def on_tick(self, counter: int) -> bool:
+        if self.should_exit and not self._drained:  # uvicorn's handler only sets the flag
+            self._drained = True
+            self.service.drain()
+        return await super().on_tick(counter)
 
 
 def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int = 8765,

@@ -91,9 +91,7 @@ class ServeProcess:
             command += ["--endpoints", str(file)]
         if self.db:
             command += ["--db", self.db]
-        # PYTHONFAULTHANDLER: a SIGABRT before the kill writes every thread's stack to the log
-        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1",
-               "PYTHONFAULTHANDLER": "1"}
+        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1"}
         self._log_handle = self.log.open("ab")
         self.process = subprocess.Popen(command, stdout=self._log_handle,
                                         stderr=subprocess.STDOUT, env=env, cwd=ROOT,
@@ -190,7 +188,9 @@ class WorkerCommand:
             file = self.data_dir / f"endpoints-worker-{id(self):x}.json"
             file.write_text(json.dumps({"endpoints": self.endpoints}), encoding="utf-8")
             command += ["--endpoints", str(file)]
-        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1"}
+        # PYTHONFAULTHANDLER: a SIGABRT before the kill writes every thread's stack to the log
+        env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), "NO_PROXY": "127.0.0.1",
+               "PYTHONFAULTHANDLER": "1"}
         self._log_handle = self.log.open("ab")
         self.process = subprocess.Popen(command, stdout=self._log_handle,
                                         stderr=subprocess.STDOUT, env=env, cwd=ROOT,

@@ -206,13 +206,27 @@ def _process_main(settings: ServiceSettings, suffix: str, wake: Any, counters: A
     worker = Worker(db, settings, store, JobStore(db), worker_id=worker_id)
     worker.parent = os.getppid()  # the fork server, whose life is this replica's
     worker.shared_counters = counters
+    early: list[int] = []  # signals before the loop runs (the handler takes no lock)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: worker.drain())
+        signal.signal(signum, lambda received, _frame: early.append(received))
     try:
-        asyncio.run(worker.run(wake.fileno()))
+        asyncio.run(_run_until_drained(worker, wake.fileno(), early))
     finally:
         db.dispose()
     log.info("worker process %s exits", worker_id)
+
+
+async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> None:
+    """Run the worker with the loop's own signal handling: SIGTERM drains it as a callback of
+    the loop. A drain inside a Python signal handler could be interrupted by a second SIGTERM
+    (a replica's stop sends two), and the second drain's ``Event.set()`` then waited for ever
+    on the lock the first one held."""
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, worker.drain)
+    if early:
+        worker.drain()
+    await worker.run(wake_fd)
 
 
 def _die_with_parent() -> None:
