@@ -226,7 +226,15 @@ async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> 
         loop.add_signal_handler(signum, worker.drain)
     if early:
         worker.drain()
-    await worker.run(wake_fd)
+    try:
+        await worker.run(wake_fd)
+    finally:
+        # later signals are noted and ignored: closing the loop would otherwise restore the
+        # default action (a late SIGTERM kills the process before it exits by itself) after
+        # closing the descriptor those signals are written to
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, lambda received, _frame: early.append(received))
 
 
 def _die_with_parent() -> None:
