@@ -650,10 +650,11 @@ def test_an_evaluate_job_waits_out_a_database_outage():
 # --- a batch job against the fake server's Batch API -------------------------------------------
 
 
-def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path):
-    """The results of a batch job name each batch with its status and request count, as the
-    provider has them; the progress adds up the same requests."""
-    with FaultServer(FaultConfig(batch_seconds=0.2)) as model:
+def _batch_job(tmp_path: Path, config: FaultConfig, options: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """One evaluate job in batch mode against the fake Batch API, run to its end: the job, its
+    results and the batches the provider created."""
+    with FaultServer(config) as model:
         settings = service_settings(
             tmp_path / "data", model.url, batch_poll_seconds=0.1,
             endpoints={"fake": {"base_url": model.url, "api_key": CANARY_KEY,
@@ -661,16 +662,23 @@ def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path)
         with running_service(settings) as (service, app):
             api = Api(app, project_token(service.db, "lab", "read,submit")[0])
             try:
-                files = api.upload_examples()
                 queued = api.post("/v1/jobs", json={
-                    "kind": "evaluate", "inputs": files, "mode": "batch",
-                    "options": {"model": "fault-model", "batch_max_requests": 6}})
+                    "kind": "evaluate", "inputs": api.upload_examples(), "mode": "batch",
+                    "options": {"model": "fault-model", **options}})
                 assert queued.status_code == 201, queued.text
                 job = api.wait(queued.json()["id"], timeout=60)
-                summary = api.get(f"/v1/jobs/{job['id']}/results").json()
+                results = api.get(f"/v1/jobs/{job['id']}/results").json()
             finally:
                 api.close()
         created = get_json(model.port, "/v1/batches")["data"]
+    return job, results, created
+
+
+def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path):
+    """The results of a batch job name each batch with its status and request count, as the
+    provider has them; the progress adds up the same requests."""
+    job, summary, created = _batch_job(tmp_path, FaultConfig(batch_seconds=0.2),
+                                       {"batch_max_requests": 6})
     assert job["status"] == "succeeded" and job["exit_code"] == 0, job
     listed = summary["batches"]
     assert len(listed) == len(created) >= 2
@@ -684,22 +692,10 @@ def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path)
 def test_a_batch_job_that_judged_nothing_fails_with_the_models_reasons(tmp_path):
     """Every batch line a refusal: the job fails with exit 4, and its message quotes the first
     reasons (as a live run's does), not a bare prefix."""
-    with FaultServer(FaultConfig(batch_seconds=0.1, rates={"refusal": 1.0})) as model:
-        settings = service_settings(
-            tmp_path / "data", model.url, batch_poll_seconds=0.1,
-            endpoints={"fake": {"base_url": model.url, "api_key": CANARY_KEY,
-                                "batch_api": True}})
-        with running_service(settings) as (service, app):
-            api = Api(app, project_token(service.db, "lab", "read,submit")[0])
-            try:
-                queued = api.post("/v1/jobs", json={
-                    "kind": "evaluate", "inputs": api.upload_examples(), "mode": "batch",
-                    "options": {"model": "fault-model", "max_retries": 0}})
-                assert queued.status_code == 201, queued.text
-                job = api.wait(queued.json()["id"], timeout=60)
-                examples = api.get(f"/v1/jobs/{job['id']}/results").json()["errors"]["examples"]
-            finally:
-                api.close()
+    job, results, _ = _batch_job(tmp_path, FaultConfig(batch_seconds=0.1,
+                                                       rates={"refusal": 1.0}),
+                                 {"max_retries": 0})
+    examples = results["errors"]["examples"]
     assert job["status"] == "failed" and job["exit_code"] == 4, job
     assert len(examples) >= 2 and all("refused" in e for e in examples), examples
     assert job["error"] == "nothing could be judged: " + "; ".join(examples[:2])
