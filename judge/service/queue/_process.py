@@ -206,14 +206,24 @@ def _process_main(settings: ServiceSettings, suffix: str, wake: Any, counters: A
     worker = Worker(db, settings, store, JobStore(db), worker_id=worker_id)
     worker.parent = os.getppid()  # the fork server, whose life is this replica's
     worker.shared_counters = counters
-    early: list[int] = []  # signals before the loop runs (the handler takes no lock)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda received, _frame: early.append(received))
+    early = _note_signals([])  # signals before the loop runs
     try:
         asyncio.run(_run_until_drained(worker, wake.fileno(), early))
     finally:
         db.dispose()
     log.info("worker process %s exits", worker_id)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _note_signals(into: list[int]) -> list[int]:
+    """SIGTERM and SIGINT are appended to ``into`` and nothing else: a Python handler runs
+    between two bytecodes of the main thread, so one that took a lock (``Event.set()``) could
+    wait for ever on a lock the interrupted frame holds."""
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, lambda received, _frame: into.append(received))
+    return into
 
 
 async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> None:
@@ -222,7 +232,7 @@ async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> 
     (a replica's stop sends two), and the second drain's ``Event.set()`` then waited for ever
     on the lock the first one held."""
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in _STOP_SIGNALS:
         loop.add_signal_handler(signum, worker.drain)
     if early:
         worker.drain()
@@ -232,9 +242,9 @@ async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> 
         # later signals are noted and ignored: closing the loop would otherwise restore the
         # default action (a late SIGTERM kills the process before it exits by itself) after
         # closing the descriptor those signals are written to
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in _STOP_SIGNALS:
             loop.remove_signal_handler(signum)
-            signal.signal(signum, lambda received, _frame: early.append(received))
+        _note_signals(early)
 
 
 def _die_with_parent() -> None:
@@ -260,11 +270,7 @@ def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
         db.migrate()
     finally:
         db.dispose()
-    # The handler takes no lock: a handler runs in the main thread between two bytecodes, and
-    # an Event.set() there deadlocks when the main thread is inside that Event's wait().
-    signals: list[int] = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda received, _frame: signals.append(received))
+    signals = _note_signals([])
     workers = WorkerProcesses(settings)
     workers.start()
     log.info("dst-judge worker: %d process(es), %d job slot(s), queue in %s",
