@@ -207,10 +207,11 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _run_serve(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args)
-    from ..service import DEFAULT_PORT, create_app, run_server
+    from ..service import DEFAULT_PORT, create_app, listening_socket, run_server
     from ..web import mount_web
 
     port = args.port if args.port is not None else DEFAULT_PORT
+    sock = listening_socket(args.host, port)  # a port in use fails here, before any announce
     where = "Postgres" if settings.db_url.startswith("postgresql") else settings.db_url
     console.print(f"dst-judge serve on http://{args.host}:{port} (web interface at /ui, docs "
                   f"at /docs); state in {escape(where.split('@')[-1])}; endpoints: "
@@ -218,7 +219,7 @@ def _run_serve(args: argparse.Namespace, console: Console) -> int:
     app = create_app(settings)
     mount_web(app)  # the web interface (judge/web) on the service's app
     run_server(settings, host=args.host, port=port, log_level=args.log_level,
-               max_seconds=args.max_seconds, app=app)
+               max_seconds=args.max_seconds, app=app, sock=sock)
     return 0
 
 

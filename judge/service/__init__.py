@@ -20,7 +20,7 @@ from ._jobs import EXIT_MEANINGS, STATUSES
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
 from ._reads import JudgmentReads
-from ._server import run_server
+from ._server import listening_socket, run_server
 from ._service import Service
 from ._settings import (
     DEFAULT_PORT,
@@ -73,6 +73,7 @@ __all__ = [
     "job_warnings",
     "json_lines",
     "list_tokens",
+    "listening_socket",
     "predictions_sha256",
     "read_endpoints_file",
     "replay_endpoint",

@@ -4,15 +4,18 @@ queue. uvicorn meanwhile stops accepting connections and finishes open requests.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
+import socket
 import threading
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .._errors import OptionError
 from ._app import create_app
 from ._guard import ReceivedBytes
 from ._settings import ServiceSettings
@@ -63,11 +66,40 @@ class _Server(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound and listening before anything is announced: a port in use
+    (or an address this machine does not have) is a clear :class:`OptionError` (exit 2), not
+    an address printed, a "startup complete" logged and then a failure."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise OptionError(f"--host {host}: not an address of this machine ({exc})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not a LISTENing one
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        why = ("the port is in use (another server listens there): stop it or choose "
+               "another --port") if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise OptionError(f"cannot listen on {host}:{port}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int = 8765,
                log_level: str = "info", access_log: bool = True,
-               max_seconds: float | None = None, app: Any = None) -> None:
+               max_seconds: float | None = None, app: Any = None,
+               sock: socket.socket | None = None) -> None:
     """Serve until SIGINT or SIGTERM (or a SIGTERM of its own after ``max_seconds``).
-    ``app`` is an app from :func:`create_app` that a caller extended (the web interface)."""
+    ``app`` is an app from :func:`create_app` that a caller extended (the web interface);
+    ``sock`` a socket from :func:`listening_socket` (else one is bound here, before the
+    app starts)."""
+    sock = sock if sock is not None else listening_socket(host, port)
     if max_seconds is not None:
         timer = threading.Timer(max_seconds, os.kill, (os.getpid(), signal.SIGTERM))
         timer.daemon = True
@@ -82,4 +114,4 @@ def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int 
                             access_log=access_log, timeout_graceful_shutdown=5,
                             lifespan="on", http=protocol, proxy_headers=bool(trusted),
                             forwarded_allow_ips=",".join(trusted) or None)
-    _Server(config, app.state.service).run()
+    _Server(config, app.state.service).run(sockets=[sock])
