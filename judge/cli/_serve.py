@@ -8,8 +8,10 @@ commands say so instead of failing on an import.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,27 @@ from rich.table import Table
 from .._errors import OptionError
 
 _EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
+EXTRA_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "multipart", "python_multipart",
+                           "sqlalchemy", "alembic", "psycopg", "psycopg_binary",
+                           "prometheus_client", "cryptography", "fastapi_offline"})
+"""Top-level modules of the serve extra's packages: a missing one means the extra is absent."""
+
+Handler = Callable[[argparse.Namespace, Console], int]
+
+
+def needs_extra(handler: Handler) -> Handler:
+    """Every serve and worker command imports the service lazily, some deep inside a step: one
+    missing module of the extra becomes the one message (exit 2), never a traceback, whichever
+    subcommand reaches it first. Other import errors are real bugs and stay tracebacks."""
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace, console: Console) -> int:
+        try:
+            return handler(args, console)
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] in EXTRA_MODULES:
+                raise OptionError(_EXTRA) from None
+            raise
+    return run
 LIMIT_FLAGS = ("max_unpacked_mb", "max_ratio", "max_record_mb", "max_json_mb",
                "project_quota_gb", "body_timeout_seconds", "body_idle_seconds",
                "header_timeout_seconds", "auth_failures_per_minute", "requests_per_minute",
@@ -45,30 +68,30 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     create.add_argument("--spend-cap", type=float, metavar="USD",
                         help="stop this token's jobs once they spent this much in total")
     _db_args(create)
-    create.set_defaults(handler=_run_token_create)
+    create.set_defaults(handler=needs_extra(_run_token_create))
     listing = steps.add_parser("list", help="list tokens (never their secret)")
     listing.add_argument("--project", help="only this project's tokens")
     _db_args(listing)
-    listing.set_defaults(handler=_run_token_list)
+    listing.set_defaults(handler=needs_extra(_run_token_list))
     revoke = steps.add_parser("revoke", help="revoke a token by id")
     revoke.add_argument("token_id")
     _db_args(revoke)
-    revoke.set_defaults(handler=_run_token_revoke)
+    revoke.set_defaults(handler=needs_extra(_run_token_revoke))
     rotate = steps.add_parser("rotate", help="a new secret for a reviewer: the live token "
                               "called NAME is revoked and replaced by one with the same name, "
                               "scopes and spending cap (its labels and usage stay its)")
     rotate.add_argument("name", help="the token's name (the reviewer)")
     rotate.add_argument("--project", required=True, help="the project of the token")
     _db_args(rotate)
-    rotate.set_defaults(handler=_run_token_rotate)
+    rotate.set_defaults(handler=needs_extra(_run_token_rotate))
     copy = sub.add_parser("copy-db", help="copy every row of one service database into "
                           "another, empty one (SQLite → Postgres)")
     copy.add_argument("--from", dest="source", required=True, metavar="URL",
                       help="source database, e.g. sqlite:///PATH/dst-judge.db")
     copy.add_argument("--to", dest="target", required=True, metavar="URL",
                       help="target database, e.g. postgresql://user:pw@host/db")
-    copy.set_defaults(handler=_run_copy_db)
-    p.set_defaults(handler=_run_serve)
+    copy.set_defaults(handler=needs_extra(_run_copy_db))
+    p.set_defaults(handler=needs_extra(_run_serve))
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:

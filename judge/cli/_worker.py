@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from ._serve import _EXTRA, _settings, queue_args
+from ._serve import _EXTRA, _settings, needs_extra, queue_args
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -26,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--jobs", type=int, dest="job_slots", help="jobs run at once (default 4)")
     p.add_argument("--max-seconds", type=float, help="drain and stop after this many "
                    "seconds; for tests and benchmarks")
-    p.set_defaults(handler=_run_worker, worker_mode="process")
+    p.set_defaults(handler=needs_extra(_run_worker), worker_mode="process")
 
 
 def _run_worker(args: argparse.Namespace, console: Console) -> int:
