@@ -8,9 +8,13 @@ links; a 405 names every method of its path in ``Allow``; the route table of
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any
 
+import jsonschema
 import pytest
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 import judge.client
 from judge._api_models import ApiModel
@@ -139,6 +143,50 @@ def test_non_json_answers_declare_their_media_type(document):
     assert media("/v1/files/{file_id}/content") == {"application/octet-stream"}
     assert media("/v1/labels") == {"application/json", "application/x-ndjson"}
     assert media("/metrics") == {"text/plain"}
+
+
+def _server_sent_events(text: str) -> list[dict[str, str]]:
+    """The events of a ``text/event-stream`` body (comments left out), fields as strings."""
+    events = []
+    for block in text.split("\n\n"):
+        fields = [line.split(": ", 1) for line in block.splitlines()
+                  if line and not line.startswith(":")]
+        if fields:
+            events.append(dict(fields))
+    return events
+
+
+def test_every_event_of_the_job_stream_is_what_the_document_says(service_env):
+    """Each event's data is the job as JSON (issue 36: the document said any string, and
+    schemathesis found each event carrying a JSON job against it)."""
+    api, files = service_env["api"], service_env["files"]
+    document = api.get("/openapi.json").json()
+    job = api.post("/v1/jobs", json={"kind": "metrics", "inputs": {
+        "schema": files["schema"], "dialogues": files["dialogues"],
+        "predictions": [files["predictions"]]}}).json()
+    api.wait(job["id"])
+    media = document["paths"]["/v1/jobs/{job_id}/events"]["get"]["responses"]["200"][
+        "content"]["text/event-stream"]
+    assert "schema" not in media  # the stream is no one string
+    registry = Registry().with_resource(
+        "urn:doc", Resource.from_contents(document, default_specification=DRAFT202012))
+    item = {**media["itemSchema"], "$id": "urn:event"}
+    data_schema = item["properties"]["data"]
+    assert data_schema["contentMediaType"] == "application/json"
+
+    def check(instance: Any, schema: dict[str, Any]) -> None:
+        resolved = json.loads(json.dumps(schema).replace('"#/components', '"urn:doc#/components'))
+        jsonschema.Draft202012Validator(resolved, registry=registry).validate(instance)
+
+    events = _server_sent_events(api.get(f"/v1/jobs/{job['id']}/events").text)
+    assert events and events[-1]["event"] == "end", events
+    for event in events:
+        check(event, item)
+        check(json.loads(event["data"]), data_schema["contentSchema"])
+    assert json.loads(events[-1]["data"])["id"] == job["id"]
+    # and the schema is not an anything-goes: a string that is not a job is refused
+    with pytest.raises(jsonschema.ValidationError):
+        check({"status": "running"}, data_schema["contentSchema"])
 
 
 def test_limits_ranges_and_links_are_in_the_document(document):

@@ -83,4 +83,8 @@ def _finish(operation: dict[str, Any], route: APIRoute, settings: ServiceSetting
                                f" At most {_megabytes(limit)} (else 413).").strip()
         for code, response in errors(400, 408, 413).items():
             operation["responses"].setdefault(str(code), response)
+    for response in operation["responses"].values():
+        for media in response.get("content", {}).values():
+            if "itemSchema" in media:  # a stream of events: each one is described, not the
+                media.pop("schema", None)  # whole stream as one string
     operation["responses"] = dict(sorted(operation["responses"].items()))

@@ -16,10 +16,25 @@ from .jobs import JobId
 
 router = api_router("jobs")
 
+JOB_EVENT = {
+    "type": "object", "required": ["event", "data"],
+    "properties": {
+        "id": {"type": "string", "description": "The event's number in this stream."},
+        "event": {"type": "string", "enum": ["progress", "end"]},
+        "data": {"type": "string", "contentMediaType": "application/json",
+                 "contentSchema": {"anyOf": [
+                     {"$ref": "#/components/schemas/Job"},
+                     {"type": "object", "required": ["status"], "additionalProperties": False,
+                      "properties": {"status": {"const": "deleted"}}}]}},
+    }}
+"""One event of the stream as the document states it (OpenAPI's ``itemSchema``, as FastAPI
+writes it for its own event streams): its data is the job as JSON text, not any string."""
+
 
 @router.get("/jobs/{job_id}/events", response_class=EventStreamResponse,
             responses={200: {"description": "`progress` (data: the job) whenever it changes, "
-                             "then `end` with the final job (or `{\"status\": \"deleted\"}`)."},
+                             "then `end` with the final job (or `{\"status\": \"deleted\"}`).",
+                             "content": {"text/event-stream": {"itemSchema": JOB_EVENT}}},
                        **errors(404, 422)})
 async def get_job_events(principal: Reader, service: ServiceDep, job_id: JobId,
                     request: Request) -> EventStreamResponse:
