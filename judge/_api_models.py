@@ -20,6 +20,9 @@ Scope = Literal["read", "submit", "review", "admin"]
 JobStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled",
                     "stopped"]
 FINAL_STATUSES: tuple[JobStatus, ...] = ("succeeded", "failed", "cancelled", "stopped")
+WORKING_STATUSES: tuple[JobStatus, ...] = ("running", "waiting")
+"""The API's words for a job's states (the service's lifecycle, ``judge.service._lifecycle``,
+owns them; a test keeps the two in step, since the client must not import the service)."""
 JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
 JobMode = Literal["live", "batch"]
 FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules", "sample"]
@@ -268,6 +271,19 @@ class Job(ApiModel):
     @property
     def final(self) -> bool:
         return self.status in FINAL_STATUSES
+
+    @property
+    def working(self) -> bool:
+        """Running, or a batch job waiting between two polls of its batches."""
+        return self.status in WORKING_STATUSES
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
 
 
 class SlotOutsideSchema(ApiModel):

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .._api_models import JobStatus
 from .._errors import OptionError
 from .._io import printable
 from ..client import Client, Job
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
-_FINAL = ("succeeded", "failed", "cancelled", "stopped")
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -63,7 +64,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     jobs = commands.add_parser("jobs", help="list jobs on a dst-judge server, or show one")
     jobs.add_argument("job_id", nargs="?")
     _server(jobs)
-    jobs.add_argument("--status", choices=("queued", "running", "waiting", *_FINAL))
+    jobs.add_argument("--status", choices=typing.get_args(JobStatus))
     jobs.add_argument("--cancel", action="store_true", help="cancel JOB_ID")
     jobs.add_argument("--json", action="store_true")
     jobs.set_defaults(handler=_run_jobs)
@@ -157,11 +158,11 @@ def _run_submit(args: argparse.Namespace, console: Console) -> int:
 def _progress(job: Job, console: Console) -> None:
     p = job.progress
     batches = p.batches
-    if batches and job.status in ("running", "waiting"):
+    if batches and job.working:
         console.print(f"  {job.id}: {batches.ended}/{batches.files} batches ended, "
                       f"{batches.requests_done}/{batches.requests} requests done",
                       highlight=False)
-    elif job.status == "running" and p.total:
+    elif job.running and p.total:
         console.print(f"  {job.id}: {p.done}/{p.total} calls, {p.errors} errors, "
                       f"${p.cost_usd:.4f}", highlight=False)
 
@@ -179,7 +180,7 @@ def _report(job: Job, client: Client, console: Console) -> int:
                                    for v, a in h.rule_agreement.items()), highlight=False)
     if job.exit_code is not None:
         return int(job.exit_code)
-    return 0 if job.status == "succeeded" else 1
+    return 0 if job.succeeded else 1
 
 
 def _pct(value: Any) -> str:

@@ -16,9 +16,10 @@ from ._auth import (
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
-from ._jobs import EXIT_MEANINGS, STATUSES
+from ._jobs import EXIT_MEANINGS
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
+from ._lifecycle import ACTIVE, FINAL, STATUSES, JobStatus
 from ._reads import JudgmentReads
 from ._server import listening_socket, run_server
 from ._service import Service
@@ -44,14 +45,17 @@ from ._streams import (
 from .queue import run_workers
 
 __all__ = [
+    "ACTIVE",
     "DEFAULT_PORT",
     "EXIT_MEANINGS",
+    "FINAL",
     "SCOPES",
     "STATUSES",
     "Database",
     "EndpointConfig",
     "GzipResponse",
     "JobRequest",
+    "JobStatus",
     "JudgmentReads",
     "NDJSONResponse",
     "Principal",

@@ -26,8 +26,10 @@ from .._errors import ServiceError
 from ._auth import Principal, new_id
 from ._db import Database, files, job_calls, jobs, judgments
 from ._files import unpack_upload
-from ._jobs import JobStore, judgment_row
+from ._jobs import JobStore
 from ._labels import predictions_sha256
+from ._lifecycle import WITH_RESULTS, JobStatus, new_job_status
+from ._rows import judgment_row
 from ._settings import ServiceSettings, UploadCaps
 
 
@@ -49,7 +51,7 @@ INT64_MAX = 2 ** 63 - 1
 
 def export_bundle(service: BundleHost, project_id: str, job_id: str) -> tuple[str, bytes]:
     row = service.jobs.row(project_id, job_id)
-    if row.status not in ("succeeded", "stopped", "failed") or row.summary is None:
+    if row.status not in WITH_RESULTS or row.summary is None:
         raise ServiceError(f"job is {row.status} without results; nothing to export",
                            status=409)
     ids = [v for value in row.inputs.values()
@@ -173,7 +175,8 @@ def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, A
                       if _whole(value := usage.get(key, 0), 0, INT64_MAX))
     return {"id": new_id("job"), "project_id": principal.project_id,
             "token_id": principal.token_id, "kind": "evaluate", "mode": "live",
-            "status": "succeeded", "endpoint": None, "inputs": inputs, "options": options,
+            "status": new_job_status(JobStatus.SUCCEEDED), "endpoint": None, "inputs": inputs,
+            "options": options,
             "created_at": moment, "started_at": moment, "finished_at": moment,
             "updated_at": moment, "attempts": 0, "cancel_requested": False,
             "exit_code": 1 if summary.get("error_turns") else 0,

@@ -19,7 +19,6 @@ from ._db import (
     Database,
     artifacts,
     files,
-    job_batches,
     job_calls,
     jobs,
     judgments,
@@ -29,11 +28,17 @@ from ._db import (
 )
 from ._jobspec import JobSpec
 from ._labels import job_subject
+from ._lifecycle import (
+    ACTIVE,
+    CANCELLABLE_AT_ONCE,
+    RESUMABLE,
+    WITH_RESULTS,
+    JobStatus,
+    delete_jobs,
+    move,
+    new_job_status,
+)
 
-STATUSES = ("queued", "running", "waiting", "succeeded", "failed", "cancelled", "stopped")
-ACTIVE = ("queued", "running", "waiting")
-"""Not finished: a waiting job is a batch job between two polls of its batches."""
-FINAL = ("succeeded", "failed", "cancelled", "stopped")
 EXIT_MEANINGS = {
     0: "every turn judged",
     1: "finished with some error rows",
@@ -102,10 +107,10 @@ class JobStore:
         moment = now()
         record = {"id": new_id("job"), "project_id": principal.project_id,
                   "token_id": principal.token_id, "kind": spec.kind, "mode": spec.mode,
-                  "status": "queued", "endpoint": spec.endpoint, "inputs": spec.inputs,
-                  "options": spec.options, "budget_usd": spec.budget, "created_at": moment,
-                  "updated_at": moment, "attempts": 0, "cancel_requested": False,
-                  "cost_usd": 0.0, "tokens_used": 0, "imported": False,
+                  "status": new_job_status(JobStatus.QUEUED), "endpoint": spec.endpoint,
+                  "inputs": spec.inputs, "options": spec.options, "budget_usd": spec.budget,
+                  "created_at": moment, "updated_at": moment, "attempts": 0,
+                  "cancel_requested": False, "cost_usd": 0.0, "tokens_used": 0, "imported": False,
                   "progress": {"done": 0}, "subject": subject}
         with self.db.write() as conn:
             conn.execute(jobs.insert().values(**record))
@@ -146,8 +151,8 @@ class JobStore:
                                            "its batches, or a server before this version "
                                            "did); resume it or submit a new job",
                                            status=422, field=where)
-                    wanted = ("succeeded", "stopped", "failed") if spec.kind == "retry-errors" \
-                        else ("succeeded",)
+                    wanted = WITH_RESULTS if spec.kind == "retry-errors" \
+                        else (JobStatus.SUCCEEDED,)
                     if row.status not in wanted:
                         raise ServiceError(f"job {ref_id!r} is {row.status}; it must be "
                                            f"{' or '.join(wanted)}", status=422, field=where)
@@ -202,7 +207,7 @@ class JobStore:
         query = (sa.select(*_SHOWN).where(jobs.c.project_id == project_id)
                  .order_by(jobs.c.created_at.desc(), jobs.c.id).limit(limit).offset(offset))
         if status:
-            query = query.where(jobs.c.status == status)
+            query = query.where(jobs.c.status == str(status))
         if kind:
             query = query.where(jobs.c.kind == kind)
         with self.db.query() as conn:
@@ -211,34 +216,32 @@ class JobStore:
     def cancel(self, project_id: str, job_id: str) -> dict[str, Any]:
         row = self.row(project_id, job_id)
         with self.db.write() as conn:
-            if row.status == "queued" or row.status == "stopped":
-                conn.execute(jobs.update().where(jobs.c.id == job_id,
-                                                 jobs.c.status.in_(("queued", "stopped")))
-                             .values(status="cancelled", finished_at=now(), updated_at=now(),
-                                     cancel_requested=True, lease_owner=None))
-            elif row.status == "running":
+            if row.status in CANCELLABLE_AT_ONCE:
+                move(conn, job_id, CANCELLABLE_AT_ONCE, JobStatus.CANCELLED, finished_at=now(),
+                     updated_at=now(), cancel_requested=True, lease_owner=None)
+            elif row.status == JobStatus.RUNNING:
                 conn.execute(jobs.update().where(jobs.c.id == job_id)
                              .values(cancel_requested=True, updated_at=now()))
-            elif row.status == "waiting":
+            elif row.status == JobStatus.WAITING:
                 # due at once: the worker that claims it cancels the batches, then the job
                 conn.execute(jobs.update().where(jobs.c.id == job_id,
-                                                 jobs.c.status == "waiting")
+                                                 jobs.c.status == JobStatus.WAITING.value)
                              .values(cancel_requested=True, wake_at=now(), updated_at=now()))
                 notify_queue(conn)
         return self.get(project_id, job_id)
 
     def resume(self, project_id: str, job_id: str, budget: float | None) -> dict[str, Any]:
         row = self.row(project_id, job_id)
-        if row.status not in ("stopped", "failed", "cancelled"):
+        if row.status not in RESUMABLE:
             raise ServiceError(f"job is {row.status}; only a stopped, failed or cancelled job "
                                "can resume", status=409)
-        values: dict[str, Any] = {"status": "queued", "cancel_requested": False,
+        values: dict[str, Any] = {"cancel_requested": False,
                                   "finished_at": None, "exit_code": None, "error": None,
                                   "updated_at": now(), "lease_owner": None}
         if budget is not None:
             values["budget_usd"] = budget
         with self.db.write() as conn:
-            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+            move(conn, job_id, RESUMABLE, JobStatus.QUEUED, **values)
             notify_queue(conn)
             # read in the same transaction: the job as resumed, not as a worker took it since
             return public_job(conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one())
@@ -254,7 +257,7 @@ class JobStore:
         with self.db.read() as conn:
             active = conn.execute(sa.select(jobs.c.id, jobs.c.inputs).where(
                 jobs.c.project_id == project_id,
-                jobs.c.status.in_(ACTIVE))).all()
+                jobs.c.status.in_([s.value for s in ACTIVE]))).all()
         for row in active:
             values = [v for value in row.inputs.values()
                       for v in ([value] if isinstance(value, str) else value)]
@@ -369,14 +372,6 @@ _GET = sa.select(*_SHOWN).where(jobs.c.id == sa.bindparam("job", type_=sa.String
 """A job as the API shows it (the most frequent request of clients polling), built once."""
 
 
-def delete_jobs(db: Database, job_ids: list[str]) -> None:
-    """Delete jobs with everything they made (an API delete, or retention)."""
-    with db.write() as conn:
-        for table in (job_calls, job_batches, judgments, artifacts):
-            conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
-        conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))
-
-
 def _keyset_batches(db: Any, query: Any, offset: int, limit: int | None, first: int,
                     most: int) -> Iterator[list[Any]]:
     """The ``row`` column of ``query``'s rows in ``seq`` order, a batch per short read
@@ -396,11 +391,3 @@ def _keyset_batches(db: Any, query: Any, offset: int, limit: int | None, first: 
         skip, size = 0, min(most, size * 4)
         if chunk:
             yield chunk
-
-
-def judgment_row(job_id: str, seq: int, row: dict[str, Any]) -> dict[str, Any]:
-    verdict = row.get("verdict")
-    return {"job_id": job_id, "seq": seq, "dialogue_id": str(row.get("dialogue_id")),
-            "turn_index": int(row.get("turn_index") or 0),
-            "verdict": verdict if isinstance(verdict, bool) else None,
-            "has_error": bool(row.get("error")), "row": row}

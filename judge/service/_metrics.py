@@ -17,7 +17,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ._db import Database, now, workers
-from ._jobs import STATUSES, JobStore
+from ._jobs import JobStore
+from ._lifecycle import STATUSES
 from .queue import queue_metrics
 
 
@@ -47,7 +48,7 @@ class _QueueCollector(Collector):
         except sa.exc.SQLAlchemyError:
             return
         for status in STATUSES:
-            jobs.add_metric([status], counts.get(status, 0))
+            jobs.add_metric([status.value], counts.get(status.value, 0))
         yield jobs
         yield GaugeMetricFamily("dst_judge_workers", "Workers with a heartbeat in the last 30 s",
                                 value=alive)

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..data import dialogue_key
-from ..service import job_subject
+from ..service import JobStatus, job_subject
 from ._charts import grouped_bars
 from ._common import WebRoute, _url, render
 from ._index import RunIndex
@@ -131,7 +131,8 @@ def compare_page(request: Request, viewer: CurrentViewer,
                  run: Annotated[list[str] | None, Query()] = None) -> Response:
     service = request.app.state.service
     web = request.app.state.web
-    available = [j for j in service.jobs.list(viewer.project_id, status="succeeded", limit=200)
+    available = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED,
+                                              limit=200)
                  if j["kind"] in ("evaluate", "retry-errors")]
     labels = {j["id"]: job_label(request, viewer, j) for j in available}
     chosen = [r for r in dict.fromkeys(run or []) if r in labels][:MAX_RUNS]

@@ -37,7 +37,7 @@ from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
-from ..service import JudgmentReads, Service, attachment, job_subject
+from ..service import JobStatus, JudgmentReads, Service, attachment, job_subject
 from ._agreement import AgreementBoard, label_counts, store_sample
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
@@ -227,7 +227,7 @@ def _first_open(request: Request, viewer: Viewer, row: Any, queue: list[QueueIte
 @router.get("/review")
 def review_index(request: Request, viewer: CurrentViewer) -> Response:
     service = request.app.state.service
-    runs = [j for j in service.jobs.list(viewer.project_id, status="succeeded", limit=200)
+    runs = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED, limit=200)
             if j["kind"] in ("evaluate", "retry-errors")]
     counts: dict[str, dict[str, int]] = {}
     for item in service.labels.list(viewer.project_id):

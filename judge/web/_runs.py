@@ -27,6 +27,7 @@ from starlette.datastructures import UploadFile
 from .._config import JudgeConfig
 from .._errors import ServiceError
 from ..service import (
+    FINAL,
     STATUSES,
     GzipResponse,
     JobRequest,
@@ -44,7 +45,6 @@ from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
 
-FINAL = tuple(s for s in STATUSES if s not in ("queued", "running", "waiting"))
 FILE_INPUTS = (("schema", "Schema", True), ("dialogues", "Dialogues", True),
                ("predictions", "Predictions", True), ("rules", "Rules", False))
 JUDGE_FIELDS = ("method", "prompt_variant", "semantics", "rule_match", "response_format",

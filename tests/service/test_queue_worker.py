@@ -153,8 +153,11 @@ def test_finish_writes_the_outcome_rows_files_and_run_log_only_for_the_lease_own
         stored = conn.execute(sa.select(judgments)).one()
     assert (stored.seq, stored.dialogue_id, stored.turn_index, stored.has_error) == \
         (0, "d", 2, False)
-    # finished again (a takeover's own end) replaces rows and artifacts, not adds to them
+    # finished again (a takeover's own end) replaces rows and artifacts, not adds to them;
+    # only a running job is finished (the lifecycle: a succeeded job stays succeeded)
     _set(qdb, job_id, lease_owner="w1")
+    assert not queue.finish(job_id, "w1", status="failed", exit_code=4)
+    _set(qdb, job_id, lease_owner="w1", status="running")
     assert queue.finish(job_id, "w1", status="succeeded", exit_code=0, rows=[],
                         files_out={"report.md": ("text/plain", b"2"),
                                    "extra.txt": ("text/plain", b"3")})

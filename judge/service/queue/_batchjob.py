@@ -60,6 +60,7 @@ from ...store import cache_key
 from .._db import Database, DatabaseUnavailable, job_batches, jobs, now
 from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
 from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
+from .._lifecycle import JobStatus
 from ._runners import (
     EvaluateRunner,
     Inputs,
@@ -164,11 +165,11 @@ class BatchRunner:
                 live.batches["retries"] = retries
                 return Park(now() + self.settings.batch_poll_seconds)
             await self._release(job)
-            return Outcome("failed", 5 if exc.status in (401, 403, 404) else 4,
+            return Outcome(JobStatus.FAILED, 5 if exc.status in (401, 403, 404) else 4,
                            inputs.clean(str(exc)))
         except DSTJudgeError as exc:
             await self._release(job)
-            return Outcome("failed", 2, inputs.clean(str(exc)))
+            return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
         except Exception:
             await self._release(job)
             raise
@@ -209,7 +210,7 @@ class BatchRunner:
                 over = await asyncio.to_thread(self._over_budget, job, loaded)
                 if over is not None:
                     await self._release(job)
-                    return Outcome("stopped", 3, over)
+                    return Outcome(JobStatus.STOPPED, 3, over)
             stopped = await self._submit(job, worker_id, config, loaded, rows, live,
                                          cancel_requested)
             if stopped is not None:
@@ -395,7 +396,7 @@ class BatchRunner:
             owner = conn.execute(sa.select(jobs.c.lease_owner, jobs.c.status)
                                  .where(jobs.c.id == job_id)).first()
         return owner is not None and owner.lease_owner == worker_id \
-            and owner.status == "running"
+            and owner.status == JobStatus.RUNNING
 
     # --- polling, cancelling, collecting ------------------------------------------------------
 
@@ -443,7 +444,7 @@ class BatchRunner:
         await self._release(job)
         note = f" (the API refused: {problems[0]})" if problems else ""
         log.info("job %s: cancelled with its %d batch(es)%s", job.id, len(rows), note)
-        return Outcome("cancelled", None, "cancelled on request" + note)
+        return Outcome(JobStatus.CANCELLED, None, "cancelled on request" + note)
 
     async def _collect(self, job: Any, config: JudgeConfig, endpoint_name: str,
                        loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
@@ -499,10 +500,10 @@ class BatchRunner:
         out_rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
         shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
         if summary.get("turns") and summary.get("scored_turns") == 0:
-            return Outcome("failed", 4, "nothing could be judged: " + "; ".join(
+            return Outcome(JobStatus.FAILED, 4, "nothing could be judged: " + "; ".join(
                 summary.get("errors", {}).get("examples", [])[:2]), summary, out_rows,
                 records=run_log)
-        return Outcome("succeeded", 1 if summary.get("error_turns") else 0, None, summary,
+        return Outcome(JobStatus.SUCCEEDED, 1 if summary.get("error_turns") else 0, None, summary,
                        out_rows, records=run_log)
 
     @staticmethod

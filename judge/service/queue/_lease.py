@@ -24,7 +24,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._db import Database, artifacts, job_calls, jobs, judgments, notify_queue, now
-from .._jobs import FINAL, delete_jobs, judgment_row
+from .._lifecycle import CLAIMABLE, FINAL, JobStatus, delete_jobs, move
+from .._rows import judgment_row
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
 """Run-log records of running jobs: (job id, manifest) pairs and (job id, logged call) pairs."""
@@ -52,7 +53,7 @@ class JobQueue:
                 picked = conn.execute(_PICK, {"moment": moment}).first()
                 if picked is None:
                     return None
-                takeover = picked.status == "running"
+                takeover = picked.status == JobStatus.RUNNING
                 if takeover and self.max_attempts is not None \
                         and picked.attempts >= self.max_attempts:
                     self._give_up(conn, picked.id, picked.attempts, moment)
@@ -63,7 +64,7 @@ class JobQueue:
                 self.counts["claims"] += 1
                 self.counts["lease_expiries"] += takeover
                 self.counts["retries"] += row is not None and row.attempts > 1 \
-                    and picked.status != "waiting"
+                    and picked.status != JobStatus.WAITING
                 return row
         return None
 
@@ -74,7 +75,7 @@ class JobQueue:
         with self.db.write() as conn:
             return conn.execute(jobs.update().where(
                 jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                jobs.c.status == "running").values(
+                jobs.c.status == _RUNNING).values(
                     lease_expires=moment + lease_seconds, updated_at=moment)
                 .returning(*jobs.c)).first()
 
@@ -83,9 +84,9 @@ class JobQueue:
         replies stay in the ledger; ``resume`` gives it one more attempt)."""
         reason = (f"its worker died while running it, {attempts} times "
                   f"(--max-attempts {self.max_attempts}); the job is given up")
-        conn.execute(jobs.update().where(jobs.c.id == job_id).values(
-            status="failed", exit_code=None, error=reason, finished_at=moment,
-            updated_at=moment, lease_owner=None, lease_expires=None))
+        move(conn, job_id, (JobStatus.RUNNING,), JobStatus.FAILED, exit_code=None,
+             error=reason, finished_at=moment, updated_at=moment, lease_owner=None,
+             lease_expires=None)
         self.counts["given_up"] += 1
 
     def renew(self, job_id: str, worker_id: str, lease_seconds: float,
@@ -97,7 +98,7 @@ class JobQueue:
         with self.db.write() as conn:
             ours = conn.execute(jobs.update().where(jobs.c.id == job_id,
                                                     jobs.c.lease_owner == worker_id,
-                                                    jobs.c.status == "running")
+                                                    jobs.c.status == _RUNNING)
                                 .values(**values)).rowcount > 0
             cancel = conn.execute(sa.select(jobs.c.cancel_requested)
                                   .where(jobs.c.id == job_id)).scalar()
@@ -115,7 +116,7 @@ class JobQueue:
             for job_id, (progress, cost, tokens_used) in updates.items():
                 if conn.execute(jobs.update().where(
                         jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                        jobs.c.status == "running").values(
+                        jobs.c.status == _RUNNING).values(
                             lease_expires=moment + lease_seconds, updated_at=moment,
                             progress=progress, cost_usd=cost,
                             tokens_used=tokens_used)).rowcount > 0:
@@ -146,7 +147,7 @@ class JobQueue:
         with self.db.write() as conn:
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(manifest=manifest))
 
-    def finish(self, job_id: str, worker_id: str, *, status: str, exit_code: int | None,
+    def finish(self, job_id: str, worker_id: str, *, status: JobStatus, exit_code: int | None,
                error: str | None = None, summary: dict[str, Any] | None = None,
                rows: list[dict[str, Any]] | None = None,
                files_out: dict[str, tuple[str, bytes]] | None = None,
@@ -155,7 +156,7 @@ class JobQueue:
         """Write the outcome if the lease is still ours; False when another worker owns it.
         ``records``: the end of the job's run log (manifests, calls), written either way."""
         moment = now()
-        values: dict[str, Any] = {"status": status, "exit_code": exit_code, "error": error,
+        values: dict[str, Any] = {"exit_code": exit_code, "error": error,
                                   "finished_at": moment, "updated_at": moment,
                                   "lease_owner": None, "lease_expires": None}
         if summary is not None:
@@ -164,9 +165,8 @@ class JobQueue:
         with self.db.write() as conn:
             if records is not None:
                 _store_records(conn, *records)
-            owned = conn.execute(jobs.update().where(jobs.c.id == job_id,
-                                                     jobs.c.lease_owner == worker_id)
-                                 .values(**values)).rowcount > 0
+            owned = move(conn, job_id, (JobStatus.RUNNING,), status,
+                         jobs.c.lease_owner == worker_id, **values) > 0
             if not owned:
                 return False
             if rows is not None:
@@ -184,12 +184,12 @@ class JobQueue:
     def release(self, job_id: str, worker_id: str, progress: dict[str, Any] | None = None
                 ) -> None:
         """Hand a running job back to the queue (this worker is shutting down)."""
-        values: dict[str, Any] = {"status": "queued", "lease_owner": None,
-                                  "lease_expires": None, "updated_at": now()}
+        values: dict[str, Any] = {"lease_owner": None, "lease_expires": None,
+                                  "updated_at": now()}
         values.update(_figures(progress))
         with self.db.write() as conn:
-            conn.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                                             jobs.c.status == "running").values(**values))
+            move(conn, job_id, (JobStatus.RUNNING,), JobStatus.QUEUED,
+                 jobs.c.lease_owner == worker_id, **values)
             notify_queue(conn)  # another worker takes it at once
 
     def park(self, job_id: str, worker_id: str, wake_at: float, *,
@@ -197,18 +197,17 @@ class JobQueue:
              tokens_used: int | None = None) -> bool:
         """Put a batch job aside until ``wake_at`` without holding a worker; False when the
         lease is no longer ours."""
-        values: dict[str, Any] = {"status": "waiting", "wake_at": wake_at, "lease_owner": None,
+        values: dict[str, Any] = {"wake_at": wake_at, "lease_owner": None,
                                   "lease_expires": None, "updated_at": now()}
         values.update(_figures(progress, cost, tokens_used))
         with self.db.write() as conn:
-            return conn.execute(jobs.update().where(
-                jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
-                jobs.c.status == "running").values(**values)).rowcount > 0
+            return move(conn, job_id, (JobStatus.RUNNING,), JobStatus.WAITING,
+                        jobs.c.lease_owner == worker_id, **values) > 0
 
     def expired(self, before: float) -> list[str]:
         with self.db.read() as conn:
             return [r.id for r in conn.execute(sa.select(jobs.c.id).where(
-                jobs.c.status.in_(FINAL), jobs.c.finished_at < before))]
+                jobs.c.status.in_([s.value for s in FINAL]), jobs.c.finished_at < before))]
 
     def purge(self, before: float) -> list[str]:
         """Retention: delete finished jobs older than ``before``; returns their ids."""
@@ -240,20 +239,23 @@ def _figures(progress: dict[str, Any] | None = None, cost: float | None = None,
 
 
 _MOMENT = sa.bindparam("moment", type_=sa.Float)
+_RUNNING = JobStatus.RUNNING.value
+_WAITING = JobStatus.WAITING.value
 _PICK = (sa.select(jobs.c.id, jobs.c.status, jobs.c.attempts)
-         .where(sa.or_(jobs.c.status == "queued",
-                       sa.and_(jobs.c.status == "running", jobs.c.lease_expires < _MOMENT),
-                       sa.and_(jobs.c.status == "waiting", jobs.c.wake_at <= _MOMENT)))
+         .where(sa.or_(jobs.c.status == JobStatus.QUEUED.value,
+                       sa.and_(jobs.c.status == _RUNNING, jobs.c.lease_expires < _MOMENT),
+                       sa.and_(jobs.c.status == _WAITING, jobs.c.wake_at <= _MOMENT)))
          .order_by(jobs.c.created_at, jobs.c.id).limit(1)
          .with_for_update(skip_locked=True))
 """The next job to claim, locked (Postgres: concurrent claimers skip it). Statements are
 built once with bound parameters: building and cache-keying them per claim cost the worker's
 event loop milliseconds."""
 
-_TAKE = (jobs.update().where(jobs.c.id == sa.bindparam("job", type_=sa.String))
-         .values(status="running", lease_owner=sa.bindparam("worker", type_=sa.String),
+_TAKE = (jobs.update().where(jobs.c.id == sa.bindparam("job", type_=sa.String),
+                             jobs.c.status.in_([s.value for s in CLAIMABLE]))
+         .values(status=_RUNNING, lease_owner=sa.bindparam("worker", type_=sa.String),
                  lease_expires=sa.bindparam("expires", type_=sa.Float), wake_at=None,
-                 attempts=sa.case((jobs.c.status == "waiting", jobs.c.attempts),
+                 attempts=sa.case((jobs.c.status == _WAITING, jobs.c.attempts),
                                   else_=jobs.c.attempts + 1),
                  started_at=sa.func.coalesce(jobs.c.started_at, _MOMENT),
                  updated_at=_MOMENT)

@@ -57,6 +57,7 @@ from .._files import FileStore
 from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
 from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
+from .._lifecycle import JobStatus
 from .._limits import JobLimiter
 from .._replaying import replay_transport_for
 from .._settings import ServiceSettings
@@ -71,7 +72,7 @@ _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organiza
 class Outcome:
     """How a job ended, ready for :meth:`JobQueue.finish`."""
 
-    status: str
+    status: JobStatus
     exit_code: int | None
     error: str | None = None
     summary: dict[str, Any] | None = None
@@ -379,13 +380,13 @@ class EvaluateRunner:
         except DatabaseUnavailable:
             raise  # not the job's fault: it waits for the database (see the worker)
         except BudgetReached as exc:
-            return Outcome("stopped", 3, f"{exc}; raise the budget and resume the job")
+            return Outcome(JobStatus.STOPPED, 3, f"{exc}; raise the budget and resume the job")
         except ModelError as exc:
             if exc.fatal:
-                return Outcome("failed", 5, inputs.clean(str(exc)))
-            return Outcome("failed", 4, inputs.clean(str(exc)))
+                return Outcome(JobStatus.FAILED, 5, inputs.clean(str(exc)))
+            return Outcome(JobStatus.FAILED, 4, inputs.clean(str(exc)))
         except DSTJudgeError as exc:
-            return Outcome("failed", 2, inputs.clean(str(exc)))
+            return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
 
     async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
                    inputs: Inputs, context: RunContext) -> Outcome:
@@ -430,10 +431,11 @@ class EvaluateRunner:
         live.total = summary["calls"]["planned"]
         live.done = live.total
         if summary.get("turns") and summary.get("scored_turns") == 0:
-            outcome = Outcome("failed", 4, "nothing could be judged: " + "; ".join(
+            outcome = Outcome(JobStatus.FAILED, 4, "nothing could be judged: " + "; ".join(
                 summary.get("errors", {}).get("examples", [])[:2]), summary)
         else:
-            outcome = Outcome("succeeded", 1 if summary.get("error_turns") else 0, None, summary)
+            outcome = Outcome(JobStatus.SUCCEEDED, 1 if summary.get("error_turns") else 0, None,
+                              summary)
 
         def wrap_up() -> None:
             outcome.rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
@@ -536,7 +538,7 @@ class AnalysisRunner:
         except DatabaseUnavailable:
             raise
         except DSTJudgeError as exc:
-            return Outcome("failed", 2, inputs.clean(str(exc)))
+            return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
 
     def _run(self, job: Any, inputs: Inputs) -> Outcome:
         if job.kind == "metrics":
@@ -547,12 +549,12 @@ class AnalysisRunner:
             sample_id = job.inputs.get("sample")
             sample = load_sample(inputs.path(sample_id)[0]) if sample_id else None
             report = agreement_report(run.rows, human, sample=sample, **job.options)
-            return Outcome("succeeded", 0, summary=_json(report, inputs))
+            return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report, inputs))
         if job.kind == "compare":
             runs = [self._run_of(job.project_id, r) for r in job.inputs["runs"]]
             human = self._labels(job.inputs.get("human"), inputs)
             table = method_table(runs, human.per_turn() if human else None)
-            return Outcome("succeeded", 0, summary=_json(table, inputs))
+            return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(table, inputs))
         if job.kind == "audit":
             return self._audit(job)
         raise ServiceError(f"unknown job kind {job.kind!r}", status=500)
@@ -573,7 +575,7 @@ class AnalysisRunner:
             if names.count(system.name) > 1:
                 system.name = f"{system.name} ({file_id})"
         report = compute_metrics(dialogues, systems, schema, MetricOptions(**options), gold=gold)
-        return Outcome("succeeded", 0, summary=_json(report.to_dict(), inputs))
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report.to_dict(), inputs))
 
     def _labels(self, file_id: str | None, inputs: Inputs) -> Any:
         return load_labels(inputs.path(file_id)[0]) if file_id else None
@@ -597,7 +599,7 @@ class AnalysisRunner:
         summary = {"run": job.inputs["run"], "items": len(items),
                    "turns": len({(i.dialogue_id, i.turn_index) for i in items}),
                    "artifact": "audit.html", "list": listed}
-        return Outcome("succeeded", 0, summary=summary,
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=summary,
                        artifacts={"audit.html": ("text/html; charset=utf-8", page)})
 
 

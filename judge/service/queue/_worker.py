@@ -33,6 +33,7 @@ from .._db import Database, DatabaseUnavailable, now, workers
 from .._files import FileStore
 from .._jobs import JobStore
 from .._ledger import purge_ledger
+from .._lifecycle import JobStatus
 from .._limits import EndpointPool, JobLimiter
 from .._settings import ServiceSettings
 from ._journal import CallJournal
@@ -267,7 +268,7 @@ class Worker:
         runner = runner_for(self.runners, job)
         try:
             if runner is None:
-                outcome = Outcome("failed", 2, f"this server cannot run {job.kind!r} jobs "
+                outcome = Outcome(JobStatus.FAILED, 2, f"this server cannot run {job.kind!r} jobs "
                                   f"in mode {job.mode!r}")
             else:
                 running.live = runner.progress()
@@ -285,7 +286,7 @@ class Worker:
             return
         except Exception:
             log.exception("job %s failed with an internal error", job.id)
-            outcome = Outcome("failed", None, "internal error in the server (see its log)")
+            outcome = Outcome(JobStatus.FAILED, None, "internal error in the server (see its log)")
         finally:
             self.running.pop(job.id, None)
         try:
@@ -371,7 +372,8 @@ class Worker:
                 outcome.wrap_up()
             except Exception:
                 log.exception("job %s: preparing its results failed", job_id)
-                outcome = Outcome("failed", None, "internal error in the server (see its log)")
+                outcome = Outcome(JobStatus.FAILED, None,
+                                  "internal error in the server (see its log)")
         return self.queue.finish(job_id, self.id, status=outcome.status,
                                 exit_code=outcome.exit_code, error=outcome.error,
                                 summary=outcome.summary, rows=outcome.rows,
@@ -394,8 +396,9 @@ class Worker:
         with contextlib.suppress(Exception):
             await within(self.journal.flush(), 10)
         if running.reason == "cancel":
-            await asyncio.to_thread(self.queue.finish, job.id, self.id, status="cancelled",
-                                    exit_code=None, error="cancelled on request",
+            await asyncio.to_thread(self.queue.finish, job.id, self.id,
+                                    status=JobStatus.CANCELLED, exit_code=None,
+                                    error="cancelled on request",
                                     progress=live.as_progress(), cost=live.cost,
                                     tokens_used=live.tokens)
             log.info("job %s cancelled", job.id)
