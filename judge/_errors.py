@@ -7,6 +7,7 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     ├── InputError          a user-supplied file is malformed (names file, line, field)
     │   ├── DataMismatchError   files are individually valid but do not fit together
     │   ├── FormatError         a file is in none of the known formats
+    │   ├── CorrectionConflicts corrections of the gold disagree, undecided
     │   └── OutputError     an output path cannot be written (names the path and why)
     ├── OptionError         an option value is invalid or unsupported for the input
     ├── ModelError          a model call failed after retries (``fatal`` ones stop the run)
@@ -31,6 +32,7 @@ import json
 from collections.abc import Sequence
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 
 class ExitStatus(IntEnum):
@@ -99,6 +101,23 @@ class DataMismatchError(InputError):
 class FormatError(InputError):
     """A file is in none of the formats dst-judge reads (or is another kind of file): the
     message names the first field that does not fit and lists the known formats."""
+
+
+class CorrectionConflicts(InputError):
+    """Corrections set one turn and slot of a gold annotation to different values and no
+    adjudication decides between them; ``conflicts`` lists each (``describe()`` says it)."""
+
+    def __init__(self, conflicts: Sequence[Any], *, shown: int = 10) -> None:
+        self.conflicts = list(conflicts)
+        lines = [c.describe() for c in self.conflicts[:shown]]
+        more = len(self.conflicts) - len(lines)
+        if more > 0:
+            lines.append(f"... and {more} more")
+        count = len(self.conflicts)
+        super().__init__(
+            f"{count} {'turn and slot' if count == 1 else 'turns and slots'} with corrections "
+            "that disagree (an adjudication, a record with \"adjudicated\": true, decides):"
+            "\n  " + "\n  ".join(lines))
 
 
 class OutputError(InputError):

@@ -35,6 +35,8 @@ EXPECTED = {
     # agreement on a sample, ranked label-error candidates
     "draw_sample", "find_candidates", "load_audit_inputs", "load_sample", "write_candidates",
     "write_sample",
+    # a corrected gold: reviewed corrections of an annotation, applied as a new version
+    "CorrectionConflicts", "apply_corrections", "read_corrections",
 }
 STAGES = ("data", "metrics", "method", "model", "store", "pipeline", "analysis", "cli",
           "client", "service", "web")

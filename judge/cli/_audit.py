@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
+from ._gold import add_corrections_option, corrected_gold
 
 __all__ = ["add_parsers"]
 
@@ -31,6 +32,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gold", metavar="VERSION",
                    help="annotation version audited (default: the dialogues file's first); "
                    "other versions are shown beside, never used as evidence")
+    add_corrections_option(p)
     p.add_argument("--dialogues", metavar="FILE",
                    help="dialogues file (default: the one the first judge run recorded)")
     p.add_argument("--schema", metavar="FILE",
@@ -58,8 +60,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         items = write_audit(runs[0], args.out)
         console.print(f"wrote {args.out} ({items} judge/RULE items)", markup=False)
         return 0
-    candidates = find_candidates(inputs.dialogues, inputs.sources, gold=args.gold,
-                                 schema=inputs.schema)
+    dialogues, gold, _ = corrected_gold(inputs.dialogues, inputs.schema, args.corrections,
+                                        args.gold)
+    candidates = find_candidates(dialogues, inputs.sources, gold=gold, schema=inputs.schema)
     if args.candidates:
         count = write_candidates(candidates, args.candidates)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)

@@ -19,6 +19,7 @@ from . import (
     _batch,
     _cache,
     _convert,
+    _corrections,
     _evaluate,
     _labels,
     _local,
@@ -31,9 +32,9 @@ from . import (
 
 COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _tables.add_parser,
                   _batch.add_parsers, _agreement.add_parsers, _analysis.add_parsers,
-                  _audit.add_parsers, _labels.add_parsers, _convert.add_parser,
-                  _cache.add_parsers, _local.add_local_parser, _serve.add_parser,
-                  _worker.add_parser, _remote.add_parsers)
+                  _audit.add_parsers, _corrections.add_parsers, _labels.add_parsers,
+                  _convert.add_parser, _cache.add_parsers, _local.add_local_parser,
+                  _serve.add_parser, _worker.add_parser, _remote.add_parsers)
 """One function per command module adds its commands, in help order."""
 
 

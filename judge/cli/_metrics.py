@@ -19,10 +19,13 @@ from ..data import (
     load_schema,
     out_of_schema_slots,
     predicted_slot_names,
+    read_corrections,
+    slot_problem,
     validate_file,
 )
 from ..metrics import DEFAULT_LAMBDAS, compute_metrics
 from ._convert import load_predictions_noted, warn_out_of_schema
+from ._gold import add_corrections_option, corrected_gold
 from ._options import add_data_options, disambiguate, load_data, metric_options
 from ._report import print_metrics, say
 
@@ -34,6 +37,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     add_data_options(p, many=True)
     p.add_argument("--gold", help="annotation version to score against, e.g. 2.1 or 2.4 "
                    "(default: the file's first)")
+    add_corrections_option(p)
     p.add_argument("--match", default="exact",
                    help="matching policy: exact, nospace, normalized, alternatives, or a '+' "
                    "combination (default: exact)")
@@ -78,7 +82,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--print-schema", action="store_true", help="print the JSON Schema")
     p.add_argument("--schema", metavar="S",
                    help="predictions: also check every predicted slot name against this schema "
-                   "and name the closest schema slot for each one outside it (a warning)")
+                   "and name the closest schema slot for each one outside it (a warning); "
+                   "corrections: every corrected slot must be in it (a problem, with the "
+                   "closest schema slot named)")
     p.add_argument("--strict", action="store_true",
                    help="with --schema: slot names outside the schema are problems (exit 2), "
                    "not warnings")
@@ -95,10 +101,11 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
         undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
         breakdowns=not args.no_breakdowns)
     schema, dialogues = load_data(args)
+    dialogues, gold, _ = corrected_gold(dialogues, schema, args.corrections, args.gold)
     predictions = [load_predictions_noted(p, dialogues, schema, warn_slots=False)
                    for p in args.predictions]
     disambiguate(predictions)
-    report = compute_metrics(dialogues, predictions, schema, options, gold=args.gold)
+    report = compute_metrics(dialogues, predictions, schema, options, gold=gold)
     print_metrics(report, console)
     if args.json_out:
         report.write_json(args.json_out)
@@ -112,15 +119,17 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if not args.file:
         raise OptionError("validate needs a FILE (or --print-schema)")
-    if args.schema and args.kind != "predictions":
+    if args.schema and args.kind not in ("predictions", "corrections"):
         raise OptionError("--schema checks the slot names of a predictions file; "
                           f"it does not apply to a {args.kind} file")
     if args.strict and not args.schema:
         raise OptionError("--strict needs --schema (the schema the slot names are checked "
                           "against)")
     problems = validate_file(args.kind, args.file, limit=args.limit)
+    if args.kind == "corrections" and args.schema and not problems:
+        problems = _corrections_outside(args.file, args.schema)[: args.limit]
     outside = (_slot_names_outside(args.file, args.schema)
-               if args.schema and not problems else [])
+               if args.schema and args.kind == "predictions" and not problems else [])
     if outside and args.strict:
         problems.append(InputError(describe_out_of_schema(outside) or "", path=args.file))
     elif outside:
@@ -135,6 +144,13 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
     if args.kind == "predictions" and not args.schema:
         say(console, "slot names not checked against a schema (add --schema S to check them)")
     return 0
+
+
+def _corrections_outside(path: str, schema_path: str) -> list[InputError]:
+    """Each correction whose slot the schema does not have, naming the closest schema slot."""
+    schema = load_schema(schema_path)
+    found = (slot_problem(located, schema) for located in read_corrections([path]))
+    return [problem for problem in found if problem is not None]
 
 
 def _slot_names_outside(path: str, schema_path: str) -> list[OutOfSchemaSlot]:

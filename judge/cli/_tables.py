@@ -12,6 +12,7 @@ from rich.table import Table
 from .._io import open_output, write_text
 from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
+from ._gold import add_corrections_option, corrected_versions
 from ._report import say
 from ._report import text as inert  # `text` is a local name below
 
@@ -27,6 +28,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--dialogues", required=True)
     p.add_argument("--predictions", required=True, nargs="+", metavar="P")
     p.add_argument("--gold", nargs="+", metavar="V", help="versions (default: all)")
+    add_corrections_option(p)
     p.add_argument("--profile", nargs="+", default=[], metavar="NAME",
                    help=f"scoring profiles: {', '.join(PROFILE_NAMES)}, or all")
     p.add_argument("--per-slot", action="store_true", help="the per-slot table instead")
@@ -39,13 +41,16 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema_noted(args.schema)
     dialogues = load_dialogues_noted(args.dialogues, schema)
+    dialogues, versions, corrected = corrected_versions(dialogues, schema, args.corrections,
+                                                        args.gold)
     systems = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
     names = [s.name for s in systems]
     for system in systems:
         if names.count(system.name) > 1:
             system.name = system.path
     profiles = list(PROFILE_NAMES) if "all" in args.profile else args.profile
-    tables = paper_tables(dialogues, systems, schema, versions=args.gold, profiles=profiles)
+    tables = paper_tables(dialogues, systems, schema, versions=versions, profiles=profiles,
+                          corrected=[(c.base, c.name) for c in corrected])
     columns, rows = ((tables.slot_columns, tables.slot_rows) if args.per_slot
                      else (tables.columns, tables.rows))
     fmt = args.format or _format_of(args.table_out)
@@ -56,14 +61,30 @@ def run(args: argparse.Namespace, console: Console) -> int:
                              else "right", overflow="fold")
         for row in rows:  # system names and slots come from data: never read as markup
             table.add_row(*[inert(_text(v)) for v in row])
+        shown = [table]
+        if tables.change_rows and not args.per_slot:
+            change = Table(title="Corrected gold: the change for each system",
+                           title_justify="left")
+            for column in tables.change_columns:
+                change.add_column(inert(column), justify="left" if column in (
+                    "system", "gold", "corrected") else "right", overflow="fold")
+            for row in tables.change_rows:
+                change.add_row(*[inert(_text(v)) for v in row])
+            shown.append(change)
         if args.table_out:
             with open_output(args.table_out) as handle:
-                Console(file=handle, width=200).print(table)
+                for part in shown:
+                    Console(file=handle, width=200).print(part)
         else:
-            console.print(table)
+            for part in shown:
+                console.print(part)
         return 0
     text = to_csv(columns, rows) if fmt == "csv" else to_latex(
         columns, rows, caption="; ".join(tables.notes))
+    if tables.change_rows and not args.per_slot:  # the change table follows, as a second block
+        text += "\n" + (to_csv(tables.change_columns, tables.change_rows, digits=4)
+                        if fmt == "csv" else to_latex(tables.change_columns, tables.change_rows,
+                                                      digits=2))
     if args.table_out:
         write_text(args.table_out, text)
         say(console, f"wrote {args.table_out} ({len(rows)} rows)")

@@ -18,8 +18,9 @@ from .._errors import InputError, OptionError
 from .._io import format_loc, iter_jsonl_lines, json_error_message, loads, read_json
 from .._resources import package_dir
 
-FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample")
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample", "corrections"]
+FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample",
+                                    "corrections")
 
 
 @cache

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+from scipy.stats import t as student_t
 
 from ..data import DialogueSet, PredictionSet, Schema
 from ._options import MetricOptions
@@ -33,12 +37,63 @@ class PaperTables:
     slot_columns: list[str] = field(default_factory=list)
     slot_rows: list[list[Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    change_columns: list[str] = field(default_factory=list)
+    change_rows: list[list[Any]] = field(default_factory=list)
+    """Each system on a version and on its corrected version: the figures, the change, and a
+    paired interval of the JGA change clustered by dialogue (empty without corrections)."""
+
+
+CHANGE_COLUMNS = ["system", "gold", "corrected", "JGA", "JGA corr.", "Δ JGA", "Δ low",
+                  "Δ high", "slot acc.", "slot acc. corr.", "Δ slot acc.", "turns changed"]
+
+
+def paired_change(before: Sequence[float], after: Sequence[float], turns: Sequence[int], *,
+                  confidence: float = 0.95) -> tuple[float, float, float]:
+    """A turn-weighted mean change with its interval, clustered by dialogue: each dialogue's
+    ``turns × (after − before)`` is one cluster total (a ratio estimator with the
+    cluster-robust variance and a t quantile on clusters − 1 degrees of freedom)."""
+    weights = np.asarray(turns, dtype=float)
+    diffs = weights * (np.asarray(after, dtype=float) - np.asarray(before, dtype=float))
+    total = weights.sum()
+    change = float(diffs.sum() / total)
+    clusters = len(weights)
+    if clusters < 2:
+        return change, float("nan"), float("nan")
+    residual = diffs - change * weights
+    se = math.sqrt(clusters / (clusters - 1) * float((residual ** 2).sum())) / total
+    half = float(student_t.ppf(0.5 + confidence / 2, clusters - 1)) * se
+    return change, change - half, change + half
+
+
+def _change_rows(dialogues: DialogueSet, systems: Sequence[PredictionSet], schema: Schema,
+                 options: MetricOptions, corrected: Sequence[tuple[str, str]]
+                 ) -> list[list[Any]]:
+    per = options.model_copy(update={"per_dialogue": True, "breakdowns": False})
+    rows: list[list[Any]] = []
+    for base, name in corrected:
+        before = compute_metrics(dialogues, list(systems), schema, per, gold=base)
+        after = compute_metrics(dialogues, list(systems), schema, per, gold=name)
+        changed = sum(turn.gold_states.get(base) != turn.gold_states.get(name)
+                      for d in dialogues.dialogues for turn in d.turns)
+        for system, b, a in zip(systems, before.systems, after.systems, strict=True):
+            was, now = b.per_dialogue or {}, a.per_dialogue or {}
+            turns = [was[i]["turns"] for i in was]
+            jga_b = [was[i]["jga"] or 0.0 for i in was]
+            jga_a = [now[i]["jga"] or 0.0 for i in was]
+            delta, low, high = paired_change(jga_b, jga_a, turns)
+            sa_b, sa_a = b.metrics["sa"], a.metrics["sa"]
+            rows.append([system.name, base, name, b.metrics["jga"], a.metrics["jga"], delta,
+                         low, high, sa_b, sa_a,
+                         None if sa_b is None or sa_a is None else sa_a - sa_b, changed])
+    return rows
 
 
 def paper_tables(dialogues: DialogueSet, systems: Sequence[PredictionSet], schema: Schema,
                  *, versions: Sequence[str] | None = None, profiles: Sequence[str] = (),
-                 options: MetricOptions | None = None) -> PaperTables:
-    """Score every system against every version (default: all in the file)."""
+                 options: MetricOptions | None = None,
+                 corrected: Sequence[tuple[str, str]] = ()) -> PaperTables:
+    """Score every system against every version (default: all in the file); with
+    ``corrected`` (pairs of a version and its corrected version), also the change table."""
     options = options or MetricOptions()
     wanted = [dialogues.resolve_version(v) for v in versions] if versions else list(
         dialogues.versions)
@@ -68,9 +123,13 @@ def paper_tables(dialogues: DialogueSet, systems: Sequence[PredictionSet], schem
                                   stats["gold_turns"], stats["pred_turns"]])
     notes = [f"exact-match columns: match={report.options['match']}"]
     notes += [f"{p.name}: {p.title} ({p.reference})" for p in chosen]
+    change_rows = _change_rows(dialogues, systems, schema, options, corrected)
+    if change_rows:
+        notes.append("Δ: corrected minus original, with a 95 % interval clustered by dialogue")
     return PaperTables(columns, rows,
                        ["system", "gold", "slot", "accuracy", "precision", "recall", "F1",
-                        "gold turns", "pred turns"], slot_rows, notes)
+                        "gold turns", "pred turns"], slot_rows, notes,
+                       list(CHANGE_COLUMNS) if change_rows else [], change_rows)
 
 
 def _cell(value: Any, digits: int) -> str:

@@ -1,0 +1,62 @@
+"""``dst-judge corrections apply``: a dialogues file with a corrected gold version beside
+the versions it had."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from .._errors import OptionError
+from .._io import plural
+from ..data import apply_corrections, load_dialogues, load_schema, write_native_jsonl
+from ..data._dialogues import version_label
+from ._gold import read_all
+
+
+def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
+    p = commands.add_parser(
+        "corrections", help="corrected gold: apply reviewed corrections of an annotation",
+        description="Corrections of a gold annotation (a JSON Lines file; see 'dst-judge "
+        "validate corrections --print-schema').")
+    sub = p.add_subparsers(dest="corrections_command", required=True, metavar="ACTION")
+    apply = sub.add_parser(
+        "apply", help="write dialogues with a corrected version added",
+        description="Write a dialogues file whose gold_state_TAG / gold_turn_state_TAG are "
+        "version --gold with the corrections applied (cumulative and turn states consistent), "
+        "every other version as it was. Corrections that disagree on one turn and slot are "
+        "refused, with the list of conflicts, unless an adjudication decides them.")
+    apply.add_argument("--dialogues", required=True, help="dialogues JSON Lines file (.gz ok)")
+    apply.add_argument("--gold", required=True, metavar="VERSION",
+                       help="the version corrected, e.g. 2.1")
+    apply.add_argument("--corrections", required=True, action="extend", nargs="+",
+                       metavar="FILE", help="corrections files (repeatable)")
+    apply.add_argument("--as", dest="tag", required=True, metavar="TAG",
+                       help="the new version's key suffix: gold_state_TAG (e.g. 21fixed)")
+    apply.add_argument("--schema", metavar="FILE",
+                       help="check every corrected slot name against this schema")
+    apply.add_argument("--out", required=True, metavar="FILE", help="dialogues to write")
+    apply.set_defaults(handler=run_apply)
+
+
+def run_apply(args: argparse.Namespace, console: Console) -> int:
+    tag = args.tag.strip()
+    if not tag or not all(ch.isalnum() or ch in "._-" for ch in tag):
+        raise OptionError(f"--as {args.tag!r}: a tag is letters, digits, '.', '_' or '-' "
+                          "(it becomes the key gold_state_TAG)")
+    schema = load_schema(args.schema) if args.schema else None
+    dialogues = load_dialogues(args.dialogues, schema=schema)
+    located = read_all(args.corrections)
+    name = version_label(tag.replace(".", ""))
+    result = apply_corrections(dialogues, args.gold, located, name=name, schema=schema)
+    count = write_native_jsonl((d.to_record() for d in result.dialogues.dialogues), args.out)
+    console.print(
+        f"wrote {args.out} ({plural(count, 'dialogue')}): version {name} = {result.base} with "
+        f"{plural(result.applied, 'correction')} ({plural(result.changed_turns, 'turn')}, "
+        f"{plural(result.changed_slots, 'slot')} changed; corrections digest "
+        f"{result.digest[:12]})", markup=False)
+    if result.other_versions:
+        console.print(f"left aside {plural(result.other_versions, 'correction')} of other "
+                      "versions", markup=False)
+    return 0

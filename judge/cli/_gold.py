@@ -1,0 +1,100 @@
+"""``--corrections``: the corrected gold that every command taking ``--gold`` can score
+against, applied on the fly and named with a digest of what was applied."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .._errors import InputError, OptionError
+from .._io import plural, printable
+from ..data import CorrectedGold, DialogueSet, Located, Schema, apply_corrections, read_corrections
+
+
+def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--corrections", action="extend", nargs="+", default=[], metavar="FILE",
+        help="corrections of the gold annotation (JSON Lines; see 'dst-judge validate "
+        "corrections --print-schema'), applied on the fly to the version they correct; the "
+        "corrected version is named VERSION+corr:DIGEST in every output (repeatable)")
+
+
+def read_all(paths: Sequence[str]) -> list[Located]:
+    """Every correction of the files; a file without any is an error (not an empty fix)."""
+    found: list[Located] = []
+    for path in paths:
+        these = read_corrections([path])
+        if not these:
+            raise InputError("no corrections in the file (every line is blank)", path=path)
+        found.extend(these)
+    return found
+
+
+def _note(result: CorrectedGold, paths: Sequence[str]) -> None:
+    print(printable(
+        f"dst-judge: gold {result.name} = {result.base} with "
+        f"{plural(result.applied, 'correction')} from {', '.join(paths)} "
+        f"({plural(result.changed_turns, 'turn')}, {plural(result.changed_slots, 'slot')} "
+        "changed)"), file=sys.stderr)
+
+
+def corrected_gold(dialogues: DialogueSet, schema: Schema | None, paths: Sequence[str],
+                   gold: str | None) -> tuple[DialogueSet, str | None, CorrectedGold | None]:
+    """For a command that scores one version: the dialogues with the corrected version added,
+    and the version to score (``gold`` corrected; without ``gold``, the one version the
+    corrections name)."""
+    if not paths:
+        return dialogues, gold, None
+    located = read_all(paths)
+    if gold is None:
+        named = list(dict.fromkeys(c.correction.gold for c in located))
+        if len(named) > 1:
+            raise OptionError(f"the corrections correct several versions ({', '.join(named)}): "
+                              "say which with --gold")
+        gold = named[0]
+    result = apply_corrections(dialogues, gold, located, schema=schema)
+    _note(result, paths)
+    return result.dialogues, result.name, result
+
+
+def corrected_versions(dialogues: DialogueSet, schema: Schema | None, paths: Sequence[str],
+                       versions: Sequence[str] | None
+                       ) -> tuple[DialogueSet, list[str] | None, list[CorrectedGold]]:
+    """For a command that scores several versions side by side: each version the corrections
+    name (among ``versions``, default all) followed by its corrected version."""
+    if not paths:
+        return dialogues, list(versions) if versions else None, []
+    located = read_all(paths)
+    wanted = [dialogues.resolve_version(v) for v in versions] if versions else list(
+        dialogues.versions)
+    named = {dialogues.resolve_version(c.correction.gold) for c in located
+             if _carried(dialogues, c.correction.gold)}
+    missing = sorted({c.correction.gold for c in located
+                      if not _carried(dialogues, c.correction.gold)})
+    if missing:
+        raise OptionError(f"{dialogues.path} has no annotation version {', '.join(missing)} "
+                          f"(the corrections correct it); the file has: "
+                          f"{', '.join(dialogues.versions)}")
+    if not named & set(wanted):
+        raise OptionError(f"the corrections correct {', '.join(sorted(named))}, which is not "
+                          f"among the versions asked for ({', '.join(wanted)})")
+    results: list[CorrectedGold] = []
+    ordered: list[str] = []
+    for version in wanted:
+        ordered.append(version)
+        if version in named:
+            result = apply_corrections(dialogues, version, located, schema=schema)
+            _note(result, paths)
+            dialogues = result.dialogues
+            results.append(result)
+            ordered.append(result.name)
+    return dialogues, ordered, results
+
+
+def _carried(dialogues: DialogueSet, version: str) -> bool:
+    try:
+        dialogues.resolve_version(version)
+    except OptionError:
+        return False
+    return True
