@@ -175,12 +175,53 @@ _BY_HASH = (sa.select(tokens, projects.c.name.label("project_name"))
 
 
 class TokenBook:
-    """Resolves bearer tokens to principals; remembers ``last_used_at`` at most once a
-    minute per token so that reads stay reads on SQLite."""
+    """The tokens table's one reader and writer in the service: resolves bearer tokens to
+    principals (remembering ``last_used_at`` at most once a minute per token so that reads
+    stay reads on SQLite), lists, creates and revokes a project's tokens, and answers what the
+    job store and the runners ask of a token (its spending cap, its reviewer's other tokens).
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._touched: dict[str, float] = {}
+
+    def list(self, project: str) -> list[dict[str, Any]]:
+        """The project's tokens (never their hashes), oldest first."""
+        return list_tokens(self.db, project)
+
+    def create(self, project: str, scopes: str | list[str], *, name: str | None = None,
+               spend_cap_usd: float | None = None) -> tuple[str, dict[str, Any]]:
+        """A new token of the project: (its secret, its record)."""
+        return create_token(self.db, project, scopes, name=name, spend_cap_usd=spend_cap_usd)
+
+    def revoke(self, token_id: str, *, project_id: str) -> bool:
+        """Revoke a live token of the project; False when it has none of that id."""
+        return revoke_token(self.db, token_id, project_id=project_id)
+
+    def spend_cap(self, token_id: str) -> float | None:
+        """The token's spending cap in USD (None: no cap, or no such token)."""
+        with self.db.read() as conn:
+            cap = conn.execute(sa.select(tokens.c.spend_cap_usd)
+                               .where(tokens.c.id == token_id)).scalar()
+        return None if cap is None else float(cap)
+
+    @staticmethod
+    def same_reviewer(token_id: str) -> sa.Select[tuple[str]]:
+        """The ids of every token with this token's name in its project, as a subquery (a
+        rotated token's jobs are its reviewer's: rotating does not lift a spending cap)."""
+        same = sa.select(tokens.c.project_id, tokens.c.name).where(
+            tokens.c.id == token_id).subquery()
+        return sa.select(tokens.c.id).join(same, sa.and_(
+            tokens.c.project_id == same.c.project_id, tokens.c.name == same.c.name))
+
+    def of_project(self, project_id: str) -> list[sa.Row[Any]]:
+        """Id, name, spending cap and revocation time of the project's tokens, oldest
+        first (for the usage report)."""
+        with self.db.read() as conn:
+            return list(conn.execute(
+                sa.select(tokens.c.id, tokens.c.name, tokens.c.spend_cap_usd,
+                          tokens.c.revoked_at).where(tokens.c.project_id == project_id)
+                .order_by(tokens.c.created_at)))
 
     def resolve(self, authorization: str | None) -> Principal:
         if not authorization:

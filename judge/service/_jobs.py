@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._errors import ServiceError
-from ._auth import Principal, new_id
+from ._auth import Principal, TokenBook, new_id
 from ._db import (
     Database,
     artifacts,
@@ -24,7 +24,6 @@ from ._db import (
     judgments,
     notify_queue,
     now,
-    tokens,
 )
 from ._jobspec import JobSpec
 from ._labels import job_subject
@@ -94,8 +93,9 @@ _SHOWN = [column for column in jobs.c if column.name != "manifest"]
 
 
 class JobStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, tokens: TokenBook | None = None) -> None:
         self.db = db
+        self.tokens = tokens or TokenBook(db)
 
     # --- the API's side ------------------------------------------------------------------
 
@@ -177,10 +177,7 @@ class JobStore:
     def spent_by_token(self, token_id: str) -> float:
         """What the reviewer of this token spent: every token of the same name in the
         project (a rotated token's jobs count, so rotating does not lift a spending cap)."""
-        same = sa.select(tokens.c.project_id, tokens.c.name).where(
-            tokens.c.id == token_id).subquery()
-        reviewer = sa.select(tokens.c.id).join(same, sa.and_(
-            tokens.c.project_id == same.c.project_id, tokens.c.name == same.c.name))
+        reviewer = TokenBook.same_reviewer(token_id)
         with self.db.read() as conn:
             return float(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(jobs.c.cost_usd), 0))
                                       .where(sa.or_(jobs.c.token_id == token_id,
@@ -330,10 +327,7 @@ class JobStore:
                  .where(jobs.c.project_id == project_id).group_by(jobs.c.token_id))
         with self.db.read() as conn:
             rows = conn.execute(query).all()
-            known = {r.id: r for r in conn.execute(
-                sa.select(tokens.c.id, tokens.c.name, tokens.c.spend_cap_usd,
-                          tokens.c.revoked_at).where(tokens.c.project_id == project_id)
-                .order_by(tokens.c.created_at))}
+        known = {r.id: r for r in self.tokens.of_project(project_id)}
         live = {r.name: r for r in known.values() if r.revoked_at is None}
         per_name: dict[Any, dict[str, Any]] = {}
         for r in rows:

@@ -37,9 +37,9 @@ class Service:
         self.files = FileStore(self.db, settings.data_dir, max_upload=settings.max_upload_bytes,
                                max_unpacked=settings.max_unpacked_bytes,
                                caps=settings.upload_caps())
-        self.jobs = JobStore(self.db)
-        self.labels = LabelStore(self.db)
         self.tokens = TokenBook(self.db)
+        self.jobs = JobStore(self.db, self.tokens)
+        self.labels = LabelStore(self.db)
         self.metrics = ServiceMetrics(self)
         self.run_worker = run_worker and settings.job_slots > 0
         self.worker: WorkerControl | None = None

@@ -132,3 +132,16 @@ def test_an_illegal_move_writes_nothing_and_a_legal_one_writes(tmp_path):
         assert JobStore(db).get("prj_x", job_id)["status"] == "succeeded"
     finally:
         db.dispose()
+
+
+def test_only_the_token_store_reads_the_tokens_table():
+    """The tokens table is the token store's (``_auth.TokenBook``): the job store, the
+    runners and the routes ask it, none imports the table."""
+    importers = set()
+    for path in sorted((PACKAGE / "service").rglob("*.py")) + sorted((PACKAGE / "web")
+                                                                     .rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_db") and \
+                    any(alias.name == "tokens" for alias in node.names):
+                importers.add(path.relative_to(PACKAGE).as_posix())
+    assert importers == {"service/_auth.py"}

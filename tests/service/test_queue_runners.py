@@ -20,6 +20,7 @@ from judge._errors import BudgetReached, DSTJudgeError, ModelError
 from judge.model import call_key
 from judge.service import build_settings, ensure_project
 from judge.service import create_token as project_token
+from judge.service._auth import TokenBook
 from judge.service._db import DatabaseUnavailable, job_batches
 from judge.service.queue import _batchjob as bj
 from judge.service.queue import _runners as rn
@@ -709,7 +710,8 @@ def test_a_tokens_spending_cap_bounds_the_jobs_budget(db):
     runner = _evaluator()
     runner.db = db
     spent = {capped["id"]: 3.0, free["id"]: 50.0}
-    runner.jobs = SimpleNamespace(spent_by_token=spent.__getitem__)  # type: ignore
+    runner.jobs = SimpleNamespace(spent_by_token=spent.__getitem__,  # type: ignore
+                                  tokens=TokenBook(db))  # the cap: read by the token store
 
     def job(token: dict[str, Any], budget: float | None, cost: float | None = 1.0) -> Any:
         return SimpleNamespace(token_id=token["id"], budget_usd=budget, cost_usd=cost)

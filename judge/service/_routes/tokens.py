@@ -9,7 +9,6 @@ from fastapi.openapi.models import Link
 
 from ..._api_models import Me, NewToken, ProjectRef, Token, TokenList, TokenRequest, Usage
 from ..._errors import ServiceError
-from .. import _auth
 from ._common import Admin, Reader, ServiceDep, api_router, errors
 
 router = api_router("tokens")
@@ -34,7 +33,7 @@ def get_usage(principal: Reader, service: ServiceDep) -> Usage:
 def list_tokens(principal: Admin, service: ServiceDep) -> TokenList:
     """The project's tokens (never their secrets)."""
     return TokenList(tokens=[Token.model_validate(t)
-                             for t in _auth.list_tokens(service.db, principal.project_name)])
+                             for t in service.tokens.list(principal.project_name)])
 
 
 @router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=NewToken,
@@ -47,8 +46,9 @@ def list_tokens(principal: Admin, service: ServiceDep) -> TokenList:
 def create_token(principal: Admin, service: ServiceDep,
                          request: TokenRequest) -> NewToken:
     """A new token of the project; its secret is in this answer only."""
-    token, record = _auth.create_token(service.db, principal.project_name, list(request.scopes),
-                                 name=request.name, spend_cap_usd=request.spend_cap_usd)
+    token, record = service.tokens.create(principal.project_name, list(request.scopes),
+                                          name=request.name,
+                                          spend_cap_usd=request.spend_cap_usd)
     return NewToken.model_validate({**record, "token": token})
 
 
@@ -57,6 +57,6 @@ def create_token(principal: Admin, service: ServiceDep,
 def revoke_token(principal: Admin, service: ServiceDep,
                             token_id: Annotated[str, Path(max_length=40)]) -> Response:
     """Revoke a token of the project."""
-    if not _auth.revoke_token(service.db, token_id, project_id=principal.project_id):
+    if not service.tokens.revoke(token_id, project_id=principal.project_id):
         raise ServiceError(f"no active token {token_id!r} in this project", status=404)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

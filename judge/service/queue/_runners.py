@@ -52,7 +52,7 @@ from ...metrics import MetricOptions, compute_metrics
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
-from .._db import Database, DatabaseUnavailable, files, tokens
+from .._db import Database, DatabaseUnavailable, files
 from .._files import FileStore
 from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
@@ -490,9 +490,7 @@ class EvaluateRunner:
         thread that prepares the job: no hop of its own)."""
         if job.token_id is None:
             return job.budget_usd
-        with self.db.read() as conn:
-            cap = conn.execute(sa.select(tokens.c.spend_cap_usd)
-                               .where(tokens.c.id == job.token_id)).scalar()
+        cap = self.jobs.tokens.spend_cap(job.token_id)
         if cap is None:
             return job.budget_usd
         spent = self.jobs.spent_by_token(job.token_id) - float(job.cost_usd or 0.0)
