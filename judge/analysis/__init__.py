@@ -63,10 +63,13 @@ from ._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._labels import (
     HumanLabel,
     HumanLabels,
+    Resolution,
     SlotLabel,
     load_labels,
+    pair_by_predictions,
     write_labels,
 )
+from ._runinfo import recorded_predictions_sha256
 from ._sampling import (
     ALLOCATIONS,
     DESIGNS,
@@ -75,9 +78,11 @@ from ._sampling import (
     SampledTurn,
     Strata,
     allocate,
+    check_sample,
     design_strata,
     draw_sample,
     load_sample,
+    run_turns_digest,
     write_sample,
 )
 from ._statistics import (
@@ -113,6 +118,7 @@ __all__ = [
     "Evidence",
     "HumanLabel",
     "HumanLabels",
+    "Resolution",
     "Sample",
     "SampledTurn",
     "SlotLabel",
@@ -121,6 +127,7 @@ __all__ = [
     "agreement_report",
     "allocate",
     "audit_items",
+    "check_sample",
     "check_tuning",
     "cohen_kappa",
     "design_estimate",
@@ -144,11 +151,14 @@ __all__ = [
     "load_sample",
     "method_table",
     "pabak",
+    "pair_by_predictions",
     "plan_labels",
     "plot_systems",
     "ppi_mean",
+    "recorded_predictions_sha256",
     "render_audit",
     "run_differences",
+    "run_turns_digest",
     "sample_estimates",
     "source_from_predictions",
     "source_from_run",

@@ -30,6 +30,7 @@ from ._labels import (
     UNNAMED,
     HumanLabel,
     HumanLabels,
+    Resolution,
     SlotKey,
     TurnKey,
     load_labels,
@@ -459,7 +460,8 @@ def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnK
 def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
                          raters: Mapping[str, Mapping[TurnKey, int]],
                          human: Mapping[TurnKey, int], boot: Bootstrap,
-                         tuning: Tuning = "loo") -> dict[str, Any]:
+                         tuning: Tuning = "loo", *, predictions_sha256: str | None = None,
+                         resolution: Resolution | None = None) -> dict[str, Any]:
     """Step 4: population figures from the human labels of a stratified sample.
 
     A labelled turn of stratum h weighs ``N_h / m_h`` (m_h = labelled turns of h; sampled turns
@@ -473,9 +475,10 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
     ``estimates`` holds the metric estimates side by side (``judge``, ``labels``, ``ppi``, see
     :func:`judge.analysis.sample_estimates`), with their normal-approximation intervals.
     """
-    check_sample(sample, rows)
+    checked = check_sample(sample, rows, predictions_sha256=predictions_sha256)
     estimation = sample_estimates(sample, [rows], [human], confidence=boot.confidence,
-                                  tuning=tuning)
+                                  tuning=tuning,
+                                  resolutions=[resolution] if resolution is not None else None)
     strata = sample.strata()
     labelled = [t for t in sample.turns if t.key in human]
     counts = {h: len({t.unit_key for t in labelled if t.stratum == h}) for h in strata}
@@ -483,7 +486,8 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
     stratum_of = [t.stratum for t in labelled]
     uncovered = sum(s["size"] for h, s in strata.items() if counts[h] == 0)
     block: dict[str, Any] = {
-        "sample": sample.path, "gold": sample.gold, "population_turns": sample.population,
+        "sample": sample.path, "sample_check": checked, "gold": sample.gold,
+        "population_turns": sample.population,
         "sampled_turns": len(sample.turns), "labelled_turns": len(labelled),
         "uncovered_turns": uncovered,
         "strata": [{**s, "labelled": counts[h]} for h, s in sorted(strata.items())],
@@ -529,10 +533,18 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
 # --------------------------------------------------------------------------- the report
 
 
+NO_SAMPLE_NOTE = (
+    "no population estimate: labels collected without a sample file (review queues, "
+    "hand-picked turns) are not a random sample of the run, so they give agreement figures "
+    "only; draw one with 'dst-judge labels sample' and pass it with --sample")
+
+
 def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = None, *,
                      sample: Sample | None = None, n_boot: int = 1000, seed: int = 0,
                      confidence: float = 0.95, source: RowsSource | None = None,
-                     tuning: Tuning = "loo") -> dict[str, Any]:
+                     tuning: Tuning = "loo", predictions_sha256: str | None = None,
+                     adjudicator: str | None = None, run_name: str = "the run"
+                     ) -> dict[str, Any]:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is
@@ -541,6 +553,11 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     agreement, the judge against per-slot labels, and the paper's accuracy after human
     re-evaluation; with a ``sample`` (and labels) it adds population estimates. ``source``
     (see :func:`judgment_rows_source`) lets a bad row be named by file and line.
+
+    ``predictions_sha256`` is the predictions file the run judged, when known: labels and a
+    sample that name other predictions are refused. A sample is drawn again from ``rows``
+    and refused unless it comes out the same (:func:`check_sample`). ``adjudicator`` names
+    the reviewer whose label decides turns the others split on.
     """
     boot = Bootstrap(n_boot, seed, confidence)
     ratings = read_ratings(rows, source)
@@ -550,11 +567,15 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     reevaluations: list[dict[str, Any]] | None = None
     slot_entry: dict[str, Any] | None = None
     majority: dict[TurnKey, int] = {}
+    resolution: Resolution | None = None
     if human is not None:
-        majority = {k: v for k, v in human.per_turn().items() if k in seen}
+        human.check_predictions(predictions_sha256, run=run_name)
+        resolution = human.resolve(adjudicator)
+        majority = {k: v for k, v in resolution.labels.items() if k in seen}
         raters["human"] = majority
         human_block = human_summary(human, rows, majority, seen, boot)
-        tied = set(human.tied_turns())
+        human_block["undecided"] = _undecided_turns(resolution, seen, human)
+        tied = set(resolution.tied)
         reevaluations = [reevaluation(v, ratings.judge, labels, majority, tied, ratings.order,
                                       boot) for v, labels in ratings.rules.items()]
         slot_entry = slot_pair(ratings, human, seen, boot)
@@ -574,10 +595,28 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
         "pairs": pairs,
         "human": human_block,
         "reevaluation": reevaluations,
-        "population": (population_estimates(sample, rows, raters, majority, boot, tuning)
+        "population": (population_estimates(sample, rows, raters, majority, boot, tuning,
+                                            predictions_sha256=predictions_sha256,
+                                            resolution=resolution)
                        if sample is not None else None),
+        "population_note": NO_SAMPLE_NOTE if sample is None and human is not None else None,
         "bootstrap": boot.describe(),
     }
+
+
+def _undecided_turns(resolution: Resolution, seen: set[TurnKey],
+                     human: HumanLabels) -> dict[str, Any]:
+    """Turns of the run the reviewers split on or were all unsure of, and how the others'
+    labels were reached."""
+    spelled = {r.key: r.dialogue_id for r in human.records}
+    out: dict[str, Any] = {}
+    for kind, keys in (("tied", resolution.tied), ("unsure", resolution.unsure)):
+        mine = [k for k in keys if k in seen]
+        out[kind] = {"count": len(mine), "examples": [
+            {"dialogue_id": spelled[k], "turn_index": k[1]} for k in mine[:_MAX_EXAMPLES]]}
+    out["adjudicated"] = sum(1 for k, how in resolution.how.items()
+                             if how == "adjudicated" and k in seen)
+    return out
 
 
 # --------------------------------------------------------------------------- display

@@ -50,7 +50,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DataMismatchError, OptionError
-from ._labels import TurnKey, row_key
+from ._labels import Resolution, TurnKey, row_key
 from ._sampling import Sample, Strata, UnitKey, sample_strata
 
 Tuning = Literal["loo", "plain"] | float
@@ -438,14 +438,17 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
 
 def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]],
                      human: Sequence[Mapping[TurnKey, int]], *, confidence: float = 0.95,
-                     tuning: Tuning = "loo", names: Sequence[str] | None = None
-                     ) -> dict[str, Any]:
+                     tuning: Tuning = "loo", names: Sequence[str] | None = None,
+                     resolutions: Sequence[Resolution] | None = None) -> dict[str, Any]:
     """Judge, labels-only and PPI estimates of a run's metrics from a sample file and human
     labels (``human[i]``: turn key → 0/1 majority label of run i's predictions).
 
     With one run: TSA (and JGA, dialogue success for a whole-dialogue sample). With two runs
     judged on the same dialogues and labelled on the same sample: the difference run 0 − run 1.
     Only labels of turns the sample lists enter; the others are named as left out.
+    ``resolutions[i]`` (:meth:`HumanLabels.resolve`) say how run i's labels were reached: the
+    sampled turns its reviewers split on or were all unsure of are then named apart from the
+    unlabelled ones, with the estimates were every such turn correct, and every one wrong.
     """
     tuning = check_tuning(tuning)
     z_value(confidence)
@@ -472,11 +475,15 @@ def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]]
             sampled.setdefault(turn.stratum, []).append(turn.unit_key)
     listed = {turn.key for turn in sample.turns}
     left_out = sorted({k for labels in human for k in labels if k not in listed})
+    undecided = [r.undecided() for r in resolutions] if resolutions else [{} for _ in human]
     unlabelled = [t for t in sample.turns
-                  if any(t.key not in labels for labels in human)]
+                  if any(t.key not in labels and t.key not in open_
+                         for labels, open_ in zip(human, undecided, strict=True))]
     estimates = {metric: _estimate_metric(units, list(human), metric, sampled, confidence,
                                           tuning)
                  for metric in METRICS_BY_UNIT[sample.unit]}
+    undecided_block = _undecided(sample, units, list(human), undecided, resolutions, sampled,
+                                 confidence, tuning, len(runs) == 2)
     return {
         "design": sample.describe(),
         "confidence": confidence,
@@ -490,8 +497,63 @@ def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]]
         "unlabelled_sampled_turns": {"count": len(unlabelled), "examples": [
             {"dialogue_id": t.dialogue_id, "turn_index": t.turn_index}
             for t in unlabelled[:_MAX_EXAMPLES]]},
+        "undecided_sampled_turns": undecided_block,
         "assumptions": ASSUMPTIONS,
     }
+
+
+def _undecided(sample: Sample, units: list[_Units], human: list[Mapping[TurnKey, int]],
+               undecided: list[dict[TurnKey, str]], resolutions: Sequence[Resolution] | None,
+               sampled: dict[str, list[UnitKey]], confidence: float, tuning: Tuning,
+               difference: bool) -> dict[str, Any]:
+    """Sampled turns with labels but no decision (reviewers split, or all unsure): counted
+    and named, how the labels were reached, and the estimates were every such turn correct
+    and every one wrong (for a difference A − B: every one in A's favour, and in B's)."""
+    listed = list(dict.fromkeys(t.key for t in sample.turns))
+    kinds: dict[str, list[TurnKey]] = {"tied": [], "unsure": []}
+    for key in listed:
+        states = {open_[key] for open_ in undecided if key in open_}
+        for state in sorted(states):
+            kinds[state].append(key)
+    how: dict[str, int] = {"majority": 0, "adjudicated": 0}
+    for resolution in resolutions or []:
+        for key in listed:
+            if key in resolution.how:
+                how[resolution.how[key]] += 1
+    spelled = {t.key: t.dialogue_id for t in sample.turns}
+    out: dict[str, Any] = {
+        kind: {"count": len(keys), "examples": [{"dialogue_id": spelled[k], "turn_index": k[1]}
+                                                for k in keys[:_MAX_EXAMPLES]]}
+        for kind, keys in kinds.items()}
+    count = len({k for keys in kinds.values() for k in keys})
+    out["count"] = count
+    out["labels_by"] = how
+    out["treatment"] = (
+        f"labels: {how['majority']} sampled turn(s) by the reviewers' majority, "
+        f"{how['adjudicated']} adjudicated; {count} sampled turn(s) on which the reviewers "
+        "split or were all unsure are left out of the estimates (as if missing at random "
+        "within their stratum), and the bounds give the estimates were every one of them "
+        + ("in the first run's favour and every one in the second's" if difference
+           else "correct and every one wrong"))
+    out["bounds"] = None
+    if count:
+        fills = ((1, 0), (0, 1)) if difference else ((1,), (0,))
+        bounds: dict[str, Any] = {}
+        drawn = set(listed)
+        for name, fill in zip(("upper", "lower"), fills, strict=True):
+            filled: list[Mapping[TurnKey, int]] = [
+                {**labels, **{k: value for k in open_ if k in drawn}}
+                for labels, open_, value in zip(human, undecided, fill, strict=False)]
+            for metric in METRICS_BY_UNIT[sample.unit]:
+                figures = _estimate_metric(units, filled, metric, sampled, confidence, tuning)
+                entry = bounds.setdefault(metric, {})
+                entry[name] = {k: figures[k] for k in ("labels", "ppi")}
+        out["bounds"] = bounds
+        out["bounds_meaning"] = (
+            "upper: every such turn counted correct for the first run and wrong for the "
+            "second; lower: the reverse" if difference else
+            "upper: every such turn counted correct; lower: every one counted wrong")
+    return out
 
 
 ASSUMPTIONS = (

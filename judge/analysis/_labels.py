@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from .._errors import InputError
+from .._errors import DataMismatchError, InputError
 from .._io import iter_jsonl_lines, open_output, parse_line
 from ..data import dialogue_key
 
@@ -204,6 +204,66 @@ class HumanLabels:
         """Turns whose reviewers split evenly, so they have no majority label."""
         return [key for key, votes in self._votes().items() if votes[1] == votes[0]]
 
+    def unsure_only_turns(self) -> list[TurnKey]:
+        """Turns whose every label is unsure: reviewed, but with no definite label."""
+        definite = set(self._votes())
+        return list(dict.fromkeys(r.key for r in self.records
+                                  if r.unsure and r.key not in definite))
+
+    def resolve(self, adjudicator: str | None = None) -> Resolution:
+        """Every turn's label and how it was reached: ``majority`` of the definite labels
+        (one reviewer's label is a majority of one), ``adjudicated`` (the ``adjudicator``'s
+        definite label decides a turn the others split on; an adjudicator's label on a turn
+        the others agree on is one more vote), or none: ``tied`` (reviewers split evenly)
+        and ``unsure`` (every label unsure) turns are left out of the labels, and named."""
+        if adjudicator is not None and adjudicator not in self.annotators:
+            raise DataMismatchError(f"no labels by adjudicator {adjudicator!r} (reviewers: "
+                                    f"{', '.join(self.annotators)})", path=self.path,
+                                    field="reviewer")
+        votes: dict[TurnKey, Counter[int]] = {}
+        ruling: dict[TurnKey, int] = {}
+        for record in self.records:
+            if record.definite is None:
+                continue
+            if adjudicator is not None and record.annotator_name == adjudicator:
+                ruling[record.key] = record.definite
+            votes.setdefault(record.key, Counter())[record.definite] += 1
+        out = Resolution()
+        for key, counted in votes.items():
+            others = counted.copy()
+            if key in ruling:
+                others[ruling[key]] -= 1
+            if key in ruling and others[1] == others[0] and others[1] > 0:
+                out.labels[key] = ruling[key]
+                out.how[key] = "adjudicated"
+            elif counted[1] != counted[0]:
+                out.labels[key] = int(counted[1] > counted[0])
+                out.how[key] = "majority"
+            else:
+                out.tied.append(key)
+        out.unsure = self.unsure_only_turns()
+        return out
+
+    def check_predictions(self, digest: str | None, *, run: str) -> None:
+        """Refuse labels of other predictions: every label that names the predictions file it
+        judged (``predictions_sha256``) must name ``digest``, the one ``run`` judged (nothing
+        to check when the run's predictions are unknown)."""
+        if digest is None:
+            return
+        for index, record in enumerate(self.records):
+            named = record.predictions_sha256
+            if named is not None and named != digest:
+                raise DataMismatchError(
+                    f"this label judges predictions {named[:12]}…, but {run} judged "
+                    f"predictions {digest[:12]}…: these labels belong to another run's "
+                    "predictions", path=self.path, line=self.line_of(index),
+                    field="predictions_sha256")
+
+    def predictions(self) -> list[str]:
+        """The predictions digests the labels name, in order of first appearance."""
+        return list(dict.fromkeys(r.predictions_sha256 for r in self.records
+                                  if r.predictions_sha256 is not None))
+
     def per_slot(self) -> dict[SlotKey, int]:
         """The majority of the definite per-slot labels; ties are left out."""
         votes: dict[SlotKey, Counter[int]] = {}
@@ -221,6 +281,65 @@ class HumanLabels:
         """Labels naming a turn the run does not hold; reported, because a labels file made
         for a larger (or different) run is a common and harmless mismatch."""
         return [self.records[i] for i in self._unknown_indices(rows)]
+
+
+@dataclass
+class Resolution:
+    """Turn labels after resolving reviewers (:meth:`HumanLabels.resolve`)."""
+
+    labels: dict[TurnKey, int] = field(default_factory=dict)
+    how: dict[TurnKey, str] = field(default_factory=dict)
+    """``majority`` or ``adjudicated`` per labelled turn."""
+    tied: list[TurnKey] = field(default_factory=list)
+    unsure: list[TurnKey] = field(default_factory=list)
+
+    def undecided(self) -> dict[TurnKey, str]:
+        """Reviewed turns without a label: ``tied`` or ``unsure``."""
+        return {**dict.fromkeys(self.unsure, "unsure"), **dict.fromkeys(self.tied, "tied")}
+
+
+def pair_by_predictions(files: Sequence[HumanLabels], digests: Sequence[str | None],
+                        names: Sequence[str]) -> tuple[list[HumanLabels], str | None]:
+    """One labels file per run, paired by the predictions they judged: each file that names
+    its predictions (``predictions_sha256``) goes to the run that judged them, whatever the
+    order given; a file naming predictions no run judged is refused. When a file or a run
+    does not say (labels written by hand, a run copied without its manifest) the files pair
+    by order, with a warning, and every digest that is known must still match."""
+    if len(files) != len(digests):
+        raise DataMismatchError(f"{len(files)} labels file(s) for {len(digests)} runs: give one "
+                                "per run (the labels of that run's predictions)")
+    named: list[str | None] = []
+    for labels in files:
+        found = labels.predictions()
+        if len(found) > 1:
+            index = next(i for i, r in enumerate(labels.records)
+                         if r.predictions_sha256 == found[1])
+            raise DataMismatchError(
+                f"this file holds labels of two predictions files ({found[0][:12]}… first, "
+                f"then {found[1][:12]}…): give one labels file per run", path=labels.path,
+                line=labels.line_of(index), field="predictions_sha256")
+        named.append(found[0] if found else None)
+    if all(named) and all(digests):
+        paired: list[HumanLabels | None] = [None] * len(digests)
+        for labels, digest in zip(files, named, strict=True):
+            free = [i for i, d in enumerate(digests) if d == digest and paired[i] is None]
+            if not free:
+                runs = "; ".join(f"{n}: {d[:12]}…" for n, d in zip(names, digests, strict=True)
+                                 if d is not None)
+                raise DataMismatchError(
+                    f"these labels judge predictions {digest[:12]}…, which no run given "  # type: ignore[index]
+                    f"judged ({runs})", path=labels.path, line=labels.line_of(0),
+                    field="predictions_sha256")
+            paired[free[0]] = labels
+        return [p for p in paired if p is not None], None
+    for labels, digest, name in zip(files, digests, names, strict=True):
+        labels.check_predictions(digest, run=name)
+    silent = [str(labels.path) for labels, d in zip(files, named, strict=True) if d is None]
+    unknown = [name for name, d in zip(names, digests, strict=True) if d is None]
+    why = (f"{', '.join(silent)} name{'s' if len(silent) == 1 else ''} no predictions_sha256"
+           if silent else f"the predictions of {', '.join(unknown)} are not known")
+    return list(files), (f"labels files are paired with runs by the order given ({why}): "
+                         "check that the n-th labels file labels the n-th run's predictions")
 
 
 def row_key(row: Mapping[str, Any]) -> TurnKey:

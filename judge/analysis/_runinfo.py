@@ -10,12 +10,14 @@ compares with a local run of the same files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from .._digest import canonical_json, sha256_text
-from ..pipeline import Run
+from .._errors import InputError
+from ..pipeline import Run, RunDirectory
 
 ASPECTS = ("predictions", "judge method", "model", "dialogues", "gold version")
 """What rows of one comparison should differ in, one at a time."""
@@ -61,3 +63,18 @@ def mixed_comparison_warning(aspects: Sequence[str]) -> str | None:
     return (f"these runs differ in {named}: a difference between two rows may come from any "
             "of them. Compare runs that differ in one thing (e.g. the judge method on the "
             "same predictions).")
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def recorded_predictions_sha256(run_dir: str | Path) -> str | None:
+    """The sha256 of the predictions file a local run judged, from its manifest (what labels
+    and samples name as ``predictions_sha256``); None when the run directory has no readable
+    manifest (a run copied without it) or the manifest does not say."""
+    try:
+        manifest = RunDirectory(run_dir).read_manifest()
+    except InputError:
+        return None
+    digest = ((manifest or {}).get("inputs") or {}).get("predictions")
+    return digest if isinstance(digest, str) and _SHA256.match(digest) else None

@@ -21,6 +21,14 @@ the turn is about; proportional allocation, at least two per stratum so each has
 Neither needs gold annotation. With ``unit="dialogue"`` whole dialogues are drawn (every turn
 of a drawn dialogue is to be labelled), which makes dialogue-level figures estimable and
 clusters the intervals by dialogue.
+
+A sample file is trusted only as far as it can be drawn again. Every line records what the draw
+needs (design, unit, ``n``, allocation, seed, gold, the ``procedure`` version) and digests of
+what it was drawn from (the run's turns and verdicts, and the predictions file); every consumer
+draws it again from the run (:func:`check_sample`) and refuses a file whose turns or strata
+differ, naming the first line that differs and why: hand-picked turns and review queues under
+a random design's header, an edited turn id, or a sample of another run. Files written before
+these fields existed are drawn again with procedure 1 and ``n`` = the units they hold.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from .._digest import text_digest
 from .._errors import DataMismatchError, InputError, OptionError
 from .._io import iter_jsonl_lines, open_output, parse_line
 from ._labels import TurnKey, row_key
@@ -47,6 +56,12 @@ Unit = Literal["turn", "dialogue"]
 UNITS: tuple[Unit, ...] = ("turn", "dialogue")
 UnitKey = TurnKey | str
 """A sampling unit: a turn key, or a dialogue key for whole-dialogue designs."""
+PROCEDURE = 1
+"""Version of the drawing procedure (:func:`draw_sample`). A change that draws other units
+from the same run, options and seed gets a new number, and the old one stays drawable, so
+every sample file ever written can be checked by drawing it again."""
+PROCEDURES: tuple[int, ...] = (1,)
+_SHA256 = r"^[0-9a-f]{64}$"
 
 
 class SampledTurn(BaseModel):
@@ -72,6 +87,14 @@ class SampledTurn(BaseModel):
     design: Design = "judge-rule"
     unit: Unit = "turn"
     """What was drawn: turns, or whole dialogues (stratum sizes and weights count units)."""
+    n: int | None = Field(default=None, ge=1)
+    """Units asked for (``--n``); files of older releases lack it (then: the units drawn)."""
+    procedure: int = Field(default=1, ge=1)
+    """Version of the drawing procedure (files of older releases: 1)."""
+    run_turns_sha256: str | None = Field(default=None, pattern=_SHA256)
+    """Digest of the run's turns and verdicts it was drawn from (:func:`run_turns_digest`)."""
+    predictions_sha256: str | None = Field(default=None, pattern=_SHA256)
+    """sha256 of the predictions file the run judged, when known (labels name it too)."""
 
     @property
     def unit_key(self) -> UnitKey:
@@ -116,7 +139,9 @@ class Sample:
         return {"design": first.design, "unit": first.unit, "gold": first.gold,
                 "allocation": first.allocation, "seed": first.seed,
                 "population": first.population, "drawn_units": len(self.units()),
-                "drawn_turns": len(self.turns)}
+                "drawn_turns": len(self.turns), "n": first.n or len(self.units()),
+                "procedure": first.procedure, "recorded": self.recorded,
+                "predictions_sha256": first.predictions_sha256}
 
     def units(self) -> list[UnitKey]:
         """The drawn units in file order."""
@@ -134,6 +159,15 @@ class Sample:
 
     def by_key(self) -> dict[TurnKey, SampledTurn]:
         return {turn.key: turn for turn in self.turns}
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the file records its provenance (``n`` and the run's digest); files of
+        older releases do not, and are checked by drawing them again all the same."""
+        return self.turns[0].n is not None and self.turns[0].run_turns_sha256 is not None
+
+    def line_of(self, index: int) -> int | None:
+        return self.lines[index] if self.lines else None
 
 
 def turn_domain(row: Mapping[str, Any], gold: str) -> str:
@@ -291,18 +325,36 @@ def design_strata(rows: Sequence[Mapping[str, Any]], *, design: Design, unit: Un
     return strata
 
 
+def run_turns_digest(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A digest of what a draw reads of a run: its turns with their judge and (given) RULE
+    verdicts and the predicted and gold turn states the domain design reads, in turn order
+    (dialogue ids in any spelling; rows without the states, as the web's index holds them,
+    digest them as absent)."""
+    facts = sorted((*row_key(row), row.get("verdict"),
+                    sorted((str(v), ok) for v, ok in (row.get("rule") or {}).items()
+                           if ok is not None),
+                    row.get("pred_turn_state"), row.get("gold_turn_state")) for row in rows)
+    return text_digest(facts)
+
+
 def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str | None = None,
                 seed: int = 0, by_domain: bool = False, allocation: Allocation | None = None,
-                design: Design = "judge-rule", unit: Unit = "turn") -> Sample:
+                design: Design = "random", unit: Unit = "turn", procedure: int = PROCEDURE,
+                predictions_sha256: str | None = None) -> Sample:
     """Draw ``n`` units of a judge run by a design, without replacement within each stratum.
 
-    ``judge-rule`` (the default): strata judge verdict × RULE-``gold`` verdict (× domain);
-    ``random``: one stratum; ``domain``: strata by domain. Units outside the population (turns
-    without a judge verdict, or for ``judge-rule`` without a RULE verdict; dialogues with such
-    a turn) are not drawn. The same rows, options and seed give the same sample.
+    ``random`` (the default): one stratum; ``judge-rule``: strata judge verdict × RULE-``gold``
+    verdict (× domain), for agreement figures; ``domain``: strata by domain. Units outside the
+    population (turns without a judge verdict, or for ``judge-rule`` without a RULE verdict;
+    dialogues with such a turn) are not drawn. The same rows, options and seed give the same
+    sample. ``predictions_sha256`` (the predictions file the run judged, when known) is
+    recorded with the run's digest so that a consumer can tell a sample of another run.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise OptionError(f"--n must be a whole number >= 1 (got {n!r})")
+    if procedure not in PROCEDURES:
+        raise OptionError(f"unknown drawing procedure {procedure!r}; this release draws "
+                          f"{', '.join(map(str, PROCEDURES))}")
     if allocation is None:
         allocation = "equal" if design == "judge-rule" else "proportional"
     if allocation not in ALLOCATIONS:
@@ -325,6 +377,7 @@ def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str | None =
         picks = rng.choice(sizes[h], size=counts[h], replace=False) if counts[h] else []
         chosen.update({members[h][int(i)]: h for i in picks})
     turns = []
+    digest = run_turns_digest(rows)
     for index in sorted(i for u in chosen for i in strata.rows[u]):
         row = rows[index]
         key = row_key(row)
@@ -338,7 +391,8 @@ def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str | None =
             judge=judge, rule=rule, domain=domain, stratum_size=sizes[h],
             stratum_sample=counts[h], inclusion_probability=counts[h] / sizes[h],
             weight=sizes[h] / counts[h], gold=gold, population=strata.size, seed=seed,
-            allocation=allocation, design=design, unit=unit))
+            allocation=allocation, design=design, unit=unit, n=n, procedure=procedure,
+            run_turns_sha256=digest, predictions_sha256=predictions_sha256))
     return Sample(turns)
 
 
@@ -359,6 +413,10 @@ def load_sample(path: str | Path) -> Sample:
     unit_stratum: dict[UnitKey, str] = {}
     for line, text in iter_jsonl_lines(path):
         turn = parse_line(SampledTurn, text, path=path, line=line)
+        if turn.procedure not in PROCEDURES:
+            raise InputError(f"drawn by procedure {turn.procedure}, which this release does not "
+                             f"know (it draws {', '.join(map(str, PROCEDURES))}): a newer "
+                             "release wrote it", path=path, line=line, field="procedure")
         if unit_stratum.setdefault(turn.unit_key, turn.stratum) != turn.stratum:
             raise InputError(f"dialogue {turn.dialogue_id!r} is drawn whole, but its turns "
                              "name different strata", path=path, line=line, field="stratum")
@@ -368,7 +426,8 @@ def load_sample(path: str | Path) -> Sample:
                              field="turn_index")
         seen[turn.key] = line
         if turns:
-            for name in ("gold", "population", "seed", "allocation", "design", "unit"):
+            for name in ("gold", "population", "seed", "allocation", "design", "unit", "n",
+                         "procedure", "run_turns_sha256", "predictions_sha256"):
                 if getattr(turn, name) != getattr(turns[0], name):
                     raise InputError(f"{name} differs from line {lines[0]}: one sample file "
                                      "holds one design", path=path, line=line, field=name)
@@ -401,57 +460,115 @@ def load_sample(path: str | Path) -> Sample:
     return Sample(turns, path=str(path), lines=lines)
 
 
-def check_sample(sample: Sample, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Refuse a sample drawn from another run: every drawn turn must exist in ``rows`` with a
-    judge verdict, and for the judge-rule design with the verdicts it was drawn with."""
-    by_key = {row_key(row): row for row in rows}
-    for index, turn in enumerate(sample.turns):
-        row = by_key.get(turn.key)
-        line = sample.lines[index] if sample.lines else None
-        if row is None:
-            raise DataMismatchError(
-                f"the sample draws dialogue {turn.dialogue_id!r} turn {turn.turn_index}, which "
-                "the run does not hold (was it drawn from another run?)", path=sample.path,
-                line=line, field="dialogue_id")
-        if turn.design != "judge-rule":
-            if not isinstance(row.get("verdict"), bool):
-                raise DataMismatchError(
-                    f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} has no judge verdict "
-                    "in this run, so it cannot be part of the sampled population (was it drawn "
-                    "from another run?)", path=sample.path, line=line, field="dialogue_id")
-            continue
-        rule = (row.get("rule") or {}).get(turn.gold)  # type: ignore[arg-type]
-        if row.get("verdict") is not turn.judge or rule is not turn.rule:
-            raise DataMismatchError(
-                f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} was drawn with judge="
-                f"{turn.judge}, RULE-{turn.gold}={turn.rule} but the run says judge="
-                f"{row.get('verdict')}, RULE-{turn.gold}={rule} (was it drawn from another "
-                "run?)", path=sample.path, line=line, field="judge")
+_DESIGN_FIELDS = ("stratum", "judge", "rule", "domain", "stratum_size", "stratum_sample",
+                  "population", "weight")
+"""What a redrawn turn must agree on with the file's line (weights compared to rounding)."""
 
 
-def sample_strata(sample: Sample, rows: Sequence[Mapping[str, Any]]) -> Strata:
-    """The population the sample was drawn from, rebuilt from the run with the sample's design;
-    refused when it does not match what the sample file records (another run, or a changed
-    one)."""
-    check_sample(sample, rows)
-    strata = design_strata(rows, design=sample.design, unit=sample.unit, gold=sample.gold,
-                           by_domain=sample.design == "judge-rule" and sample.by_domain)
-    for name, info in sample.strata().items():
-        size = len(strata.members.get(name, []))
-        if size != info["size"]:
-            raise DataMismatchError(
-                f"stratum {name!r} has {size} {sample.unit}s in this run but {info['size']} in "
-                "the sample file (was it drawn from another run?)", path=sample.path,
-                field="stratum_size")
-    if strata.size != sample.population:
+def _short(digest: str) -> str:
+    return f"{digest[:12]}…"
+
+
+def _drawn_by(first: SampledTurn, n: int) -> str:
+    gold = f", gold {first.gold}" if first.gold else ""
+    return (f"design {first.design} ({first.unit}s, {first.allocation} allocation{gold}), "
+            f"n {n}, seed {first.seed}, procedure {first.procedure}")
+
+
+def check_sample(sample: Sample, rows: Sequence[Mapping[str, Any]], *,
+                 predictions_sha256: str | None = None) -> str:
+    """Draw the sample again from ``rows`` with the design its file records, and refuse it
+    (:class:`DataMismatchError` naming the first line that differs and why) unless the same
+    units come out, in the same strata with the same weights. ``predictions_sha256`` (the
+    predictions file the run judged, when known) must match the one the file records.
+
+    A file of an older release (no ``n``, no digests) is drawn again with procedure 1 and
+    ``n`` = the units it holds. Returns one sentence saying how the file was checked."""
+    first = sample.turns[0]
+    recorded = first.predictions_sha256
+    if predictions_sha256 and recorded and recorded != predictions_sha256:
         raise DataMismatchError(
-            f"the run has {strata.size} {sample.unit}s in the sampled population but the sample "
-            f"file records {sample.population} (was it drawn from another run?)",
-            path=sample.path, field="population")
+            f"the sample was drawn from a run of predictions {_short(recorded)}, but this run "
+            f"judged predictions {_short(predictions_sha256)}: it is a sample of another run",
+            path=sample.path, line=sample.line_of(0), field="predictions_sha256")
+    digest = run_turns_digest(rows)
+    drawn_from = first.run_turns_sha256
+    other_run = drawn_from is not None and drawn_from != digest
+    another = (f"the sample was drawn from another run (its run digest {_short(drawn_from)} is "
+               f"not this run's {_short(digest)}; a retry of error turns also changes a run)"
+               if drawn_from is not None and other_run else "")
+    n = first.n or len(sample.units())
+    drawn_by = _drawn_by(first, n)
+    try:
+        again = draw_sample(rows, n=n, gold=first.gold, seed=first.seed,
+                            by_domain=first.design == "judge-rule" and sample.by_domain,
+                            allocation=first.allocation, design=first.design, unit=first.unit,
+                            procedure=first.procedure)
+    except OptionError as exc:
+        raise DataMismatchError(
+            f"the sample cannot be drawn again from this run ({exc.args[0]}): "
+            f"{another or 'was it drawn from another run?'}", path=sample.path,
+            line=sample.line_of(0), field="design") from None
+    redrawn = {turn.key: turn for turn in again.turns}
+    listed = {turn.key for turn in sample.turns}
+    held = {row_key(row) for row in rows}
+    extra = [turn for turn in sample.turns if turn.key not in redrawn]
+    missing = [turn for turn in again.turns if turn.key not in listed]
     for index, turn in enumerate(sample.turns):
-        if turn.unit_key not in strata.rows or turn.unit_key not in strata.members[turn.stratum]:
-            raise DataMismatchError(
-                f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} is not in stratum "
-                f"{turn.stratum!r} in this run", path=sample.path,
-                line=sample.lines[index] if sample.lines else None, field="stratum")
-    return strata
+        if turn.key in redrawn:
+            continue
+        what = f"dialogue {turn.dialogue_id!r} turn {turn.turn_index}"
+        if turn.key not in held:
+            why = f"{what} is not in this run"
+            reason = another or "edited, or drawn from another run"
+        else:
+            why = f"{what} is not drawn by the recorded {drawn_by} from this run"
+            if another:
+                reason = another
+            elif len(extra) == 1 and len(missing) == 1:
+                reason = (f"edited: that design draws dialogue {missing[0].dialogue_id!r} turn "
+                          f"{missing[0].turn_index} instead")
+            else:
+                what_else = ("a hand-picked set or a review queue" if drawn_from is not None
+                             else "a hand-picked set, a review queue or a sample of another "
+                             "run")
+                reason = (f"not drawn by this design ({len(extra)} of the file's "
+                          f"{len(sample.turns)} turns are not): {what_else} is not this random "
+                          "sample; label the turns 'labels sample' draws")
+        raise DataMismatchError(f"{why}: {reason}", path=sample.path,
+                                line=sample.line_of(index), field="dialogue_id")
+    if missing:
+        turn = missing[0]
+        raise DataMismatchError(
+            f"the recorded {drawn_by} draws dialogue {turn.dialogue_id!r} turn "
+            f"{turn.turn_index}, which the file does not list ({len(missing)} drawn turn(s) "
+            f"missing): {another or 'edited (lines removed)'}", path=sample.path,
+            line=sample.line_of(0), field="dialogue_id")
+    for index, turn in enumerate(sample.turns):
+        expected = redrawn[turn.key]
+        for name in _DESIGN_FIELDS:
+            got, want = getattr(turn, name), getattr(expected, name)
+            same = (abs(got - want) <= 1e-9 * max(1.0, abs(want)) if name == "weight"
+                    else got == want)
+            if not same:
+                raise DataMismatchError(
+                    f"dialogue {turn.dialogue_id!r} turn {turn.turn_index} has {name} {got!r}, "
+                    f"but the recorded design draws it with {want!r}: "
+                    f"{another or 'edited'}", path=sample.path, line=sample.line_of(index),
+                    field=name)
+    if not sample.recorded:
+        return (f"a file of an older release (no provenance recorded), drawn again with "
+                f"{drawn_by}: the same turns")
+    if other_run:
+        return (f"drawn again with {drawn_by}: the same turns, though the run's verdicts "
+                "differ from those it was drawn from (the design does not depend on them)")
+    return f"drawn again from this run with {drawn_by}: the same turns"
+
+
+def sample_strata(sample: Sample, rows: Sequence[Mapping[str, Any]], *,
+                  predictions_sha256: str | None = None) -> Strata:
+    """The population the sample was drawn from, rebuilt from the run with the sample's design,
+    once :func:`check_sample` has drawn the sample again from it."""
+    check_sample(sample, rows, predictions_sha256=predictions_sha256)
+    return design_strata(rows, design=sample.design, unit=sample.unit, gold=sample.gold,
+                         by_domain=sample.design == "judge-rule" and sample.by_domain)

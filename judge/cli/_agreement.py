@@ -24,6 +24,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
     p.add_argument("--sample", metavar="FILE", help="the sample the humans labelled "
                    "('labels sample'): adds population estimates")
+    p.add_argument("--adjudicator", metavar="NAME",
+                   help="the reviewer whose label decides turns the other reviewers split on "
+                   "(default: none; such turns stay without a label and are named)")
     p.add_argument("--n-boot", type=int, default=1000,
                    help="bootstrap replicates (default: 1000; 0 = no intervals)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
@@ -43,6 +46,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         judgment_rows_source,
         load_labels,
         load_sample,
+        recorded_predictions_sha256,
     )
     from ..pipeline import load_run
     from ._options import write_json
@@ -54,7 +58,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     sample = load_sample(args.sample) if args.sample else None
     report = agreement_report(rows, human, sample=sample, n_boot=args.n_boot, seed=args.seed,
                               confidence=args.confidence, source=judgment_rows_source(args.run),
-                              tuning=args.tuning)
+                              tuning=args.tuning, adjudicator=args.adjudicator,
+                              predictions_sha256=recorded_predictions_sha256(args.run),
+                              run_name=f"run {args.run}")
     print_agreement(report, console)
     write_json(args.json_out, report, console)
     return 0

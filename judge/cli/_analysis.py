@@ -12,11 +12,14 @@ from rich.console import Console
 from .._digest import file_digest
 from .._errors import OptionError
 from ..analysis import (
+    check_sample,
     check_tuning,
     load_labels,
     load_sample,
     method_table,
+    pair_by_predictions,
     plot_systems,
+    recorded_predictions_sha256,
     run_differences,
     system_table,
 )
@@ -38,9 +41,12 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="judge runs over the same turns, one per method, prompt or system")
     p.add_argument("--human", nargs="+", metavar="FILE",
                    help="human labels: one file for all runs (same predictions), or one per "
-                   "run in the same order (with --sample)")
+                   "run (with --sample), paired with the runs by the predictions they name "
+                   "(predictions_sha256; by order, with a warning, when a file or run does "
+                   "not say)")
     p.add_argument("--sample", metavar="FILE", help="the shared sample the runs' labels come "
-                   "from ('labels sample' on the first run): adds differences")
+                   "from ('labels sample' on the first run; drawn again from it and refused "
+                   "if it differs): adds differences")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="interval coverage of the differences (default: 0.95)")
     p.add_argument("--tuning", default="loo", metavar="MODE",
@@ -71,12 +77,28 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("--sample needs one --human file per run (the labels of each run's "
                           "predictions on the sampled turns)")
     runs = [load_run(path) for path in args.runs]
-    labels = [load_labels(path).per_turn() for path in files]
+    digests = [recorded_predictions_sha256(path) for path in args.runs]
+    names = [f"run {path}" for path in args.runs]
+    loaded = [load_labels(path) for path in files]
+    warning = None
+    if len(loaded) == 1:
+        for digest, name in zip(digests, names, strict=True):
+            loaded[0].check_predictions(digest, run=name)
+    elif loaded:
+        loaded, warning = pair_by_predictions(loaded, digests, names)
+    labels = [human.per_turn() for human in loaded]
     table = method_table(runs, labels[0] if len(labels) == 1 else None)
+    if warning:
+        table["labels_pairing"] = warning
     if args.sample:
-        table["differences"] = run_differences(runs, labels, load_sample(args.sample),
+        sample = load_sample(args.sample)
+        table["sample_check"] = check_sample(sample, runs[0].rows,
+                                             predictions_sha256=digests[0])
+        table["differences"] = run_differences(runs, labels, sample,
                                                confidence=args.confidence, tuning=args.tuning)
     print_methods(table, console)
+    if warning:
+        say(console, f"warning: {warning}")
     for difference in table.get("differences") or []:
         print_estimates(difference, console)
         say(console, difference["verdict"])

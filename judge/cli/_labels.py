@@ -31,17 +31,19 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     sample = sub.add_parser(
         "sample", help="draw turns (or whole dialogues) to label, by a sampling design",
         description="Draw a random sample of a judge run's turns for human labelling. "
-        "Designs: judge-rule (the default; strata judge verdict × RULE-<gold> verdict, × "
-        "domain with --by-domain: for agreement figures), random (simple random sample) and "
-        "domain (strata by domain, proportional): the last two suit estimates of the metric "
-        "('agreement --sample' shows judge, labels-only and prediction-powered estimates side "
-        "by side) and need no gold annotation. --unit dialogue draws whole dialogues. Each "
-        "drawn turn carries its design, inclusion probability and weight.")
+        "Designs: random (the default; a simple random sample) and domain (strata by domain, "
+        "proportional) suit estimates of the metric ('agreement --sample' shows judge, "
+        "labels-only and prediction-powered estimates side by side) and need no gold "
+        "annotation; judge-rule (strata judge verdict × RULE-<gold> verdict, × domain with "
+        "--by-domain) is for agreement figures. --unit dialogue draws whole dialogues. Each "
+        "drawn turn carries its design, inclusion probability and weight, and the file "
+        "records what is needed to draw it again (n, seed, procedure, digests of the run): "
+        "every command that reads it draws it again and refuses a file that differs.")
     sample.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
     sample.add_argument("--n", type=int, required=True,
                         help="units to draw (turns, or dialogues with --unit dialogue)")
-    sample.add_argument("--design", choices=DESIGNS, default="judge-rule",
-                        help="judge-rule (default), random or domain")
+    sample.add_argument("--design", choices=DESIGNS, default="random",
+                        help="random (default), domain or judge-rule")
     sample.add_argument("--unit", choices=UNITS, default="turn",
                         help="draw turns (default) or whole dialogues")
     sample.add_argument("--gold", metavar="VERSION",
@@ -87,13 +89,14 @@ def run_import(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_sample(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import draw_sample, write_sample
+    from ..analysis import draw_sample, recorded_predictions_sha256, write_sample
     from ..pipeline import load_run
 
     rows = load_run(args.run).rows
     sample = draw_sample(rows, n=args.n, gold=args.gold, seed=args.seed,
                          by_domain=args.by_domain, allocation=args.allocation,
-                         design=args.design, unit=args.unit)
+                         design=args.design, unit=args.unit,
+                         predictions_sha256=recorded_predictions_sha256(args.run))
     count = write_sample(sample, args.out)
     first = sample.turns[0]
     units = (f"{len(sample.units())} dialogues ({count} turns)" if args.unit == "dialogue"

@@ -238,6 +238,25 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
     if human and human.get("unsure"):
         console.print(text(f"{plural(human['unsure'], 'label')} marked unsure "
                            f"{'is' if human['unsure'] == 1 else 'are'} left out of every figure"))
+    undecided = (human or {}).get("undecided") or {}
+    for kind, meaning in (("tied", "the reviewers split evenly"),
+                          ("unsure", "every label is unsure")):
+        block = undecided.get(kind) or {}
+        if block.get("count"):
+            console.print(text(f"{plural(block['count'], 'turn')} without a label because "
+                               f"{meaning}: {_turn_list(block)}", style="yellow"))
+    if undecided.get("adjudicated"):
+        console.print(text(f"{plural(undecided['adjudicated'], 'turn')} decided by the "
+                           "adjudicator where the other reviewers split"))
+    if report.get("population_note"):
+        console.print(text(report["population_note"], style="yellow"))
+
+
+def _turn_list(block: dict[str, Any]) -> str:
+    """``D1 turn 2, D4 turn 0 (and 3 more)``: the examples a count carries."""
+    shown = ", ".join(f"{e['dialogue_id']} turn {e['turn_index']}" for e in block["examples"])
+    more = block["count"] - len(block["examples"])
+    return shown + (f" (and {more} more)" if more > 0 else "")
 
 
 def print_estimates(block: dict[str, Any], console: Console) -> None:
@@ -263,6 +282,26 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
         console.print(text(f"{unlabelled} sampled turn(s) have no label yet; the estimates "
                            "treat them as missing at random within their stratum",
                            style="yellow"))
+    undecided = estimation.get("undecided_sampled_turns") or {}
+    for kind, meaning in (("tied", "the reviewers split evenly"),
+                          ("unsure", "every label is unsure")):
+        entry = undecided.get(kind) or {}
+        if entry.get("count"):
+            console.print(text(f"{entry['count']} sampled turn(s) without a label because "
+                               f"{meaning}: {_turn_list(entry)}", style="yellow"))
+    if undecided.get("count"):
+        console.print(text(undecided["treatment"]))
+        for metric, bounds in (undecided.get("bounds") or {}).items():
+            cells = []
+            for side in ("lower", "upper"):
+                ppi = bounds[side]["ppi"]
+                value = "n/a" if ppi["value"] is None else f"{ppi['value']:.1f}"
+                ci = ppi.get("ci")
+                cells.append(value + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""))
+            console.print(text(f"{metric.upper()} ppi bounds: lower {cells[0]}, upper "
+                               f"{cells[1]} ({undecided['bounds_meaning']})"))
+    if block.get("sample_check"):
+        console.print(text(f"sample checked: {block['sample_check']}", style="dim"))
 
 
 def _kappa_cell(figure: dict[str, Any] | None) -> str:

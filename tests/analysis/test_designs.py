@@ -106,7 +106,7 @@ def test_a_dialogue_file_with_a_wrong_count_or_split_dialogue_is_refused(tmp_pat
 
 def test_design_options_are_checked():
     with pytest.raises(OptionError, match="give --gold"):
-        draw_sample(ROWS, n=5)
+        draw_sample(ROWS, n=5, design="judge-rule")
     with pytest.raises(OptionError, match="stratifies turns"):
         design_strata(ROWS, design="judge-rule", unit="dialogue", gold="2.1")
     with pytest.raises(OptionError, match="unknown design"):

@@ -221,7 +221,7 @@ def test_estimates_from_a_random_sample_have_the_promised_shape():
 
 def test_a_judge_rule_design_gives_ppi_nothing_to_work_with():
     """Inside a judge × RULE stratum the judge is constant: stratified PPI = labels only."""
-    sample = draw_sample(ROWS, n=40, gold="2.1", seed=1)
+    sample = draw_sample(ROWS, n=40, gold="2.1", seed=1, design="judge-rule")
     labels = {t.key: TRUTH[t.key] for t in sample.turns}
     tsa = sample_estimates(sample, [ROWS], [labels])["estimates"]["tsa"]
     assert tsa["ppi"]["value"] == pytest.approx(tsa["labels"]["value"])

@@ -57,7 +57,7 @@ def test_allocation_equal_and_proportional():
 
 
 def test_draw_is_stratified_weighted_and_reproducible():
-    sample = draw_sample(ROWS, n=20, gold="21", seed=4)
+    sample = draw_sample(ROWS, n=20, gold="21", seed=4, design="judge-rule")
     assert len(sample.turns) == 20 and sample.gold == "2.1" and sample.population == 100
     strata = sample.strata()
     assert {h: (s["size"], s["sample"]) for h, s in strata.items()} == {
@@ -70,9 +70,9 @@ def test_draw_is_stratified_weighted_and_reproducible():
         assert turn.inclusion_probability == pytest.approx(1 / turn.weight)
     # the weights add up to the population
     assert sum(t.weight for t in sample.turns) == pytest.approx(100)
-    again = draw_sample(ROWS, n=20, gold="2.1", seed=4)
+    again = draw_sample(ROWS, n=20, gold="2.1", seed=4, design="judge-rule")
     assert again.turns == sample.turns
-    other = draw_sample(ROWS, n=20, gold="2.1", seed=5)
+    other = draw_sample(ROWS, n=20, gold="2.1", seed=5, design="judge-rule")
     assert [t.key for t in other.turns] != [t.key for t in sample.turns]
 
 
@@ -80,7 +80,7 @@ def test_error_rows_are_outside_the_population_and_domains_stratify():
     rows = [*ROWS[:10], row("E0", 0, None, True),
             row("H0", 0, True, True, {"hotel-area": "north"}),
             row("H0", 1, True, True, {"hotel-area": "north", "taxi-leaveat": "10:00"})]
-    sample = draw_sample(rows, n=50, gold="2.1", by_domain=True)
+    sample = draw_sample(rows, n=50, gold="2.1", by_domain=True, design="judge-rule")
     assert sample.population == 12
     assert {t.domain for t in sample.turns} == {"none", "hotel", "several"}
     assert turn_domain(rows[-1], "2.1") == "several"
@@ -94,11 +94,11 @@ def test_sample_options_are_checked():
     with pytest.raises(OptionError, match="allocation"):
         draw_sample(ROWS, n=5, gold="2.1", allocation="neyman")  # type: ignore[arg-type]
     with pytest.raises(OptionError, match="no turn"):
-        draw_sample([row("D", 0, None, True)], n=5, gold="2.1")
+        draw_sample([row("D", 0, None, True)], n=5, gold="2.1", design="judge-rule")
 
 
 def test_sample_file_round_trip_schema_and_checks(tmp_path):
-    sample = draw_sample(ROWS, n=12, gold="2.1", seed=1)
+    sample = draw_sample(ROWS, n=12, gold="2.1", seed=1, design="judge-rule")
     path = tmp_path / "sample.jsonl"
     assert write_sample(sample, path) == 12
     validator = jsonschema.Draft202012Validator(SCHEMA)
@@ -127,7 +127,7 @@ def test_sample_file_round_trip_schema_and_checks(tmp_path):
 
 
 def test_a_sample_from_another_run_is_refused():
-    sample = draw_sample(ROWS, n=10, gold="2.1")
+    sample = draw_sample(ROWS, n=10, gold="2.1", design="judge-rule")
     flipped = [dict(r) for r in ROWS]
     first = next(i for i, r in enumerate(flipped)
                  if (r["dialogue_id"], r["turn_index"]) == (sample.turns[0].dialogue_id,
@@ -147,7 +147,7 @@ def test_population_estimates_by_hand():
     # human says what both say except for one turn of the 80-stratum (human 0); in the
     # judge=1/RULE=0 stratum the human sides with the judge 4 times of 5; in judge=0/RULE=1
     # with RULE 3 times of 4.
-    sample = draw_sample(ROWS, n=20, gold="2.1", seed=0)
+    sample = draw_sample(ROWS, n=20, gold="2.1", seed=0, design="judge-rule")
     verdicts = {(r["dialogue_id"], r["turn_index"]): (r["verdict"], r["rule"]["2.1"])
                 for r in ROWS}
     seen: Counter = Counter()
@@ -192,7 +192,7 @@ def test_population_estimates_by_hand():
 
 
 def test_unlabelled_strata_are_reported_as_uncovered():
-    sample = draw_sample(ROWS, n=8, gold="2.1", seed=0)
+    sample = draw_sample(ROWS, n=8, gold="2.1", seed=0, design="judge-rule")
     wanted = "judge=correct, RULE-2.1=correct"
     records = [HumanLabel(dialogue_id=t.dialogue_id, turn_index=t.turn_index, label=1)
                for t in sample.turns if t.stratum != wanted]

@@ -28,8 +28,8 @@ def run_dir(tmp_path_factory):
 
 def test_sample_label_and_population_estimates(run_dir, tmp_path, capsys):
     sample = tmp_path / "sample.jsonl"
-    assert main(["labels", "sample", str(run_dir), "--n", "6", "--gold", "2.1", "--seed", "3",
-                 "--out", str(sample)]) == 0
+    assert main(["labels", "sample", str(run_dir), "--n", "6", "--design", "judge-rule",
+                 "--gold", "2.1", "--seed", "3", "--out", str(sample)]) == 0
     out = capsys.readouterr().out
     assert "Stratified sample of 6 turns from 11" in out
     drawn = [json.loads(line) for line in sample.read_text().splitlines()]

@@ -135,7 +135,8 @@ def test_labels_plan(runs, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["labels", "sample", "{run}", "--n", "3", "--out", "{tmp}/s.jsonl"], "give --gold"),
+    (["labels", "sample", "{run}", "--n", "3", "--design", "judge-rule", "--out",
+      "{tmp}/s.jsonl"], "give --gold"),
     (["labels", "sample", "{run}", "--n", "3", "--design", "judge-rule", "--unit", "dialogue",
       "--gold", "2.1", "--out", "{tmp}/s.jsonl"], "stratifies turns"),
     (["labels", "plan", "{run}", "--width", "10"], "not both and not neither"),
