@@ -27,6 +27,7 @@ from ._auth import Principal, new_id
 from ._db import Database, files, job_calls, jobs, judgments
 from ._files import unpack_upload
 from ._jobs import JobStore
+from ._jobspec import check_bundle_options
 from ._labels import predictions_sha256
 from ._lifecycle import WITH_RESULTS, JobStatus, new_job_status
 from ._rows import judgment_row
@@ -158,7 +159,11 @@ def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
             raise ServiceError("judgments.jsonl: no judgment rows", status=422,
                                field="judgments.jsonl")
         last_of = _last_calls(calls)
+        given = meta.get("options")
+        options, endpoint = check_bundle_options({} if given is None else given,
+                                                 service.settings)
         record = _job_record(principal, meta, summary, manifest, len(last_of))
+        record.update(options=options, endpoint=endpoint)
         with service.db.write() as conn:
             conn.execute(jobs.insert().values(**record))
             _insert_rows(conn, record["id"], judged, calls, last_of)
@@ -168,7 +173,6 @@ def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
 def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, Any],
                 manifest: Any, calls: int) -> dict[str, Any]:
     moment = time.time()
-    options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     inputs = {"bundle": {"job_id": str(meta.get("job_id"))[:100], "inputs": meta.get("inputs")}}
     usage = summary.get("tokens") if isinstance(summary.get("tokens"), dict) else {}
     tokens_used = sum(value for key in ("prompt_tokens", "completion_tokens")
@@ -176,7 +180,7 @@ def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, A
     return {"id": new_id("job"), "project_id": principal.project_id,
             "token_id": principal.token_id, "kind": "evaluate", "mode": "live",
             "status": new_job_status(JobStatus.SUCCEEDED), "endpoint": None, "inputs": inputs,
-            "options": options,
+            "options": {},
             "created_at": moment, "started_at": moment, "finished_at": moment,
             "updated_at": moment, "attempts": 0, "cancel_requested": False,
             "exit_code": 1 if summary.get("error_turns") else 0,

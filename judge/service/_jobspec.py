@@ -273,6 +273,45 @@ def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str
     return values, name
 
 
+def check_bundle_options(options: Any, settings: ServiceSettings
+                         ) -> tuple[dict[str, Any], str | None]:
+    """The options of an imported run (a bundle's ``bundle.json``), held to job creation's
+    rules so that nothing imported can make a later retry call an address or use a key a job
+    could not: a URL, a key or a server path is refused with the same reason (422
+    ``options.<name>``), as is an unknown option or a value out of range; an ``endpoint``
+    must be one of this server's (it is then the run's endpoint). Returns the options and
+    the endpoint's name (None when the bundle names none)."""
+    if not isinstance(options, dict):
+        raise ServiceError("bundle.json: options must be a JSON object", status=422,
+                           field="options")
+    options = dict(options)
+    try:
+        for name in options:
+            if name in REFUSED:
+                raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
+                                   field=f"options.{name}")
+        _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, *BATCH_OPTIONS, "endpoint"))
+        check_numbers(options)
+        endpoint_name = options.pop("endpoint", None)
+        model = options.get("model")
+        if model is not None and (not isinstance(model, str) or not _MODEL_NAME.match(model)):
+            raise ServiceError("not a model name", status=422, field="options.model")
+        if endpoint_name is not None:
+            endpoint_name, endpoint = endpoint_for(endpoint_name, settings)
+            if endpoint.models is not None and model is not None and model not in endpoint.models:
+                raise ServiceError(f"endpoint {endpoint_name!r} offers: "
+                                   f"{', '.join(endpoint.models)}", status=422,
+                                   field="options.model")
+        values = _validated_config_subset({k: v for k, v in options.items()
+                                           if k not in (*SUBSET_OPTIONS, *BATCH_OPTIONS)})
+        values.update(_subset_options(options))
+        values.update({k: options[k] for k in BATCH_OPTIONS if k in options})
+    except ServiceError as exc:
+        raise ServiceError(f"bundle.json: {exc.reason}", status=exc.status,
+                           field=exc.field) from None
+    return values, endpoint_name
+
+
 def _validated_config_subset(options: dict[str, Any]) -> dict[str, Any]:
     """Check values with JudgeConfig itself (same rules as the CLI, strictly: as JSON, a
     string is not a number); keep them as given."""

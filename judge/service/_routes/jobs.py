@@ -18,6 +18,7 @@ from ..._api_models import (
     ResumeRequest,
 )
 from .._jobspec import JobRequest, check_job
+from .._reruns import check_retry
 from .._slotcheck import job_warnings
 from ._common import Reader, ServiceDep, Submitter, api_router, errors
 
@@ -49,6 +50,7 @@ def create_job(principal: Submitter, service: ServiceDep, request: JobRequest,
     spending cap is reached), with `warnings` about its inputs (predicted slot names outside
     the schema)."""
     spec = check_job(request, service.settings)
+    check_retry(service.db, service.settings, principal.project_id, spec)
     record = service.jobs.submit(principal, spec)
     warnings = job_warnings(service.files, principal.project_id, spec.kind, spec.inputs)
     job = CreatedJob.model_validate({**record, "warnings": warnings})

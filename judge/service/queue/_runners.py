@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from ..._config import load_config
+from ..._config import load_config, public_url
 from ..._errors import (
     BudgetReached,
     DSTJudgeError,
@@ -60,6 +60,7 @@ from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from .._lifecycle import JobStatus
 from .._limits import JobLimiter
 from .._replaying import replay_transport_for
+from .._reruns import run_input_files
 from .._settings import ServiceSettings
 from ._lease import JobQueue, Records
 
@@ -450,8 +451,10 @@ class EvaluateRunner:
         and parsed, its configuration, its run directory rebuilt from the database, its
         ledger."""
         endpoint_name, endpoint = endpoint_for(source.endpoint, self.settings)
+        with self.db.read() as conn:  # an imported run's: the project's files of its digests
+            input_files = run_input_files(conn, job.project_id, source)
         schema, dialogues, predictions, rules, sources = self.read_inputs(
-            source.inputs, options, inputs)
+            input_files, options, inputs)
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
@@ -464,6 +467,8 @@ class EvaluateRunner:
         if seed_job is not None and not seed and manifest is None:
             seed = [c for c in self.jobs.calls(seed_job.id) if not c.get("error")]
             manifest = seed_job.manifest
+            if seed_job.imported:
+                manifest = imported_manifest(manifest, config, dialogues, sources)
             if manifest is not None:
                 self.queue.store_manifest(job.id, manifest)
                 self.queue.record_calls(job.id, seed)
@@ -517,6 +522,22 @@ class EvaluateRunner:
         sources = {"schema": schema_row["name"],
                    "rules": rules_row["name"] if rules_row else None}
         return schema, dialogues, predictions, rules, sources
+
+
+def imported_manifest(manifest: Any, config: Any, dialogues: Any, sources: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """An imported run's manifest as a retry on this server resumes it: the bundle keeps what
+    its answers depend on but not the exporter's endpoint, paths or options; the replies it
+    carries count as answers of the endpoint the retry uses. The run still resumes only if
+    everything else (inputs, model and options, templates) is what this run would be."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise InputError("the imported run's bundle has no manifest: there is nothing a retry "
+                         "could continue from (submit an evaluate job instead)")
+    return {**manifest, "config": {**manifest["config"], "endpoint": public_url(config.endpoint)},
+            "sources": {"dialogues": "dialogues", "predictions": "predictions",
+                        "dialogue_ids": [d.dialogue_id for d in dialogues.dialogues],
+                        **{k: v for k, v in sources.items() if isinstance(v, str)}},
+            "options": config.public_dict()}
 
 
 class AnalysisRunner:
