@@ -206,20 +206,18 @@ def _run_jobs(args: argparse.Namespace, console: Console) -> int:
 
 
 def jobs_table(items: Sequence[Job]) -> Any:
-    """The job list. Ids are printed whole on any terminal (``results`` needs them): the id
-    column never wraps or shrinks; the others give way, the creation time first."""
-    from rich.table import Column, Table
+    """The job list. Ids (``results`` needs them), figures and times are printed whole on
+    any terminal: too narrow for the row, the table turns into one block per job."""
+    from ._layout import Field, fit_table
 
-    width = max((len(job.id) for job in items), default=2)
-    table = Table(Column("id", no_wrap=True, min_width=width), "kind", "status", "progress",
-                  "cost", Column("created", overflow="fold"))
+    rows = []
     for job in items:
         p = job.progress
         done = f"{p.done}/{p.total}" if p.total else ""
         created = job.created_at.replace("T", " ")[:19]  # to the second
-        table.add_row(printable(job.id), job.kind, job.status, done, f"${p.cost_usd:.4f}",
-                      created)
-    return table
+        rows.append((job.id, job.kind, job.status, done, f"${p.cost_usd:.4f}", created))
+    return fit_table(["id", "kind", "status", Field("progress", "right"),
+                      Field("cost", "right"), "created"], rows)
 
 
 def _show(job: Job, console: Console) -> int:

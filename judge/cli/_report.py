@@ -17,19 +17,12 @@ from rich.text import Text
 
 from .._io import plural, printable
 from ..metrics import MetricsReport
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
+from ._layout import Field, cell_text, fit_table
 
 
 def text(value: Any, style: str = "") -> Text:
     """A value as inert text: printable characters only, never read as markup."""
-    return Text(printable(_fmt(value)), style=style)
+    return Text(cell_text(value), style=style)
 
 
 def line(*parts: Any) -> Text:
@@ -89,7 +82,7 @@ def _rows(report: MetricsReport) -> list[tuple[str, list[Any]]]:
 
 
 def _pair(a: float | None, b: float | None) -> str:
-    return f"{_fmt(a)} / {_fmt(b)}"
+    return f"{cell_text(a)} / {cell_text(b)}"
 
 
 def print_metrics(report: MetricsReport, console: Console | None = None) -> None:
@@ -139,12 +132,12 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     table.add_column("value", justify="right")
     _add(table, "turns scored / with errors",
                   f"{summary['scored_turns']} / {summary['error_turns']}")
-    _add(table, "Turn state accuracy (TSA, %)", _fmt(summary["tsa"]))
-    _add(table, "Judge JGA (%)", _fmt(summary["judge_jga"]))
+    _add(table, "Turn state accuracy (TSA, %)", cell_text(summary["tsa"]))
+    _add(table, "Judge JGA (%)", cell_text(summary["judge_jga"]))
     for version, figures in summary["rule"].items():
         _add(table, f"RULE TSA vs {version} (%, {summary['rule_match']})",
-                      _fmt(figures["tsa"]))
-        _add(table, f"agreement judge ~ RULE-{version} (%)", _fmt(figures["agreement"]))
+                      cell_text(figures["tsa"]))
+        _add(table, f"agreement judge ~ RULE-{version} (%)", cell_text(figures["agreement"]))
     calls = summary["calls"]
     _add(table, "calls planned / skipped (empty state)",
                   f"{calls['planned']} / {calls['skipped']}")
@@ -175,13 +168,12 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
 
 
 def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...]],
-                  console: Console) -> None:
-    table = _table(title)
-    for n, name in enumerate(header):
-        table.add_column(text(name), justify="left" if n == 0 else "right")
-    for row in rows:
-        table.add_row(*[text(v) for v in row])
-    console.print(table)
+                  console: Console, *, labels: bool = False) -> None:
+    """Names or labels in the first column, figures in the others; nothing cut or split at
+    any width (:mod:`._layout`). ``labels``: the first column is prose and may wrap."""
+    fields = [Field(name, "left" if n == 0 else "right", whole=not (labels and n == 0))
+              for n, name in enumerate(header)]
+    console.print(fit_table(fields, rows, title=title))
 
 
 def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
@@ -387,5 +379,5 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
         ("cost through the Batch API", usd(cost["batch"])),
     ]
     _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
-                  rows, console)
+                  rows, console, labels=True)
     console.print(text(figures["note"]), highlight=False)

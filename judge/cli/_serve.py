@@ -17,9 +17,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from .._errors import OptionError
+from ._layout import Field, fit_table
 
 _EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
 EXTRA_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "multipart", "python_multipart",
@@ -302,10 +302,11 @@ def _run_token_list(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(items, indent=2))
         return 0
-    table = Table("id", "project", "name", "scopes", "prefix", "spend cap", "revoked")
+    table = fit_table(["id", "project", Field("name", whole=False), "scopes", "prefix",
+                       Field("spend cap", "right"), "revoked"])  # ids whole at any width
     for item in items:
-        table.add_row(item["id"], escape(item["project"]), escape(item["name"]),
-                      ",".join(item["scopes"]), item["prefix"] + "…",
+        table.add_row(item["id"], item["project"], item["name"], ",".join(item["scopes"]),
+                      item["prefix"] + "…",
                       "" if item["spend_cap_usd"] is None else f"{item['spend_cap_usd']:g}",
                       "yes" if item["revoked_at"] else "")
     console.print(table)
@@ -313,12 +314,37 @@ def _run_token_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_token_revoke(args: argparse.Namespace, console: Console) -> int:
-    from ..service import revoke_token
+    from ..service import list_tokens, revoke_token
 
-    if not revoke_token(_database(args), args.token_id):
-        raise OptionError(f"no active token {args.token_id!r}")
-    console.print(f"revoked {escape(args.token_id)}")
+    db = _database(args)
+    token_id = _token_id([item["id"] for item in list_tokens(db)], args.token_id)
+    if not revoke_token(db, token_id):
+        raise OptionError(f"no active token {token_id!r}")
+    console.print(f"revoked {escape(token_id)}", highlight=False)
     return 0
+
+
+_SHORTEST = 4
+"""Characters after ``tok_`` a shortened id needs: fewer is too easily a slip."""
+
+
+def _token_id(ids: list[str], given: str) -> str:
+    """The id ``given`` names: itself, or the one id it begins (as a narrow table or a copy
+    from one may show it, ``…`` and all); refused when it begins several."""
+    wanted = given.strip().rstrip("…").rstrip(".")
+    if wanted in ids or not wanted:
+        return wanted
+    matches = [i for i in ids if i.startswith(wanted)]
+    if not matches:
+        return wanted
+    if len(wanted.removeprefix("tok_")) < _SHORTEST:
+        raise OptionError(f"{given!r} is too short to name a token: give at least "
+                          f"{_SHORTEST} characters after 'tok_' (see 'token list')")
+    if len(matches) > 1:
+        raise OptionError(f"{given!r} begins {len(matches)} token ids ("
+                          f"{', '.join(matches[:5])}{', …' if len(matches) > 5 else ''}): "
+                          "give more of the id")
+    return matches[0]
 
 
 def _run_token_rotate(args: argparse.Namespace, console: Console) -> int:

@@ -7,14 +7,13 @@ import argparse
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from .._io import open_output, write_text
 from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
 from ._gold import add_corrections_option, corrected_versions
+from ._layout import Field, fit_table
 from ._report import say
-from ._report import text as inert  # `text` is a local name below
 
 
 def add_parser(commands: Any) -> None:
@@ -54,22 +53,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
     columns, rows = ((tables.slot_columns, tables.slot_rows) if args.per_slot
                      else (tables.columns, tables.rows))
     fmt = args.format or _format_of(args.table_out)
-    if fmt == "table":
-        table = Table(title=inert("; ".join(tables.notes)), title_justify="left")
-        for column in columns:
-            table.add_column(inert(column), justify="left" if column in ("system", "gold", "slot")
-                             else "right", overflow="fold")
-        for row in rows:  # system names and slots come from data: never read as markup
-            table.add_row(*[inert(_text(v)) for v in row])
+    if fmt == "table":  # figures, systems and slots whole at any width (see _layout)
+        table = fit_table([Field(c, "left" if c in ("system", "gold", "slot") else "right")
+                           for c in columns], ([_text(v) for v in row] for row in rows),
+                          title="; ".join(tables.notes))
         shown = [table]
         if tables.change_rows and not args.per_slot:
-            change = Table(title="Corrected gold: the change for each system",
-                           title_justify="left")
-            for column in tables.change_columns:
-                change.add_column(inert(column), justify="left" if column in (
-                    "system", "gold", "corrected") else "right", overflow="fold")
-            for row in tables.change_rows:
-                change.add_row(*[inert(_text(v)) for v in row])
+            change = fit_table(
+                [Field(c, "left" if c in ("system", "gold", "corrected") else "right")
+                 for c in tables.change_columns],
+                ([_text(v) for v in row] for row in tables.change_rows),
+                title="Corrected gold: the change for each system")
             shown.append(change)
         if args.table_out:
             with open_output(args.table_out) as handle:

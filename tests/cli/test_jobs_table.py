@@ -1,5 +1,5 @@
 """``dst-judge jobs`` prints every job id whole, even on an 80-column terminal (the id is what
-``results`` needs)."""
+``results`` needs), and its dates and figures too."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _job(job_id: str, kind: str = "retry-errors") -> Job:
                      "errors": 0, "tokens": 0, "eta_seconds": None}})
 
 
-def test_job_ids_are_whole_at_80_and_40_columns():
+def test_job_ids_dates_and_figures_are_whole_at_80_60_and_40_columns():
     ids = [f"job_{n:016x}" for n in (0x3f9a5c7e1b2d4f60, 0x1, 0xFFFFFFFFFFFFFFFF)]
     for width in (80, 60, 40):
         console = Console(width=width, record=True, color_system=None)
@@ -28,4 +28,7 @@ def test_job_ids_are_whole_at_80_and_40_columns():
         text = console.export_text()
         for job_id in ids:
             assert job_id in text, (width, text)
+        for value in ("retry-errors", "succeeded", "1234/12345", "$123.4567"):
+            assert value in text.split(), (width, value, text)
+        assert any("2026-11-27 05:31:07" in line for line in text.splitlines()), (width, text)
         assert max(len(line) for line in text.splitlines()) <= width
