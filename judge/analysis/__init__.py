@@ -40,6 +40,7 @@ from ._compare import (
     method_table,
     plot_systems,
     run_differences,
+    sampled_run,
     system_table,
     systems_figure,
 )
@@ -160,6 +161,7 @@ __all__ = [
     "run_differences",
     "run_turns_digest",
     "sample_estimates",
+    "sampled_run",
     "source_from_predictions",
     "source_from_run",
     "system_table",

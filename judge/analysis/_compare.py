@@ -17,7 +17,7 @@ from ._agreement import Bootstrap, compare_raters, read_ratings
 from ._estimates import Tuning, sample_estimates
 from ._labels import TurnKey, row_key
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
-from ._sampling import Sample
+from ._sampling import Sample, sample_strata
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
@@ -85,26 +85,48 @@ def method_table(runs: Sequence[Run],
             "warning": mixed_comparison_warning(differs)}
 
 
+def sampled_run(runs: Sequence[Run], sample: Sample,
+                predictions_sha256: Sequence[str | None] | None = None) -> int:
+    """The position of the run the sample was drawn from: the first from which the sample
+    file draws again (``predictions_sha256[i]``: the predictions run i judged, when known).
+    None matching is an error naming why the first run does not."""
+    first: DataMismatchError | None = None
+    digests = list(predictions_sha256 or [None] * len(runs))
+    for position, run in enumerate(runs):
+        try:
+            sample_strata(sample, run.rows, predictions_sha256=digests[position])
+        except DataMismatchError as error:
+            first = first or error
+            continue
+        return position
+    assert first is not None
+    raise first
+
+
 def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]],
                     sample: Sample, *, confidence: float = 0.95,
-                    tuning: Tuning = "loo") -> list[dict[str, Any]]:
+                    tuning: Tuning = "loo", drawn_from: int | None = None
+                    ) -> list[dict[str, Any]]:
     """Every pair of runs (systems judged on the same dialogues, each labelled on the turns of
     one shared ``sample``; ``humans[i]`` are the labels of run i's predictions): judge,
     labels-only and PPI estimates of the TSA difference, and a verdict that names a better run
-    only when the PPI interval of the difference excludes 0. The sample is drawn from the
-    first run of each pair."""
+    only when the PPI interval of the difference excludes 0. Every pair uses the strata of the
+    run the sample was drawn from (``drawn_from``, its position; default
+    :func:`sampled_run`), so any number of runs works on a random or domain design (a
+    judge-rule sample is refused: it cannot serve a difference)."""
     if len(runs) < 2:
         raise DataMismatchError("a difference needs two runs")
     if len(humans) != len(runs):
         raise DataMismatchError(f"{len(humans)} labels file(s) for {len(runs)} runs: give one "
                                 "per run (the labels of that run's predictions)")
+    source = runs[sampled_run(runs, sample) if drawn_from is None else drawn_from].rows
     out = []
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
             a, b = str(runs[i].path), str(runs[j].path)
             result = sample_estimates(sample, [runs[i].rows, runs[j].rows],
                                       [humans[i], humans[j]], confidence=confidence,
-                                      tuning=tuning, names=[a, b])
+                                      tuning=tuning, names=[a, b], drawn_from=source)
             out.append({"a": a, "b": b, **result,
                         "verdict": difference_verdict(result["estimates"]["tsa"]["ppi"], a, b,
                                                       confidence)})

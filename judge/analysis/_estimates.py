@@ -42,6 +42,7 @@ computes thousands of samples in one call of the same code the reports use.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -133,17 +134,36 @@ class Stratum:
         return cls(int(f.size), float(t.sum()), float(f.sum()), spread)
 
 
+def t_value(confidence: float, df: float | np.ndarray) -> np.ndarray:
+    """The two-sided Student-t quantile of a confidence level at ``df`` degrees of freedom
+    (the normal quantile where ``df`` is infinite)."""
+    from scipy.stats import t as student  # type: ignore[import-untyped]
+
+    z_value(confidence)
+    df = np.asarray(df, dtype=float)
+    level = 0.5 + float(confidence) / 2.0
+    return np.where(np.isfinite(df), student.ppf(level, np.maximum(df, 1.0)),
+                    NormalDist().inv_cdf(level))
+
+
 @dataclass
 class DesignEstimate:
-    """Value, standard error and λ of one estimator; arrays of the batch shape."""
+    """Value, standard error, λ and degrees of freedom of one estimator; arrays of the batch
+    shape. ``df`` is the number of labelled units minus the number of strata (at least 1):
+    the interval takes Student's t quantile at ``df``, which matters with few units (at 10
+    dialogues t is 2.26 where the normal quantile is 1.96)."""
 
     value: np.ndarray
     se: np.ndarray
     lam: np.ndarray
+    df: float = float("inf")
+
+    def quantile(self, confidence: float) -> np.ndarray:
+        return t_value(confidence, self.df)
 
     def interval(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-        z = z_value(confidence)
-        return self.value - z * self.se, self.value + z * self.se
+        q = self.quantile(confidence)
+        return self.value - q * self.se, self.value + q * self.se
 
 
 def _sums(y: np.ndarray, f: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -174,13 +194,16 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     fixed λ (0 = labels only). A stratum with one labelled unit of several has no variance
     estimate: its standard error is NaN. A stratum without labels is an error.
 
-    ``corners`` (turn units only): pseudo-units ``(y, f, share)`` that the variance estimate
-    adds with total weight ``pseudo_units`` (spread over strata by their labelled share),
-    as Agresti and Min (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS`
-    for one run, :data:`DIFFERENCE_CORNERS` for the difference of two. A small sample in which
-    judge and people never disagree otherwise gets a residual variance of 0 and an interval
-    of width 0; the point estimate is unchanged. ``only_degenerate``: use the corners only
-    for samples (of the batch) whose variance estimate without them is 0.
+    ``corners``: pseudo-units ``(y, f, share)`` that the variance estimate adds with total
+    weight ``pseudo_units`` (spread over strata by their labelled share), as Agresti and Min
+    (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS` for one run,
+    :data:`DIFFERENCE_CORNERS` for the difference of two. ``y`` and ``f`` of a corner are
+    shares of a unit's turns: with dialogues as units a pseudo-unit is a dialogue of the
+    stratum's mean size whose turns are all in that cell. A small sample in which judge and
+    people never disagree (or, with dialogues, agree on every dialogue's total) otherwise gets
+    a residual variance of 0 and an interval of width 0; the point estimate is unchanged.
+    ``only_degenerate``: use the corners only for samples (of the batch) whose variance
+    estimate without them is 0.
     """
     y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     if only_degenerate and corners is not None:
@@ -188,7 +211,8 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         guarded = design_estimate(y, f, t, groups, strata, tuning=tuning, corners=corners,
                                   pseudo_units=pseudo_units)
         zero = bare.se <= _DEGENERATE_SE
-        return DesignEstimate(bare.value, np.where(zero, guarded.se, bare.se), bare.lam)
+        return DesignEstimate(bare.value, np.where(zero, guarded.se, bare.se), bare.lam,
+                              bare.df)
     t = np.ones_like(y) if t is None else np.broadcast_to(np.asarray(t, dtype=float), y.shape)
     total = sum(s.turns for s in strata)
     parts = []
@@ -217,14 +241,15 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
             pseudo = pseudo_units * m / labelled
             for corner_y, corner_f, corner_share in corners:
                 corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
-                squares = squares + pseudo * corner_share * corner ** 2
+                squares = squares + pseudo * corner_share * mean_size * corner ** 2
             dof += pseudo
         spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
         value = value + share * theta
         variance = variance + (0.0 if weight == 0 else weight * spread)
     every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
                             for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
-    return DesignEstimate(value, np.sqrt(variance), every.mean(-1))
+    df = float(max(1, labelled - len(parts)))
+    return DesignEstimate(value, np.sqrt(variance), every.mean(-1), df)
 
 
 _DEGENERATE_SE = 1e-12
@@ -364,10 +389,11 @@ def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, lo
     value, se = float(estimate.value), float(estimate.se)
     ci = None
     if np.isfinite(se):
-        z = z_value(confidence)
-        ci = [max(low, scale * (value - z * se)), min(scale, scale * (value + z * se))]
+        q = float(estimate.quantile(confidence))
+        ci = [max(low, scale * (value - q * se)), min(scale, scale * (value + q * se))]
     return {"value": scale * value, "ci": ci, "n_labelled": n_labelled,
-            "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None, **extra}
+            "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None,
+            "df": estimate.df, **extra}
 
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
@@ -419,8 +445,7 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
         out["ppi"] = {"value": None, "ci": None, **common, "note": reason}
         return out
     y, f, t = np.array(ys), np.array(fs), np.array(ts)
-    binary = units[0].unit == "turn" or metric == "success"  # one 0/1 value per unit
-    corners = None if not binary else DIFFERENCE_CORNERS if difference else CORNERS
+    corners = DIFFERENCE_CORNERS if difference else CORNERS
     pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
     plain = design_estimate(y, f, t, groups, population, tuning=0.0, corners=corners,
                             pseudo_units=pseudo, only_degenerate=difference)
@@ -429,23 +454,31 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
     out["labels"] = _figure(plain, confidence, scale, low, **common)
     out["ppi"] = _figure(ppi, confidence, scale, low, **common, **{
         "lambda": float(ppi.lam), "tuning": tuning if isinstance(tuning, str) else "fixed"})
+    census = labelled >= sum(len(m) for m in strata.members.values())
+    warning = None if census else small_sample_warning(units[0].unit, labelled)
     for key in ("labels", "ppi"):
         if out[key]["ci"] is None:
             out[key]["note"] = ("a stratum has a single labelled unit of several, so no "
                                 "variance estimate: no interval")
+        if warning is not None:
+            out[key]["warning"] = warning
     return out
 
 
 def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]],
                      human: Sequence[Mapping[TurnKey, int]], *, confidence: float = 0.95,
                      tuning: Tuning = "loo", names: Sequence[str] | None = None,
-                     resolutions: Sequence[Resolution] | None = None) -> dict[str, Any]:
+                     resolutions: Sequence[Resolution] | None = None,
+                     drawn_from: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Judge, labels-only and PPI estimates of a run's metrics from a sample file and human
     labels (``human[i]``: turn key → 0/1 majority label of run i's predictions).
 
     With one run: TSA (and JGA, dialogue success for a whole-dialogue sample). With two runs
     judged on the same dialogues and labelled on the same sample: the difference run 0 − run 1.
-    Only labels of turns the sample lists enter; the others are named as left out.
+    ``drawn_from`` are the rows of the run the sample was drawn from (default: run 0): its
+    strata are the design's, whichever runs are estimated (a domain or judge-rule stratum is a
+    fact of that run, not of another system's predictions). Only labels of turns the sample
+    lists enter; the others are named as left out.
     ``resolutions[i]`` (:meth:`HumanLabels.resolve`) say how run i's labels were reached: the
     sampled turns its reviewers split on or were all unsure of are then named apart from the
     unlabelled ones, with the estimates were every such turn correct, and every one wrong.
@@ -455,20 +488,26 @@ def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]]
     if len(runs) not in (1, 2) or len(human) != len(runs):
         raise OptionError("estimates take one run, or two runs for a difference, each with "
                           "its labels")
-    strata = sample_strata(sample, runs[0])
+    if len(runs) == 2 and sample.design == "judge-rule":
+        raise OptionError(JUDGE_RULE_DIFFERENCE)
+    source = runs[0] if drawn_from is None else drawn_from
+    strata = sample_strata(sample, source)
     names = list(names or [f"run {i + 1}" for i in range(len(runs))])
-    units = [_population_units(strata, sample.unit, runs[0], names[0])]
-    if len(runs) == 2:
+    units = []
+    for rows, name in zip(runs, names, strict=False):
+        if rows is source:
+            units.append(_population_units(strata, sample.unit, rows, name))
+            continue
         mirrored = Strata(strata.members, {}, strata.verdicts, 0)
-        index = {row_key(r): i for i, r in enumerate(runs[1])}
+        index = {row_key(r): i for i, r in enumerate(rows)}
         for unit, indices in strata.rows.items():
-            keys = [row_key(runs[0][i]) for i in indices]
+            keys = [row_key(source[i]) for i in indices]
             if any(k not in index for k in keys):
                 raise DataMismatchError(
-                    f"{names[1]} does not hold every turn of the sampled population "
+                    f"{name} does not hold every turn of the sampled population "
                     f"({unit!r}): judge both systems on the same dialogues")
             mirrored.rows[unit] = [index[k] for k in keys]
-        units.append(_population_units(mirrored, sample.unit, runs[1], names[1]))
+        units.append(_population_units(mirrored, sample.unit, rows, name))
     sampled: dict[str, list[UnitKey]] = {}
     for turn in sample.turns:
         if turn.unit_key not in sampled.get(turn.stratum, []):
@@ -556,12 +595,119 @@ def _undecided(sample: Sample, units: list[_Units], human: list[Mapping[TurnKey,
     return out
 
 
+JUDGE_RULE_DIFFERENCE = (
+    "a judge-rule sample cannot give the difference of two systems: its strata are one "
+    "system's judge × RULE verdicts with equal allocation, so the largest strata get few "
+    "labels, and inside them the difference (0 on most turns) is a rare event whose variance "
+    "those few labels badly underestimate; its 95 % intervals covered only 86-92 % of "
+    "samples at 50-200 labels (bench/ppi_coverage.py). Draw the shared sample with "
+    "'labels sample --design random' (or --design domain) and label it for every run")
+
+
+def small_sample_warning(unit: str, labelled: int) -> str | None:
+    """A warning when fewer units are labelled than the bench shows the interval to need."""
+    minimum = MIN_DIALOGUES if unit == "dialogue" else MIN_TURNS
+    if labelled >= minimum:
+        return None
+    return (f"only {labelled} labelled {unit}s: below {minimum} the bench has not shown this "
+            "interval to reach its stated coverage (it may cover less often); label more "
+            f"{unit}s before relying on it")
+
+
 ASSUMPTIONS = (
     "labels and ppi: the sample file's design was followed (units drawn at random within each "
     "stratum, before anyone saw a label), and sampled units left unlabelled are missing at "
-    "random within their stratum; intervals are normal approximations. judge: none about the "
+    "random within their stratum; intervals take Student's t quantile with the labelled "
+    "units less the strata as degrees of freedom. judge: none about the "
     "sample, but it is the judge's figure, not a person's.")
 
+
+
+PLAN_SHARE = 0.8
+"""The planner's promise: the interval is at most the asked width in this share of samples."""
+
+PLAN_SAMPLES = 600
+"""Simulated samples per candidate size when planning (a fixed seed: the plan is repeatable)."""
+
+MIN_TURNS = 50
+"""The smallest simple random sample of turns for which the bench (``bench/ppi_coverage.py``)
+shows the 95 % intervals to hold (coverage ≥ 93 % on the shared data at every judge quality).
+The planner never suggests fewer; estimates from fewer labelled turns carry a warning."""
+
+MIN_DIALOGUES = 25
+"""The same for whole-dialogue samples: the fewest dialogues at which the bench measured
+coverage ≥ 93 % for TSA, JGA and dialogue success."""
+
+
+def _cell_sample(counts: np.ndarray, n: int, samples: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``samples`` simple random samples of ``n`` turns from a population given by the counts
+    of its (label, judge) cells ``[(0,0), (0,1), (1,0), (1,1)]``: arrays y, f of (samples, n).
+    The order of turns inside a sample does not matter to any estimate."""
+    drawn = rng.multivariate_hypergeometric(counts.astype(np.int64), n, size=samples)
+    bounds = drawn.cumsum(axis=1)
+    cell = (np.arange(n)[None, :, None] >= bounds[:, None, :]).sum(axis=-1)
+    return (cell >= 2).astype(float), (cell % 2 == 1).astype(float)
+
+
+def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: float = 0.95,
+                    samples: int = PLAN_SAMPLES, seed: int = 0) -> np.ndarray:
+    """Full widths (shares, unclipped) of the interval over simulated simple random samples
+    of ``n`` turns from a population of (label, judge) cell counts, computed by the same
+    estimator the reports use (``tuning`` 0.0 = labels alone)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    population = int(counts.sum())
+    if n >= population:
+        return np.zeros(samples)
+    judge = float(counts[1] + counts[3])
+    p = judge / population
+    stratum = Stratum(population, float(population), judge,
+                      p * (1 - p) * population / max(1, population - 1))
+    y, f = _cell_sample(counts, n, samples, np.random.default_rng(seed))
+    estimate = design_estimate(y, f, None, [slice(None)], [stratum], tuning=tuning,
+                               corners=CORNERS)
+    return 2.0 * estimate.quantile(confidence) * estimate.se
+
+
+def plan_size(counts: np.ndarray, width: float, *, tuning: Tuning, confidence: float = 0.95,
+              minimum: int = MIN_TURNS, share: float = PLAN_SHARE) -> int:
+    """The smallest n (at least ``minimum``, at most the population) whose interval is at most
+    ``width`` (a share) wide in at least ``share`` of simulated simple random samples."""
+    population = int(np.sum(counts))
+    low = min(minimum, population)
+
+    def reaches(n: int) -> bool:
+        widths = interval_widths(counts, n, tuning=tuning, confidence=confidence)
+        return float(np.quantile(widths, share)) <= width
+
+    if reaches(low):
+        return low
+    high = population  # a census has no sampling error
+    while high - low > 1:
+        middle = (low + high) // 2
+        if reaches(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def assumed_cells(population: int, judge_share: float, disagreement: float) -> np.ndarray:
+    """Cell counts ``[(0,0), (0,1), (1,0), (1,1)]`` (label, judge) of a run whose judge calls
+    ``judge_share`` of turns correct and disagrees with people on ``disagreement`` of the turns
+    of either verdict alike."""
+    p, d = judge_share, disagreement
+    shares = np.array([(1 - p) * (1 - d), p * d, (1 - p) * d, p * (1 - d)])
+    counts = np.floor(shares * population).astype(np.int64)
+    order = np.argsort(-(shares * population - counts), kind="stable")
+    counts[order[: population - int(counts.sum())]] += 1
+    return counts
+
+
+PLAN_CRITERION = ("the suggested n gives an interval at most the asked width in at least "
+                  f"{PLAN_SHARE:.0%} of simple random samples (simulated with the estimator "
+                  "the reports use), and is never below the smallest sample for which the "
+                  f"bench shows the interval to hold ({MIN_TURNS} turns)")
 
 
 def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: float = 0.95,
@@ -570,52 +716,62 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
     """How many labelled turns give a TSA interval of full ``width`` (percentage points), for
     labels alone and for PPI, under simple random sampling of turns.
 
-    From a pilot (``sample`` + ``human``): the per-turn variances its estimates imply (a
-    stratified pilot's design effect included). From an assumed ``disagreement`` rate (the
-    share of turns where judge and people differ): labels alone need ``p(1 − p)`` with ``p``
-    the judge's TSA, PPI at most ``min(D, p(1 − p))`` (the variance of ``y − f`` is at most
-    its mean square, ``D``; λ = 0 falls back to labels).
+    The run is described by its share of turns in each (label, judge) cell: from a pilot
+    (``sample`` + ``human``, weighted by the pilot's design), or from an assumed
+    ``disagreement`` rate (the share of turns where judge and people differ, alike for either
+    verdict of the judge). Each candidate n is simulated (:func:`interval_widths`) and the
+    smallest n whose interval is at most ``width`` wide in :data:`PLAN_SHARE` of samples is
+    suggested, never below :data:`MIN_TURNS`. A median-based figure would reach the width in
+    only about half the samples; a disagreement of 0 still needs labels, because the interval
+    must allow for disagreements the sample happened not to show.
     """
     if isinstance(width, bool) or not isinstance(width, int | float) or not 0 < width <= 100:
         raise OptionError(f"--width must be a number of percentage points in (0, 100] "
                           f"(got {width!r})")
+    z_value(confidence)
     judged = [row.get("verdict") for row in rows if isinstance(row.get("verdict"), bool)]
     if not judged:
         raise OptionError("the run has no judged turn")
     population = len(judged)
     p = sum(judged) / population
     out: dict[str, Any] = {"width": width, "confidence": confidence, "population": population,
-                           "judge_tsa": 100.0 * p}
+                           "judge_tsa": 100.0 * p, "criterion": PLAN_CRITERION,
+                           "share": PLAN_SHARE, "minimum": min(MIN_TURNS, population)}
     if (sample is None) == (disagreement is None):
         raise OptionError("plan from a pilot (--sample and --human) or from an assumed "
                           "--disagreement rate, not both and not neither")
     if disagreement is not None:
-        if not 0 <= disagreement <= 1:
+        if isinstance(disagreement, bool) or not 0 <= disagreement <= 1:
             raise OptionError(f"--disagreement must be a share in [0, 1] (got {disagreement!r})")
-        spreads = {"labels": p * (1 - p), "ppi": min(disagreement, p * (1 - p))}
+        counts = assumed_cells(population, p, disagreement)
         out["basis"] = {"disagreement": disagreement}
     else:
         if human is None:
             raise OptionError("a pilot needs its human labels (--human)")
-        pilot = sample_estimates(sample, [rows], [human], confidence=confidence)  # type: ignore[arg-type]
-        tsa = pilot["estimates"]["tsa"]
-        spreads = {}
-        for key in ("labels", "ppi"):
-            se, n = tsa[key].get("se"), tsa[key]["n_labelled"]
-            if se is None or n < 2:
-                raise OptionError("the pilot gives no interval (too few labelled turns in a "
-                                  "stratum); label more of it first")
-            fpc = max(1e-12, 1.0 - n / pilot["design"]["population"])
-            spreads[key] = (se / 100.0) ** 2 * n / fpc
-        agree = [(human[t.key], int(rows_by_key(rows)[t.key])) for t in sample.turns  # type: ignore[union-attr]
-                 if t.key in human]
+        sample_strata(sample, rows)  # type: ignore[arg-type]
+        verdicts = rows_by_key(rows)
+        labelled = [t for t in sample.turns if t.key in human]  # type: ignore[union-attr]
+        if len(labelled) < 2:
+            raise OptionError("the pilot has fewer than two labelled turns; label more of it "
+                              "first")
+        per_stratum = Counter(t.stratum for t in labelled)
+        shares = np.zeros(4)
+        for t in labelled:
+            shares[2 * human[t.key] + int(verdicts[t.key])] += (
+                t.stratum_size / per_stratum[t.stratum])
+        shares /= shares.sum()
+        counts = np.floor(shares * population).astype(np.int64)
+        order = np.argsort(-(shares * population - counts), kind="stable")
+        counts[order[: population - int(counts.sum())]] += 1
+        agree = [(human[t.key], int(verdicts[t.key])) for t in labelled]
         out["basis"] = {"pilot": sample.path, "labelled": len(agree),  # type: ignore[union-attr]
-                        "disagreement": sum(a != b for a, b in agree) / max(1, len(agree)),
-                        "lambda": tsa["ppi"].get("lambda")}
-    for key, spread in spreads.items():
-        out[key] = {"labels_needed": labels_needed(spread, width / 100.0, population,
-                                                   confidence),
-                    "variance_per_turn": spread}
+                        "disagreement": sum(a != b for a, b in agree) / len(agree)}
+    for key, tuning in (("labels", 0.0), ("ppi", "loo")):
+        n = plan_size(counts, width / 100.0, tuning=tuning, confidence=confidence)  # type: ignore[arg-type]
+        widths = interval_widths(counts, n, tuning=tuning, confidence=confidence)  # type: ignore[arg-type]
+        out[key] = {"labels_needed": n,
+                    "median_width": 100.0 * float(np.median(widths)),
+                    "width_at_share": 100.0 * float(np.quantile(widths, PLAN_SHARE))}
     return out
 
 

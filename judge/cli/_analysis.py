@@ -21,6 +21,7 @@ from ..analysis import (
     plot_systems,
     recorded_predictions_sha256,
     run_differences,
+    sampled_run,
     system_table,
 )
 from ..data import Schema, load_schema
@@ -92,9 +93,10 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         table["labels_pairing"] = warning
     if args.sample:
         sample = load_sample(args.sample)
-        table["sample_check"] = check_sample(sample, runs[0].rows,
-                                             predictions_sha256=digests[0])
-        table["differences"] = run_differences(runs, labels, sample,
+        drawn = sampled_run(runs, sample, digests)  # the run it was drawn from, any position
+        table["sample_check"] = check_sample(sample, runs[drawn].rows,
+                                             predictions_sha256=digests[drawn])
+        table["differences"] = run_differences(runs, labels, sample, drawn_from=drawn,
                                                confidence=args.confidence, tuning=args.tuning)
     print_methods(table, console)
     if warning:

@@ -64,7 +64,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
         description="From a pilot (a sample file and its human labels) or from an assumed "
         "disagreement rate between judge and people: how many labelled turns (simple random "
         "sample) give a TSA interval of full width W percentage points, for the labels-only "
-        "estimate and for the prediction-powered (PPI) one.")
+        "estimate and for the prediction-powered (PPI) one: the smallest n whose interval is "
+        "at most W wide in at least 80 % of simulated samples, never below the smallest "
+        "sample for which the interval is shown to hold.")
     plan.add_argument("run", metavar="RUN_DIR", help="the judge run to be labelled")
     plan.add_argument("--width", type=float, required=True, metavar="W",
                       help="full interval width in percentage points (10 = ±5)")
@@ -137,10 +139,15 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=f"Labels for a {100 * args.confidence:g} % TSA interval of width "
                   f"{args.width:g} points ({plan['population']} judged turns; {source})",
                   title_justify="left")
-    for name in ("estimate", "labelled turns needed"):
+    share = f"{100 * plan['share']:g} %"
+    for name in ("estimate", "labelled turns needed", "median width",
+                 f"width in {share} of samples"):
         table.add_column(name, justify="left" if name == "estimate" else "right")
-    table.add_row("labels alone", str(plan["labels"]["labels_needed"]))
-    table.add_row("prediction-powered (PPI)", str(plan["ppi"]["labels_needed"]))
+    for key, name in (("labels", "labels alone"), ("ppi", "prediction-powered (PPI)")):
+        figures = plan[key]
+        table.add_row(name, str(figures["labels_needed"]), f"{figures['median_width']:.1f}",
+                      f"{figures['width_at_share']:.1f}")
     console.print(table)
+    console.print(f"Criterion: {plan['criterion']}.", markup=False)
     write_json(args.json_out, plan, console)
     return 0

@@ -264,7 +264,10 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
     level = f"{100 * estimation['confidence']:g} %"
     what = f"difference {estimation['difference']}, " if estimation.get("difference") else ""
     _simple_table(f"Estimates ({what}{design['design']} design by {design['unit']}, "
-                  f"{level} normal intervals)", ESTIMATE_HEADER, rows, console)
+                  f"{level} t intervals)", ESTIMATE_HEADER, rows, console)
+    for warning in dict.fromkeys(figure["warning"] for figures in block["estimates"].values()
+                                 for figure in figures.values() if figure.get("warning")):
+        console.print(text(f"Warning: {warning}", style="yellow"))
     left_out = estimation["left_out"]["count"]
     if left_out:
         console.print(text(f"{left_out} labelled turn(s) are not in the sample file: they count "

@@ -201,7 +201,7 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     estimates = analysis.format_estimates(report.get("population"))
     if estimates:
         tables.append(Table("Estimates of TSA: the judge's own figure, labels alone and "
-                            "prediction-powered (95 % normal intervals)",
+                            "prediction-powered (95 % t intervals)",
                             tuple(analysis.ESTIMATE_HEADER), [tuple(r) for r in estimates]))
     return Computed(
         fingerprint=mark, tables=tables,

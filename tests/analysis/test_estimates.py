@@ -22,6 +22,13 @@ from judge.analysis import (
     ppi_mean,
     sample_estimates,
 )
+from judge.analysis._estimates import (
+    MIN_DIALOGUES,
+    MIN_TURNS,
+    assumed_cells,
+    interval_widths,
+    t_value,
+)
 from judge.analysis._labels import row_key
 
 
@@ -301,10 +308,17 @@ def test_options_are_checked():
 
 def test_planning_from_a_pilot_and_from_an_assumed_disagreement():
     assumed = plan_labels(ROWS, width=17.0, disagreement=0.1)
-    p = np.mean([r["verdict"] for r in ROWS])
-    assert assumed["labels"]["labels_needed"] == labels_needed(p * (1 - p), 0.17, len(ROWS),
-                                                               0.95)
     assert assumed["ppi"]["labels_needed"] < assumed["labels"]["labels_needed"]
+    assert "80%" in assumed["criterion"] and assumed["share"] == 0.8
+    # the n reaches the width in at least 80 % of samples, the median alone would not do
+    for key in ("labels", "ppi"):
+        assert assumed[key]["width_at_share"] <= 17.0
+        assert assumed[key]["median_width"] < assumed[key]["width_at_share"]
+        assert assumed[key]["labels_needed"] >= MIN_TURNS
+    # the normal-approximation median figure plans fewer than the promise needs
+    p = np.mean([r["verdict"] for r in ROWS])
+    assert labels_needed(p * (1 - p), 0.17, len(ROWS), 0.95) < \
+        assumed["labels"]["labels_needed"]
     # ±8.5 points at p(1 − p) ≈ 0.21 from an infinite population: 4·1.96²·0.21/0.17² ≈ 112
     assert labels_needed(0.21, 0.17, 10 ** 9, 0.95) == 112
     sample = draw_sample(ROWS, n=60, design="random", seed=2)
@@ -316,3 +330,78 @@ def test_planning_from_a_pilot_and_from_an_assumed_disagreement():
         plan_labels(ROWS, width=10.0)
     with pytest.raises(OptionError, match="width"):
         plan_labels(ROWS, width=0.0, disagreement=0.1)
+
+
+@pytest.mark.parametrize("disagreement", [0.0, 0.001, 0.01, 0.05])
+def test_the_plan_keeps_its_promise_for_good_judges(disagreement):
+    """--disagreement 0 used to plan 0 labels, 0.01 plan 16 (median width 24 for 10)."""
+    rows = [{"dialogue_id": f"D{i // 8}", "turn_index": i % 8, "verdict": i % 10 < 7}
+            for i in range(5000)]
+    plan = plan_labels(rows, width=10.0, disagreement=disagreement)
+    counts = assumed_cells(5000, 0.7, disagreement)
+    for key, tuning in (("labels", 0.0), ("ppi", "loo")):
+        n = plan[key]["labels_needed"]
+        assert n >= MIN_TURNS
+        # a fresh simulation (another seed) of that n reaches the width in >= 80 % of samples
+        widths = interval_widths(counts, n, tuning=tuning, samples=2000, seed=11)
+        assert np.mean(widths <= 0.10) >= 0.78, (key, n)
+        assert float(np.min(widths)) > 0  # never an interval that claims certainty
+
+
+def test_plan_never_exceeds_the_run_and_a_census_needs_every_turn():
+    small = ROWS[:30]
+    plan = plan_labels(small, width=1.0, disagreement=0.2)
+    assert plan["labels"]["labels_needed"] == 30 == plan["minimum"]
+
+
+def test_intervals_take_t_quantiles_from_the_labelled_units():
+    rng = np.random.default_rng(8)
+    f = (rng.random(400) < 0.7).astype(float)
+    y = np.where(rng.random(400) < 0.9, f, 1 - f)
+    estimate = design_estimate(y[:12], f[:12], None, [slice(0, 6), slice(6, 12)],
+                               [Stratum.of(f[:200]), Stratum.of(f[200:])], tuning=0.0)
+    assert estimate.df == 10  # 12 labelled units, 2 strata
+    low, high = estimate.interval(0.95)
+    assert float(high - low) == pytest.approx(2 * 2.2281389 * float(estimate.se), rel=1e-6)
+    assert float(t_value(0.95, float("inf"))) == pytest.approx(1.959964, rel=1e-6)
+
+
+def test_a_whole_dialogue_sample_where_judge_and_people_agree_keeps_a_width():
+    """Every drawn dialogue's labels equal the judge's verdicts: the residual variance is 0,
+    which used to give JGA ppi 43.6 [43.6, 43.6]."""
+    sample = draw_sample(ROWS, n=5, design="random", unit="dialogue", seed=3)
+    labels = {t.key: int(next(r["verdict"] for r in ROWS if row_key(r) == t.key))
+              for t in sample.turns}
+    result = sample_estimates(sample, [ROWS], [labels])
+    for metric in ("tsa", "jga", "success"):
+        for name in ("labels", "ppi"):
+            figure = result["estimates"][metric][name]
+            low, high = figure["ci"]
+            assert high - low > 1.0, (metric, name, figure)
+            assert "only 5 labelled dialogues" in figure["warning"]
+    sample = draw_sample(ROWS, n=MIN_DIALOGUES, design="random", unit="dialogue", seed=3)
+    labels = {t.key: TRUTH[t.key] for t in sample.turns}
+    figure = sample_estimates(sample, [ROWS], [labels])["estimates"]["jga"]["ppi"]
+    assert "warning" not in figure
+
+
+def test_a_difference_from_a_judge_rule_sample_is_refused_with_the_design_to_use():
+    other = [dict(r, verdict=not r["verdict"] if i % 7 == 0 else r["verdict"])
+             for i, r in enumerate(ROWS)]
+    sample = draw_sample(ROWS, n=40, gold="2.1", seed=1, design="judge-rule")
+    labels = {t.key: TRUTH[t.key] for t in sample.turns}
+    with pytest.raises(OptionError, match="--design random"):
+        sample_estimates(sample, [ROWS, other], [labels, labels])
+
+
+def test_the_strata_of_a_difference_come_from_the_run_the_sample_was_drawn_from():
+    """A domain stratum is a fact of the sampled run's predictions: pair (B, C) of a domain
+    sample drawn from A must use A's strata, not B's (it failed with three runs)."""
+    other = [dict(r, pred_turn_state={"restaurant-food": "y"}) if i % 4 == 0 else r
+             for i, r in enumerate(ROWS)]
+    sample = draw_sample(ROWS, n=40, design="domain", seed=1)
+    labels = {t.key: TRUTH[t.key] for t in sample.turns}
+    with pytest.raises(DataMismatchError):
+        sample_estimates(sample, [other, ROWS], [labels, labels])
+    result = sample_estimates(sample, [other, ROWS], [labels, labels], drawn_from=ROWS)
+    assert result["estimates"]["tsa"]["labels"]["value"] == pytest.approx(0.0)

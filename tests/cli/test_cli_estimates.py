@@ -4,6 +4,7 @@ compare's difference verdict, labels plan, and clear errors."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -64,7 +65,7 @@ def test_random_sample_without_gold_and_agreement_estimates(runs, tmp_path, caps
     assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
                  str(sample), "--n-boot", "0", "--json", str(report)]) == 0
     out = flat(capsys.readouterr().out)
-    assert "Estimates (random design by turn, 95 % normal intervals)" in out
+    assert "Estimates (random design by turn, 95 % t intervals)" in out
     assert "1 labelled turn(s) are not in the sample file" in out
     block = json.loads(report.read_text())["population"]
     tsa = block["estimates"]["tsa"]
@@ -150,3 +151,90 @@ def test_errors_are_clear(runs, tmp_path, capsys, argv, message):
     assert main(args) == 2
     err = flat(capsys.readouterr().err)
     assert message in err and "Traceback" not in err
+
+
+def test_compare_three_runs_on_a_domain_sample(runs, tmp_path, capsys):
+    """With three runs, pairs after the first used to rebuild the domain strata from their
+    own predictions and fail; every pair now uses the strata of the run the sample was drawn
+    from, whichever position it has on the command line."""
+    third = tmp_path / "good-again"
+    shutil.copytree(runs["good"], third)
+    sample = tmp_path / "domain.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "domain", "--n", "10",
+                 "--seed", "2", "--out", str(sample)]) == 0
+    keys = [(d["dialogue_id"], d["turn_index"])
+            for d in map(json.loads, sample.read_text().splitlines())]
+    files = {name: label_file(tmp_path / f"{name}.jsonl", run, keys)
+             for name, run in (("good", runs["good"]), ("weak", runs["weak"]),
+                               ("again", third))}
+    table = tmp_path / "compare.json"
+    capsys.readouterr()
+    assert main(["compare", str(runs["weak"]), str(runs["good"]), str(third), "--sample",
+                 str(sample), "--human", str(files["weak"]), str(files["good"]),
+                 str(files["again"]), "--json", str(table)]) == 0
+    differences = json.loads(table.read_text())["differences"]
+    assert [(d["a"], d["b"]) for d in differences] == [
+        (str(runs["weak"]), str(runs["good"])), (str(runs["weak"]), str(third)),
+        (str(runs["good"]), str(third))]
+    same = differences[2]["estimates"]["tsa"]
+    assert same["labels"]["value"] == pytest.approx(0.0)
+    assert same["judge"]["value"] == pytest.approx(0.0)
+    for difference in differences:
+        low, high = difference["estimates"]["tsa"]["ppi"]["ci"]
+        assert high - low > 0  # 10 of 11 turns: a sample, not a census
+
+
+def test_compare_refuses_a_judge_rule_sample_and_names_the_design_to_use(runs, tmp_path,
+                                                                          capsys):
+    sample = tmp_path / "jr.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "judge-rule", "--gold",
+                 "2.1", "--n", "8", "--out", str(sample)]) == 0
+    keys = [(d["dialogue_id"], d["turn_index"])
+            for d in map(json.loads, sample.read_text().splitlines())]
+    good = label_file(tmp_path / "g.jsonl", runs["good"], keys)
+    weak = label_file(tmp_path / "w.jsonl", runs["weak"], keys)
+    capsys.readouterr()
+    assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
+                 "--human", str(good), str(weak)]) == 2
+    err = flat(capsys.readouterr().err)
+    assert "judge-rule sample cannot give the difference" in err
+    assert "--design random" in err and "Traceback" not in err
+
+
+def test_a_small_whole_dialogue_sample_has_a_width_and_a_warning(runs, tmp_path, capsys):
+    """Labels that equal the judge's verdicts on every drawn dialogue: the interval used to
+    have width 0 (JGA ppi 43.6 [43.6, 43.6])."""
+    sample = tmp_path / "d.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--unit",
+                 "dialogue", "--n", "2", "--out", str(sample)]) == 0
+    rows = rows_of(runs["good"])
+    drawn = [(d["dialogue_id"], d["turn_index"])
+             for d in map(json.loads, sample.read_text().splitlines())]
+    labels = tmp_path / "l.jsonl"
+    labels.write_text("".join(json.dumps({
+        "dialogue_id": d, "turn_index": t, "label": int(rows[(d, t)]["verdict"]),
+        "reviewer": "ana"}) + "\n" for d, t in drawn))
+    report = tmp_path / "r.json"
+    capsys.readouterr()
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
+                 str(sample), "--n-boot", "0", "--json", str(report)]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "Warning: only 2 labelled dialogues" in out
+    estimates = json.loads(report.read_text())["population"]["estimates"]
+    for metric in ("tsa", "jga", "success"):
+        for name in ("labels", "ppi"):
+            low, high = estimates[metric][name]["ci"]
+            assert high - low > 1.0, (metric, name)
+
+
+def test_labels_plan_states_its_criterion_and_plans_labels_for_a_perfect_judge(runs, tmp_path,
+                                                                              capsys):
+    out_json = tmp_path / "plan.json"
+    assert main(["labels", "plan", str(runs["good"]), "--width", "60", "--disagreement",
+                 "0", "--json", str(out_json)]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "Criterion:" in out and "at least 80% of simple random samples" in out
+    plan = json.loads(out_json.read_text())
+    for key in ("labels", "ppi"):
+        assert plan[key]["labels_needed"] >= 2
+        assert plan[key]["width_at_share"] <= 60

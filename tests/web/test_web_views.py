@@ -1157,7 +1157,7 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
         "Agreement (judge, RULE, humans)", "Chance-corrected", "Reviewers as a group",
         "Population estimates from the stratified sample",
         "Estimates of TSA: the judge's own figure, labels alone and prediction-powered "
-        "(95 % normal intervals)"]
+        "(95 % t intervals)"]
     assert done.tables[0].rows == [tuple(r[:4]) for r in analysis.format_agreement(report)]
     assert done.tables[1].rows == [tuple(r) for r in analysis.format_coefficients(report)]
     assert done.tables[2].header == tuple(analysis.REVIEWER_HEADER)
