@@ -101,7 +101,7 @@ class JobStore:
 
     def submit(self, principal: Principal, spec: JobSpec) -> dict[str, Any]:
         """Queue a checked job after resolving its references inside the caller's project."""
-        self._check_references(principal.project_id, spec)
+        self.check_references(principal.project_id, spec)
         self._check_spend_cap(principal)
         subject = self._subject(principal.project_id, spec)
         moment = now()
@@ -131,7 +131,8 @@ class JobStore:
                 return job_subject(source) if source is not None else None
         return None
 
-    def _check_references(self, project_id: str, spec: JobSpec) -> None:
+    def check_references(self, project_id: str, spec: JobSpec) -> None:
+        """Every file and run a job names exists in the project, of the right kind (422)."""
         with self.db.read() as conn:
             for where, refers, ref_id in spec.references:
                 if refers == "job":

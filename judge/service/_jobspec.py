@@ -37,6 +37,8 @@ BATCH_OPTIONS = ("batch_max_requests", "batch_max_bytes")
 """Options of batch jobs only: how request files are split (one batch each)."""
 METRIC_OPTIONS = (*MetricOptions.model_fields, "gold")
 AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence", "tuning")
+COMPARE_OPTIONS = ("confidence", "tuning")
+"""Of the differences a compare job with a sample estimates."""
 RETRY_OPTIONS = ("concurrency", "timeout", "max_retries", "budget")
 
 REFUSED = {
@@ -64,7 +66,8 @@ INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
                 "predictions": ("predictions", True, True)},
     "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
                   "sample": ("sample", False, False)},
-    "compare": {"runs": ("job", True, True), "human": ("labels", False, False)},
+    "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
+                "sample": ("sample", False, False)},
     "audit": {"run": ("job", True, False)},
     "retry-errors": {"run": ("job", True, False)},
 }
@@ -107,7 +110,7 @@ class JobRequest(BaseModel):
     kind: JobKind
     inputs: dict[str, str | list[str]] = Field(
         description="Input name → file id (or job id for runs); lists where the kind takes "
-        "several (metrics: predictions; compare: runs).")
+        "several (metrics: predictions; compare: runs, and human: one labels file per run).")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="CLI option names, underscored.")
     mode: Literal["live", "batch"] = "live"
@@ -149,6 +152,10 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
         spec.options = _metric_options(options)
     elif request.kind == "agreement":
         spec.options = _agreement_options(options)
+    elif request.kind == "compare":
+        _only(options, COMPARE_OPTIONS)
+        checked = _agreement_options(options)
+        spec.options = {k: checked[k] for k in COMPARE_OPTIONS}
     else:
         _only(options, ())
     budget = spec.options.get("budget")

@@ -455,7 +455,7 @@ REFUSED_JOBS = [
     ("agreement", {"run": "job_a"}, {"tuning": "x"}, "live", "options.tuning",
      "tuning must be one of loo, plain or a number in [0, 1] (got 'x')"),
     ("compare", {"runs": "job_a"}, {"n_boot": 5}, "live", "options.n_boot",
-     "unknown option (this kind takes none)"),
+     "unknown option; accepted: confidence, tuning"),
 ]
 
 

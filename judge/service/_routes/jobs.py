@@ -17,6 +17,7 @@ from ..._api_models import (
     JobStatus,
     ResumeRequest,
 )
+from .._estimate_inputs import check_estimate_job
 from .._jobspec import JobRequest, check_job
 from .._reruns import check_retry
 from .._slotcheck import job_warnings
@@ -51,6 +52,9 @@ def create_job(principal: Submitter, service: ServiceDep, request: JobRequest,
     the schema)."""
     spec = check_job(request, service.settings)
     check_retry(service.db, service.settings, principal.project_id, spec)
+    service.jobs.check_references(principal.project_id, spec)
+    check_estimate_job(service.jobs, service.files, principal.project_id, spec.kind,
+                       spec.inputs)
     record = service.jobs.submit(principal, spec)
     warnings = job_warnings(service.files, principal.project_id, spec.kind, spec.inputs)
     job = CreatedJob.model_validate({**record, "warnings": warnings})

@@ -41,10 +41,9 @@ from ..._errors import (
 from ...analysis import (
     agreement_report,
     audit_items,
-    load_labels,
-    load_sample,
     method_table,
     render_audit,
+    run_differences,
 )
 from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
 from ...method import default_rules, load_rules
@@ -53,6 +52,7 @@ from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
 from .._db import Database, DatabaseUnavailable, files
+from .._estimate_inputs import EstimateInputs, read_estimate_inputs
 from .._files import FileStore
 from .._jobs import JobStore
 from .._jobspec import JUDGE_OPTIONS, endpoint_for
@@ -563,16 +563,22 @@ class AnalysisRunner:
         if job.kind == "metrics":
             return self._metrics(job, inputs)
         if job.kind == "agreement":
-            run = self._run_of(job.project_id, job.inputs["run"])
-            human = self._labels(job.inputs.get("human"), inputs)
-            sample_id = job.inputs.get("sample")
-            sample = load_sample(inputs.path(sample_id)[0]) if sample_id else None
-            report = agreement_report(run.rows, human, sample=sample, **job.options)
+            found = self._estimate_inputs(job, inputs)
+            report = agreement_report(found.runs[0].rows, found.labels[0] if found.labels
+                                      else None, sample=found.sample,
+                                      predictions_sha256=found.digests[0],
+                                      run_name=found.names[0], **job.options)
             return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report, inputs))
         if job.kind == "compare":
-            runs = [self._run_of(job.project_id, r) for r in job.inputs["runs"]]
-            human = self._labels(job.inputs.get("human"), inputs)
-            table = method_table(runs, human.per_turn() if human else None)
+            found = self._estimate_inputs(job, inputs)
+            labels = [human.per_turn() for human in found.labels]
+            table = method_table(found.runs, labels[0] if len(labels) == 1 else None)
+            if found.pairing:
+                table["labels_pairing"] = found.pairing
+            if found.sample is not None:
+                table["sample_check"] = found.sample_check
+                table["differences"] = run_differences(found.runs, labels, found.sample,
+                                                       **job.options)
             return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(table, inputs))
         if job.kind == "audit":
             return self._audit(job)
@@ -596,8 +602,13 @@ class AnalysisRunner:
         report = compute_metrics(dialogues, systems, schema, MetricOptions(**options), gold=gold)
         return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report.to_dict(), inputs))
 
-    def _labels(self, file_id: str | None, inputs: Inputs) -> Any:
-        return load_labels(inputs.path(file_id)[0]) if file_id else None
+    def _estimate_inputs(self, job: Any, inputs: Inputs) -> EstimateInputs:
+        """The runs, labels and sample of an agreement or compare job, checked as at
+        submission; their upload names stand for server paths in every message."""
+        found = read_estimate_inputs(self.jobs, self.store, job.project_id, job.kind,
+                                     job.inputs)
+        inputs.names.update({path: name for path, (name, _) in found.paths.items()})
+        return found
 
     def _run_of(self, project_id: str, job_id: str) -> Run:
         row = self.jobs.row(project_id, job_id)
