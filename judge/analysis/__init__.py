@@ -70,6 +70,7 @@ from ._labels import (
     pair_by_predictions,
     write_labels,
 )
+from ._review import error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sampling import (
     ALLOCATIONS,
@@ -135,7 +136,9 @@ __all__ = [
     "design_strata",
     "difference_verdict",
     "draw_sample",
+    "error_chance",
     "find_candidates",
+    "fix_span",
     "format_agreement",
     "format_coefficients",
     "format_estimates",
@@ -158,6 +161,7 @@ __all__ = [
     "ppi_mean",
     "recorded_predictions_sha256",
     "render_audit",
+    "review_order",
     "run_differences",
     "run_turns_digest",
     "sample_estimates",

@@ -33,6 +33,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="annotation version audited (default: the dialogues file's first); "
                    "other versions are shown beside, never used as evidence")
     add_corrections_option(p)
+    p.add_argument("--order", choices=["review", "evidence"], default="review",
+                   help="review (default): the order that moves JGA furthest per review, a "
+                   "turn's candidates together; evidence: by evidence score alone")
     p.add_argument("--dialogues", metavar="FILE",
                    help="dialogues file (default: the one the first judge run recorded)")
     p.add_argument("--schema", metavar="FILE",
@@ -44,7 +47,13 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
-    from ..analysis import find_candidates, load_audit_inputs, write_audit, write_candidates
+    from ..analysis import (
+        find_candidates,
+        load_audit_inputs,
+        review_order,
+        write_audit,
+        write_candidates,
+    )
 
     if not (args.out or args.candidates):
         raise OptionError("say what to write: --candidates FILE, --out HTML, or both")
@@ -63,6 +72,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     dialogues, gold, _ = corrected_gold(inputs.dialogues, inputs.schema, args.corrections,
                                         args.gold)
     candidates = find_candidates(dialogues, inputs.sources, gold=gold, schema=inputs.schema)
+    if args.order == "review":
+        candidates = review_order(candidates, dialogues, inputs.sources, gold=gold)
     if args.candidates:
         count = write_candidates(candidates, args.candidates)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)

@@ -300,11 +300,13 @@ def _corrected_dialogue(dialogue: Dialogue, key: str, base: str, name: str,
     new: list[State] = []
     touched: list[set[str]] = []
     changed_turns = changed_slots = 0
+    by_turn: dict[int, list[tuple[str, str | None]]] = defaultdict(list)
+    for (_, turn_index, slot), value in decisions.items():
+        by_turn[turn_index].append((slot, value))
     for index, state in enumerate(old):
         fixed = dict(state)
         slots: set[str] = set()
-        for slot in {s for (k, t, s) in decisions if k == key and t == index}:
-            value = decisions[(key, index, slot)]
+        for slot, value in by_turn.get(index, ()):
             if value is None:
                 fixed.pop(slot, None)
             else:
@@ -352,9 +354,12 @@ def apply_corrections(dialogues: DialogueSet, version: str, corrections: Sequenc
     fixed: list[Dialogue] = []
     changed_turns = changed_slots = 0
     effective: dict[tuple[str, int, str], str | None] = {}
+    by_dialogue: dict[str, dict[tuple[str, int, str], str | None]] = defaultdict(dict)
+    for decided, value in decisions.items():
+        by_dialogue[decided[0]][decided] = value
     for dialogue in dialogues.dialogues:
         key = dialogue_key(dialogue.dialogue_id)
-        mine = {k: v for k, v in decisions.items() if k[0] == key}
+        mine = by_dialogue.get(key, {})
         corrected, turns, slot_count = _corrected_dialogue(dialogue, key, base, new_name, mine)
         fixed.append(corrected)
         changed_turns += turns
