@@ -21,8 +21,9 @@ from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
 from ._lifecycle import ACTIVE, FINAL, STATUSES, JobStatus
 from ._reads import JudgmentReads
+from ._routes._common import ServiceDep, get_service
 from ._server import listening_socket, run_server
-from ._service import Service
+from ._service import Service, SubmittedJob
 from ._settings import (
     DEFAULT_PORT,
     EndpointConfig,
@@ -61,7 +62,9 @@ __all__ = [
     "Principal",
     "ServerEvent",
     "Service",
+    "ServiceDep",
     "ServiceSettings",
+    "SubmittedJob",
     "attachment",
     "build_settings",
     "check_job",
@@ -72,6 +75,7 @@ __all__ = [
     "ensure_project",
     "event_stream",
     "export_bundle",
+    "get_service",
     "has_tokens_table",
     "job_subject",
     "job_warnings",

@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._auth import TokenBook
+from ._auth import Principal, TokenBook
 from ._db import Database
+from ._estimate_inputs import check_estimate_job
 from ._files import FileStore
 from ._jobs import JobStore
+from ._jobspec import JobRequest, JobSpec, check_job
 from ._labels import LabelStore
 from ._metrics import ServiceMetrics
+from ._reruns import check_retry
 from ._settings import ServiceSettings
+from ._slotcheck import job_warnings
 
 
 class WorkerControl(Protocol):
@@ -26,6 +31,15 @@ class WorkerControl(Protocol):
     def nudge(self) -> None: ...
 
     def status(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    """A job just queued, with ``warnings`` about its inputs (predicted slot names outside
+    its schema): never a refusal, shown by the API's answer and the web's run page alike."""
+
+    job: dict[str, Any]
+    warnings: list[dict[str, Any]]
 
 
 class Service:
@@ -59,6 +73,24 @@ class Service:
                 worker = Worker(self.db, self.settings, self.files, self.jobs)
             self.worker = worker
             worker.start()
+
+    def check_job(self, request: JobRequest) -> JobSpec:
+        """A job request checked against this server (kinds, options, endpoints, limits),
+        before any of its references is looked up."""
+        return check_job(request, self.settings)
+
+    def submit_job(self, principal: Principal, request: JobRequest) -> SubmittedJob:
+        """The one way a job is submitted, for the API (``POST /v1/jobs``) and the web's form
+        alike: checked (:meth:`check_job`; a retry's source run; its references; the samples
+        and labels of agreement and compare jobs; the token's spending cap), queued, its inputs' slot names compared with its schema, and a worker woken."""
+        spec = self.check_job(request)
+        check_retry(self.db, self.settings, principal.project_id, spec)
+        self.jobs.check_references(principal.project_id, spec)
+        check_estimate_job(self.jobs, self.files, principal.project_id, spec.kind, spec.inputs)
+        job = self.jobs.submit(principal, spec)
+        warnings = job_warnings(self.files, principal.project_id, spec.kind, spec.inputs)
+        self.nudge()
+        return SubmittedJob(job, warnings)
 
     def nudge(self) -> None:
         """A job was queued: wake the worker rather than wait for its next poll."""

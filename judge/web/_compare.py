@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..data import dialogue_key
-from ..service import JobStatus, job_subject
+from ..service import JobStatus, ServiceDep, job_subject
 from ._charts import grouped_bars
 from ._common import WebRoute, _url, render
 from ._index import RunIndex
@@ -127,9 +127,8 @@ def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]
 
 
 @router.get("/compare")
-def compare_page(request: Request, viewer: CurrentViewer,
+def compare_page(request: Request, viewer: CurrentViewer, service: ServiceDep,
                  run: Annotated[list[str] | None, Query()] = None) -> Response:
-    service = request.app.state.service
     web = request.app.state.web
     available = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED,
                                               limit=200)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._errors import ServiceError
-from ..service import job_subject, job_warnings
+from ..service import ServiceDep, job_subject, job_warnings
 from ._common import WebRoute, render
 from ._index import (
     DISAGREE_CHOICES,
@@ -39,12 +39,11 @@ def _filters(verdict: str, disagree: str, version: str, kind: str, domain: str, 
 
 
 @router.get("/runs/{job_id}")
-def run_page(request: Request, viewer: CurrentViewer, job_id: str,
+def run_page(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
              page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
              verdict: str = "", disagree: str = "", version: str = "", kind: str = "",
              domain: str = "", slot: str = "", error: str = "", q: str = "") -> Response:
     web = request.app.state.web
-    service = request.app.state.service
     row = service.jobs.row(viewer.project_id, job_id)
     job = service.jobs.get(viewer.project_id, job_id)
     context: dict[str, Any] = {"job": job, "label": job_label(request, viewer, job),
@@ -84,10 +83,10 @@ def run_page(request: Request, viewer: CurrentViewer, job_id: str,
 
 
 @router.get("/runs/{job_id}/facets")
-def facets(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
+def facets(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str) -> Response:
     """Values the filters offer (domains, slots, disagreement kinds), once the index is built:
     the run page asks for them after it has painted."""
-    row = request.app.state.service.jobs.row(viewer.project_id, job_id)
+    row = service.jobs.row(viewer.project_id, job_id)
     if row.summary is None:
         return JSONResponse({"domains": [], "slots": [], "kinds": [], "versions": []})
     index = request.app.state.web.index.ready(row)
@@ -172,11 +171,11 @@ def neighbours(index: RunIndex | None, filters: Filters, dialogue_id: str, turn_
 
 
 @router.get("/runs/{job_id}/turns/{dialogue_id:path}/{turn_index}")
-def turn_page(request: Request, viewer: CurrentViewer, job_id: str, dialogue_id: str,
+def turn_page(request: Request, viewer: CurrentViewer,
+              service: ServiceDep, job_id: str, dialogue_id: str,
               turn_index: int, verdict: str = "", disagree: str = "", version: str = "",
               kind: str = "", domain: str = "", slot: str = "", error: str = "", q: str = ""
               ) -> Response:
-    service = request.app.state.service
     web = request.app.state.web
     row = service.jobs.row(viewer.project_id, job_id)
     rows = web.reads.dialogue_rows(viewer.project_id, job_id, dialogue_id)

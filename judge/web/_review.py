@@ -37,7 +37,14 @@ from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
-from ..service import JobStatus, JudgmentReads, Service, attachment, job_subject
+from ..service import (
+    JobStatus,
+    JudgmentReads,
+    Service,
+    ServiceDep,
+    attachment,
+    job_subject,
+)
 from ._agreement import AgreementBoard, label_counts, store_sample
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
@@ -189,16 +196,16 @@ def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
     return params
 
 
-def _judge_run(request: Request, viewer: Viewer, job_id: str) -> tuple[Any, RunIndex]:
-    row = request.app.state.service.jobs.row(viewer.project_id, job_id)
+def _judge_run(request: Request,
+               service: Service, viewer: Viewer, job_id: str) -> tuple[Any, RunIndex]:
+    row = service.jobs.row(viewer.project_id, job_id)
     if row.kind not in ("evaluate", "retry-errors") or row.summary is None:
         raise ServiceError("only finished judge runs can be reviewed", status=409)
     return row, request.app.state.web.index.ready(row)
 
 
-def _item_context(request: Request, viewer: Viewer, row: Any, index: RunIndex,
+def _item_context(request: Request, service: Service, viewer: Viewer, row: Any, index: RunIndex,
                   queue: list[QueueItem], pos: int, params: dict[str, Any]) -> dict[str, Any]:
-    service = request.app.state.service
     if not queue:
         return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
     pos = max(0, min(pos, len(queue) - 1))
@@ -214,9 +221,10 @@ def _item_context(request: Request, viewer: Viewer, row: Any, index: RunIndex,
             "job_id": row.id, "can_label": viewer.can("review")}
 
 
-def _first_open(request: Request, viewer: Viewer, row: Any, queue: list[QueueItem]) -> int:
+def _first_open(request: Request,
+                service: Service, viewer: Viewer, row: Any, queue: list[QueueItem]) -> int:
     """The first queue position this reviewer has not labelled (at the turn level)."""
-    done = {(i["dialogue_id"], i["turn_index"]) for i in request.app.state.service.labels.list(
+    done = {(i["dialogue_id"], i["turn_index"]) for i in service.labels.list(
         viewer.project_id, subject=job_subject(row), reviewer=viewer.name) if not i["slot"]}
     for position, (dialogue_id, turn_index, _) in enumerate(queue):
         if (dialogue_id, turn_index) not in done:
@@ -225,8 +233,7 @@ def _first_open(request: Request, viewer: Viewer, row: Any, queue: list[QueueIte
 
 
 @router.get("/review")
-def review_index(request: Request, viewer: CurrentViewer) -> Response:
-    service = request.app.state.service
+def review_index(request: Request, viewer: CurrentViewer, service: ServiceDep) -> Response:
     runs = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED, limit=200)
             if j["kind"] in ("evaluate", "retry-errors")]
     counts: dict[str, dict[str, int]] = {}
@@ -242,16 +249,16 @@ def review_index(request: Request, viewer: CurrentViewer) -> Response:
 
 
 @router.get("/review/{job_id}")
-def review_page(request: Request, viewer: CurrentViewer, job_id: str,
+def review_page(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
                 queue: str = "disagreements",
                 n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
                 pos: Annotated[int | None, Query(ge=0)] = None) -> Response:
-    row, index = _judge_run(request, viewer, job_id)
+    row, index = _judge_run(request, service, viewer, job_id)
     params = _params(queue, n, seed)
     items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
-    start = pos if pos is not None else _first_open(request, viewer, row, items)
-    context = _item_context(request, viewer, row, index, items, start, params)
-    job = request.app.state.service.jobs.get(viewer.project_id, job_id)
+    start = pos if pos is not None else _first_open(request, service, viewer, row, items)
+    context = _item_context(request, service, viewer, row, index, items, start, params)
+    job = service.jobs.get(viewer.project_id, job_id)
     panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "review.html", **context, job=job,
                   label=job_label(request, viewer, job), queues=QUEUES,
@@ -259,20 +266,21 @@ def review_page(request: Request, viewer: CurrentViewer, job_id: str,
 
 
 @router.get("/review/{job_id}/item")
-def review_item(request: Request, viewer: CurrentViewer, job_id: str,
+def review_item(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
                 queue: str = "disagreements",
                 n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
                 pos: Annotated[int, Query(ge=0)] = 0) -> Response:
-    row, index = _judge_run(request, viewer, job_id)
+    row, index = _judge_run(request, service, viewer, job_id)
     params = _params(queue, n, seed)
     items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
-    context = _item_context(request, viewer, row, index, items, pos, params)
+    context = _item_context(request, service, viewer, row, index, items, pos, params)
     return render(request, "_review_item.html", **context, labels=LABELS)
 
 
 @router.get("/review/{job_id}/agreement")
-def review_agreement(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
-    row, index = _judge_run(request, viewer, job_id)
+def review_agreement(request: Request, viewer: CurrentViewer,
+                     service: ServiceDep, job_id: str) -> Response:
+    row, index = _judge_run(request, service, viewer, job_id)
     panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "_agreement.html", panel=panel, job_id=job_id)
 
@@ -326,16 +334,16 @@ def _consistent(service: Service, viewer: Viewer, values: dict[str, Any]) -> Non
 
 
 @router.post("/review/{job_id}/labels", dependencies=[needs("review")])
-async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
+async def save_label(request: Request, viewer: CurrentViewer,
+                     service: ServiceDep, job_id: str) -> Response:
     try:
         body = await request.json()
     except ValueError:
         raise ServiceError("expected a JSON body", status=422) from None
 
     def save() -> tuple[dict[str, Any], dict[str, int]]:
-        row, index = _judge_run(request, viewer, job_id)
+        row, index = _judge_run(request, service, viewer, job_id)
         values = {**_check_label(body, index), "subject": job_subject(row)}
-        service = request.app.state.service
         _consistent(service, viewer, values)
         saved = service.labels.put(viewer.principal, {**values, "job_id": job_id})
         return saved, label_counts(service.labels.list(viewer.project_id,
@@ -349,9 +357,8 @@ async def save_label(request: Request, viewer: CurrentViewer, job_id: str) -> Re
 
 
 @router.get("/review/{job_id}/labels.jsonl")
-def export_labels(request: Request, viewer: CurrentViewer, job_id: str,
+def export_labels(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
                   reviewer: str | None = None) -> Response:
-    service = request.app.state.service
     subject = job_subject(service.jobs.row(viewer.project_id, job_id))
     items = service.labels.list(viewer.project_id, subject=subject, reviewer=reviewer or None)
     predicted: dict[tuple[str, int], Mapping[str, Any]] = {}

@@ -33,8 +33,9 @@ from ..service import (
     JobRequest,
     NDJSONResponse,
     ServerEvent,
+    Service,
+    ServiceDep,
     attachment,
-    check_job,
     event_stream,
     export_bundle,
     json_lines,
@@ -94,9 +95,9 @@ def live_fields(job: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/")
-def runs_page(request: Request, viewer: CurrentViewer, status: str = "", kind: str = "",
+def runs_page(request: Request, viewer: CurrentViewer,
+              service: ServiceDep, status: str = "", kind: str = "",
               page: Annotated[int, Query(ge=1, le=100000)] = 1) -> Response:
-    service = request.app.state.service
     chosen_status = status if status in STATUSES else None
     chosen_kind = kind or None
     jobs = service.jobs.list(viewer.project_id, status=chosen_status, kind=chosen_kind,
@@ -112,11 +113,10 @@ def runs_page(request: Request, viewer: CurrentViewer, status: str = "", kind: s
 
 
 @router.get("/events")
-async def events(request: Request, viewer: CurrentViewer,
+async def events(request: Request, viewer: CurrentViewer, service: ServiceDep,
                  job: Annotated[list[str] | None, Query()] = None) -> Response:
     """Server-sent events for the jobs a page shows: ``job`` with the live fields whenever
     one changes, until all are final (or the page goes away)."""
-    service = request.app.state.service
     pending = list(dict.fromkeys(job or []))[:100]
     last: dict[str, Any] = {}
 
@@ -142,9 +142,9 @@ async def events(request: Request, viewer: CurrentViewer,
 
 
 @router.post("/runs/{job_id}/cancel", dependencies=[needs("submit")])
-async def cancel(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
+async def cancel(request: Request, viewer: CurrentViewer,
+                 service: ServiceDep, job_id: str) -> Response:
     form = await request.form()
-    service = request.app.state.service
     job = await run_in_threadpool(service.jobs.cancel, viewer.project_id, job_id)
     if "application/json" in request.headers.get("accept", ""):
         return Response(json.dumps(live_fields(job)), media_type="application/json")
@@ -157,8 +157,9 @@ async def cancel(request: Request, viewer: CurrentViewer, job_id: str) -> Respon
 
 
 @router.get("/runs/{job_id}/download/results.json")
-def download_results(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
-    row = request.app.state.service.jobs.row(viewer.project_id, job_id)
+def download_results(request: Request, viewer: CurrentViewer,
+                     service: ServiceDep, job_id: str) -> Response:
+    row = service.jobs.row(viewer.project_id, job_id)
     if row.summary is None:
         raise ServiceError(f"job is {row.status}; results exist once it has finished",
                            status=409)
@@ -168,8 +169,9 @@ def download_results(request: Request, viewer: CurrentViewer, job_id: str) -> Re
 
 
 @router.get("/runs/{job_id}/download/judgments.jsonl")
-def download_judgments(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
-    rows = request.app.state.service.jobs.judgments(viewer.project_id, job_id)
+def download_judgments(request: Request, viewer: CurrentViewer,
+                       service: ServiceDep, job_id: str) -> Response:
+    rows = service.jobs.judgments(viewer.project_id, job_id)
     first = next(rows, None)
 
     return NDJSONResponse(json_lines(rows if first is None else itertools.chain([first], rows)),
@@ -177,16 +179,17 @@ def download_judgments(request: Request, viewer: CurrentViewer, job_id: str) -> 
 
 
 @router.get("/runs/{job_id}/download/bundle.tar.gz")
-def download_bundle(request: Request, viewer: CurrentViewer, job_id: str) -> Response:
-    name, data = export_bundle(request.app.state.service, viewer.project_id, job_id)
+def download_bundle(request: Request, viewer: CurrentViewer,
+                    service: ServiceDep, job_id: str) -> Response:
+    name, data = export_bundle(service, viewer.project_id, job_id)
     return GzipResponse(data, headers=attachment(name))
 
 
 @router.get("/runs/{job_id}/download/artifact/{name}")
-def download_artifact(request: Request, viewer: CurrentViewer, job_id: str, name: str
+def download_artifact(request: Request, viewer: CurrentViewer,
+                      service: ServiceDep, job_id: str, name: str
                       ) -> Response:
-    content_type, data = request.app.state.service.jobs.artifact(viewer.project_id, job_id,
-                                                                 name)
+    content_type, data = service.jobs.artifact(viewer.project_id, job_id, name)
     headers = {**attachment(name), "Content-Security-Policy": "sandbox allow-scripts"}
     return Response(data, media_type=content_type, headers=headers)
 
@@ -268,9 +271,8 @@ def parse_options(form: Any) -> dict[str, Any]:
     return options
 
 
-def _form_context(request: Request, viewer: Viewer, values: dict[str, Any],
+def _form_context(request: Request, service: Service, viewer: Viewer, values: dict[str, Any],
                   errors: dict[str, str], chosen: dict[str, str]) -> dict[str, Any]:
-    service = request.app.state.service
     files = {kind: service.files.list(viewer.project_id, kind=kind, limit=200)
              for kind, _, _ in FILE_INPUTS}
     settings = service.settings
@@ -284,14 +286,13 @@ def _form_context(request: Request, viewer: Viewer, values: dict[str, Any],
 
 
 @router.get("/runs/new", dependencies=[needs("submit")])
-def submit_page(request: Request, viewer: CurrentViewer) -> Response:
-    return render(request, "submit.html", **_form_context(request, viewer, {}, {}, {}))
+def submit_page(request: Request, viewer: CurrentViewer, service: ServiceDep) -> Response:
+    return render(request, "submit.html", **_form_context(request, service, viewer, {}, {}, {}))
 
 
 @router.post("/runs/new", dependencies=[needs("submit")])
-async def submit(request: Request, viewer: CurrentViewer) -> Response:
+async def submit(request: Request, viewer: CurrentViewer, service: ServiceDep) -> Response:
     form = await request.form()
-    service = request.app.state.service
     errors: dict[str, str] = {}
     chosen: dict[str, str] = {}
     for kind, label, required in FILE_INPUTS:
@@ -316,20 +317,21 @@ async def submit(request: Request, viewer: CurrentViewer) -> Response:
     placeholders = {kind: chosen.get(kind, "missing") for kind, _, required in FILE_INPUTS
                     if required or kind in chosen}
     try:
-        spec = check_job(JobRequest(kind="evaluate", inputs=placeholders, options=options),
-                         service.settings)
-        if not errors:  # then the placeholders are the chosen files
-            job = await run_in_threadpool(service.jobs.submit, viewer.principal, spec)
+        job_request = JobRequest(kind="evaluate", inputs=placeholders, options=options)
+        if errors:
+            service.check_job(job_request)
+        else:  # the placeholders are the chosen files: the API's one path, warnings and all
+            submitted = await run_in_threadpool(service.submit_job, viewer.principal,
+                                                job_request)
     except ServiceError as exc:
         errors[_form_field(exc.field)] = exc.reason
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         errors[_form_field(".".join(map(str, first["loc"])))] = first["msg"]
-    if not errors:
-        if service.worker is not None:
-            service.worker.nudge()
-        return RedirectResponse(f"{PREFIX}/runs/{job['id']}", status_code=303)
-    context = await run_in_threadpool(_form_context, request, viewer, values, errors, chosen)
+    if not errors:  # the run page shows the submission's warnings (slot names, as the API)
+        return RedirectResponse(f"{PREFIX}/runs/{submitted.job['id']}", status_code=303)
+    context = await run_in_threadpool(_form_context, request, service, viewer, values, errors,
+                                      chosen)
     return render(request, "submit.html", code=422, **context)
 
 

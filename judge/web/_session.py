@@ -37,7 +37,7 @@ from fastapi.params import Depends as DependsMarker
 from fastapi.responses import RedirectResponse, Response
 
 from .._errors import ServiceError
-from ..service import Principal, Service
+from ..service import Principal, Service, ServiceDep
 from ._common import PREFIX, WebRoute, render
 
 COOKIE = "dsj_session"
@@ -206,7 +206,7 @@ def login_page(request: Request, next: str | None = None) -> Response:
 
 
 @public.post("/login")
-def login(request: Request, token: Annotated[str, Form()] = "",
+def login(request: Request, service: ServiceDep, token: Annotated[str, Form()] = "",
           csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "") -> Response:
     expected = request.cookies.get(LOGIN_COOKIE) or ""
     target = _safe_next(next)
@@ -214,7 +214,7 @@ def login(request: Request, token: Annotated[str, Form()] = "",
         return _login_again(request, target, "The login form expired; please try again.", 403)
     token = token.strip()
     try:
-        principal = request.app.state.service.tokens.resolve_token(token) if token else None
+        principal = service.tokens.resolve_token(token) if token else None
     except ServiceError:
         principal = None
     if principal is None:

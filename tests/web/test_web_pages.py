@@ -723,3 +723,59 @@ def test_the_run_page_names_predicted_slots_outside_the_schema(web, tmp_path):
     notes = re.findall(r'<p class="warning" role="note">(.*?)</p>', page.text, re.S)
     assert len(notes) == 1, notes
     assert "train-book time" in notes[0] and "restaurant-book time" in notes[0], notes
+
+
+def test_the_api_and_the_web_submit_through_one_path_with_the_same_checks_and_warnings(
+        web, tmp_path, monkeypatch):
+    """``Service.submit_job`` is the one way in: the same refused option gets the same words
+    from ``POST /v1/jobs`` and from the form, and the same warned inputs (predicted slot
+    names outside the schema) the same warnings, the API in its answer, the web on the run
+    page the form leads to."""
+    service = web["service"]
+    calls: list[str] = []
+    one_path = service.submit_job
+
+    def spy(principal: Any, request: Any) -> Any:
+        calls.append(request.kind)
+        return one_path(principal, request)
+
+    monkeypatch.setattr(service, "submit_job", spy)
+    api = web["client"]()
+    auth = {"Authorization": f"Bearer {web['tokens']['alice']}"}
+    planted = predictions_with_slot_errors(tmp_path / "predictions.jsonl", typo=False)
+    ids = {}
+    for kind, name, data in (("schema", "schema.json", None),
+                             ("dialogues", "dialogues.jsonl", None),
+                             ("predictions", "predictions.jsonl", planted.read_bytes())):
+        content = data if data is not None else example_upload()[f"{kind}_file"][1]
+        made = api.post("/v1/files", data={"kind": kind}, files={"file": (name, content)},
+                        headers=auth)
+        assert made.status_code == 201, made.text
+        ids[kind] = made.json()["id"]
+    refused = api.post("/v1/jobs", headers=auth, json={
+        "kind": "evaluate", "inputs": ids, "options": {"model": "m", "top_p": 0}})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "options.top_p"
+    created = api.post("/v1/jobs", headers=auth, json={
+        "kind": "evaluate", "inputs": ids, "options": {"model": "m"}})
+    assert created.status_code == 201, created.text
+    api_warnings = [w["message"] for w in created.json()["warnings"]]
+    assert len(api_warnings) == 1 and "train-book time" in api_warnings[0]
+
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    chosen = {f"{kind}_id": file_id for kind, file_id in ids.items()}
+    page = client.post("/ui/runs/new", data={"csrf": csrf, "model": "m", "top_p": "0",
+                                             **chosen})
+    assert page.status_code == 422
+    shown = re.search(r'id="top_p-error" role="alert">([^<]+)<', page.text).group(1)
+    assert shown.strip() in refused.json()["error"]["message"]
+    made = client.post("/ui/runs/new", data={"csrf": csrf, "model": "m", **chosen})
+    assert made.status_code == 303, made.text[:500]
+    notes = re.findall(r'<p class="warning" role="note">(.*?)</p>',
+                       client.get(made.headers["location"]).text, re.S)
+    assert [n.strip() for n in notes] == api_warnings
+    # all four went through the one method (which checks, queues, warns and wakes the worker)
+    assert calls == ["evaluate"] * 4
+    for job_id in (created.json()["id"], made.headers["location"].rsplit("/", 1)[1]):
+        assert _wait(service, service.tokens.resolve_token(web["tokens"]["alice"]).project_id,
+                     job_id)["status"] == "succeeded"

@@ -209,7 +209,8 @@ def test_the_queue_cache_is_emptied_once_it_holds_more_than_32(web, synthetic_ru
 
 def test_an_empty_queue_shows_no_item(web, synthetic_run):
     row, index = _run(web, synthetic_run)
-    context = _review._item_context(_request(web["app"]), _viewer(web, "alice"), row, index, [],
+    context = _review._item_context(_request(web["app"]), web["service"],
+                                    _viewer(web, "alice"), row, index, [],
                                     3, {"queue": "sample", "n": 5, "seed": 0})
     assert context == {"item": None, "pos": 0, "size": 0, "job_id": synthetic_run,
                        "params": {"queue": "sample", "n": 5, "seed": 0}}
@@ -233,7 +234,8 @@ def test_the_item_shown_is_clamped_to_the_queue_with_this_reviewers_labels(web, 
                                          "label": "correct", "subject": job_subject(row),
                                          "job_id": synthetic_run})
     params = {"queue": "disagreements"}
-    context = _review._item_context(_request(web["app"]), alice, row, index, queue, 99, params)
+    context = _review._item_context(_request(web["app"]), web["service"],
+                                    alice, row, index, queue, 99, params)
     assert context["item"] == {"dialogue_id": target["dialogue_id"],
                                "turn_index": target["turn_index"], "why": "why 2"}
     assert context["pos"] == 2 and context["size"] == 3 and context["params"] is params
@@ -243,7 +245,8 @@ def test_the_item_shown_is_clamped_to_the_queue_with_this_reviewers_labels(web, 
     dialogue = web["app"].state.web.reads.dialogue_rows(alice.project_id, synthetic_run,
                                                         target["dialogue_id"])
     assert context["view"] == turn_view(dialogue, target["turn_index"])
-    first = _review._item_context(_request(web["app"]), reader, row, index, queue, 0, params)
+    first = _review._item_context(_request(web["app"]), web["service"],
+                                  reader, row, index, queue, 0, params)
     assert first["pos"] == 0 and first["item"]["why"] == "why 0"
     assert first["mine"] == {} and first["can_label"] is False
 
@@ -326,7 +329,8 @@ def test_form_errors_are_shown_at_the_field_at_fault():
 def test_the_submit_form_lists_this_projects_files_and_the_endpoints(web):
     viewer = _viewer(web, "alice")
     service = web["service"]
-    context = _runs._form_context(_request(web["app"]), viewer, {"a": "1"}, {"b": "2"},
+    context = _runs._form_context(_request(web["app"]), web["service"],
+                                  viewer, {"a": "1"}, {"b": "2"},
                                   {"c": "3"})
     assert set(context["files"]) == {"schema", "dialogues", "predictions", "rules"}
     for kind in context["files"]:

@@ -17,10 +17,7 @@ from ..._api_models import (
     JobStatus,
     ResumeRequest,
 )
-from .._estimate_inputs import check_estimate_job
-from .._jobspec import JobRequest, check_job
-from .._reruns import check_retry
-from .._slotcheck import job_warnings
+from .._jobspec import JobRequest
 from ._common import Reader, ServiceDep, Submitter, api_router, errors
 
 router = api_router("jobs")
@@ -50,15 +47,8 @@ def create_job(principal: Submitter, service: ServiceDep, request: JobRequest,
     """`{"kind", "inputs", "options", "mode"}` → the queued job (403 when the token's
     spending cap is reached), with `warnings` about its inputs (predicted slot names outside
     the schema)."""
-    spec = check_job(request, service.settings)
-    check_retry(service.db, service.settings, principal.project_id, spec)
-    service.jobs.check_references(principal.project_id, spec)
-    check_estimate_job(service.jobs, service.files, principal.project_id, spec.kind,
-                       spec.inputs)
-    record = service.jobs.submit(principal, spec)
-    warnings = job_warnings(service.files, principal.project_id, spec.kind, spec.inputs)
-    job = CreatedJob.model_validate({**record, "warnings": warnings})
-    service.nudge()
+    submitted = service.submit_job(principal, request)
+    job = CreatedJob.model_validate({**submitted.job, "warnings": submitted.warnings})
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job
 
