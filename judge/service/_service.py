@@ -82,7 +82,8 @@ class Service:
     def submit_job(self, principal: Principal, request: JobRequest) -> SubmittedJob:
         """The one way a job is submitted, for the API (``POST /v1/jobs``) and the web's form
         alike: checked (:meth:`check_job`; a retry's source run; its references; the samples
-        and labels of agreement and compare jobs; the token's spending cap), queued, its inputs' slot names compared with its schema, and a worker woken."""
+        and labels of agreement and compare jobs; the token's spending cap), queued, its
+        inputs' slot names compared with its schema, and a worker woken."""
         spec = self.check_job(request)
         check_retry(self.db, self.settings, principal.project_id, spec)
         self.jobs.check_references(principal.project_id, spec)
