@@ -9,7 +9,14 @@ from typing import Any
 
 from .._errors import DataMismatchError
 from .._io import open_output
-from ..data import DialogueSet, Schema, load_dialogues, load_predictions
+from ..data import (
+    DialogueSet,
+    Located,
+    Schema,
+    apply_corrections,
+    load_dialogues,
+    load_predictions,
+)
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
@@ -149,12 +156,26 @@ def difference_verdict(ppi: Mapping[str, Any], a: str, b: str, confidence: float
            "difference includes 0"
 
 
+def _corrected(dialogues: DialogueSet, schema: Schema, corrections: Sequence[Located]
+               ) -> tuple[DialogueSet, list[str]]:
+    """The dialogues with a corrected version added for each version the corrections name."""
+    added = []
+    for version in dict.fromkeys(c.correction.gold for c in corrections):
+        fixed = apply_corrections(dialogues, version, corrections, schema=schema)
+        dialogues = fixed.dialogues
+        added.append(fixed.name)
+    return dialogues, added
+
+
 def system_table(runs: Sequence[Run], schema: Schema, *,
                  names: Sequence[str] | None = None,
-                 dialogues_path: str | Path | None = None) -> dict[str, Any]:
+                 dialogues_path: str | Path | None = None,
+                 corrections: Sequence[Located] = ()) -> dict[str, Any]:
     """Per DST system: judge TSA and JGA next to RULE TSA and exact-match JGA per version,
     all on the dialogues the judge run covered. Data files are the ones each run recorded
-    (``dialogues_path`` overrides the dialogues file, e.g. after moving the data)."""
+    (``dialogues_path`` overrides the dialogues file, e.g. after moving the data). With
+    ``corrections``, each corrected version (``2.1+corr:…``) is scored beside its original,
+    its RULE TSA computed with the run's own RULE matching."""
     systems = []
     loaded: dict[str, DialogueSet] = {}  # runs of several systems usually share one file
     for position, run in enumerate(runs):
@@ -177,12 +198,17 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
             "tsa": {"judge": run.summary.get("tsa")},
             "jga": {"judge": run.summary.get("judge_jga")},
         }
+        originals = dialogues.versions
+        if corrections:
+            dialogues, _ = _corrected(dialogues, schema, corrections)
         for version in dialogues.versions:
-            entry["tsa"][f"RULE-{version}"] = (run.summary.get("rule", {}).get(version)
-                                               or {}).get("tsa")
-            report = compute_metrics(dialogues, predictions, schema,
-                                     MetricOptions(breakdowns=False), gold=version)
-            entry["jga"][f"RULE-{version}"] = report.systems[0].metrics["jga"]
+            options = MetricOptions(breakdowns=False, rule_match=run.summary.get("rule_match"))
+            report = compute_metrics(dialogues, predictions, schema, options, gold=version)
+            figures = report.systems[0].metrics
+            entry["tsa"][f"RULE-{version}"] = ((run.summary.get("rule", {}).get(version)
+                                                or {}).get("tsa") if version in originals
+                                               else figures["rule_tsa"].get(version))
+            entry["jga"][f"RULE-{version}"] = figures["jga"]
         systems.append(entry)
     return {"systems": systems}
 

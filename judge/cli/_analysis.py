@@ -26,6 +26,7 @@ from ..analysis import (
 )
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
+from ._gold import add_corrections_option, read_all
 from ._options import write_json
 from ._report import print_estimates, print_methods, print_systems, say
 
@@ -65,6 +66,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--names", nargs="+", help="system names (default: from the runs)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
     p.add_argument("--png", metavar="OUT", help="write a bar chart")
+    add_corrections_option(p)
     p.set_defaults(handler=run_systems)
 
 
@@ -126,7 +128,8 @@ def run_systems(args: argparse.Namespace, console: Console) -> int:
     if args.names and len(args.names) != len(runs):
         raise OptionError(f"--names has {len(args.names)} names for {len(runs)} runs")
     schema = load_schema(args.schema) if args.schema else recorded_schema(runs)
-    table = system_table(runs, schema, names=args.names, dialogues_path=args.dialogues)
+    table = system_table(runs, schema, names=args.names, dialogues_path=args.dialogues,
+                         corrections=read_all(args.corrections) if args.corrections else ())
     print_systems(table, console)
     write_json(args.json_out, table, console)
     if args.png:

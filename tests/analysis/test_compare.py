@@ -130,3 +130,31 @@ def test_compare_fits_80_columns_with_whole_names_and_kappa_intervals(tmp_path):
     text = "\n".join(lines)
     assert "two-dim (few-shot) [paper]" in text  # the longest name, not cut
     assert f"{kappa['value']:.2f} [{kappa['ci'][0]:.2f},{kappa['ci'][1]:.2f}]" in text
+
+
+def test_systems_shows_the_corrected_gold_beside_the_original(tmp_path):
+    strong = _run(tmp_path, "strong", "example-two-dim.json")
+    corrections = tmp_path / "corrections.jsonl"
+    # one real fix (2.4 has the hotel's name from turn 2) and one "the annotation is right"
+    corrections.write_text("".join(json.dumps(record) + "\n" for record in (
+        {"dialogue_id": "EX001.json", "turn_index": 2, "slot": "hotel-name",
+         "value": "worth house", "gold": "2.1", "reviewer": "ann",
+         "time": "2026-11-28T10:00:00Z"},
+        {"dialogue_id": "EX001.json", "turn_index": 0, "slot": "hotel-area", "value": "north",
+         "gold": "2.1", "reviewer": "ann", "time": "2026-11-28T10:01:00Z"})))
+    out_json, png = tmp_path / "systems.json", tmp_path / "systems.png"
+    assert main(["systems", str(strong), "--schema", str(EXAMPLES / "schema.json"),
+                 "--corrections", str(corrections), "--json", str(out_json),
+                 "--png", str(png)]) == 0
+    system = json.loads(out_json.read_text())["systems"][0]
+    corrected = [k for k in system["jga"] if k.startswith("RULE-2.1+corr:")]
+    assert len(corrected) == 1 and corrected[0] in system["tsa"]
+    metrics_json = tmp_path / "metrics.json"
+    assert main(["metrics", "--schema", str(EXAMPLES / "schema.json"), "--dialogues",
+                 str(EXAMPLES / "dialogues.jsonl"), "--predictions",
+                 str(EXAMPLES / "predictions.jsonl"), "--gold", "2.1", "--corrections",
+                 str(corrections), "--json", str(metrics_json)]) == 0
+    metrics = json.loads(metrics_json.read_text())["systems"][0]["metrics"]
+    assert system["jga"][corrected[0]] == pytest.approx(metrics["jga"])
+    assert system["jga"]["RULE-2.1"] == pytest.approx(100 * 5 / 11)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
