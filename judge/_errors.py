@@ -24,13 +24,14 @@ Everything the library raises on purpose derives from :class:`DSTJudgeError`, so
     │   └── BuildToolMissing
     ├── LocalServerError    starting, finding or stopping the local server failed
     └── ServiceError        the evaluation service refused a request (HTTP status, field)
+        └── IllegalMove     a job status change the lifecycle does not allow (409)
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from enum import IntEnum
+from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,18 @@ class ServiceError(DSTJudgeError):
         self.field = field
         self.reason = message
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class IllegalMove(ServiceError):
+    """A job move the lifecycle (``judge/service/_lifecycle.py``) does not allow: 409, the job
+    is in a state that forbids it. ``source`` and ``target`` are job statuses (``None``: a new
+    job)."""
+
+    def __init__(self, source: Enum | None, target: Enum) -> None:
+        where = "a new job" if source is None else f"a {source.value} job"
+        super().__init__(f"{where} cannot become {target.value}", status=409)
+        self.source = source
+        self.target = target
 
 
 class DatabaseUnavailable(ServiceError, StoreError):

@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .._errors import ServiceError
+from .._errors import IllegalMove
 from ._db import Database, artifacts, job_batches, job_calls, jobs, judgments
 
 
@@ -72,16 +72,6 @@ CLAIMABLE: tuple[JobStatus, ...] = tuple(
     source for source in STATUSES if JobStatus.RUNNING in MOVES[source])
 """States a worker's claim takes a job from (queued; running with an expired lease;
 waiting and due)."""
-
-
-class IllegalMove(ServiceError):
-    """A move the lifecycle does not allow (409: the job is in a state that forbids it)."""
-
-    def __init__(self, source: JobStatus | None, target: JobStatus) -> None:
-        where = "a new job" if source is None else f"a {source.value} job"
-        super().__init__(f"{where} cannot become {target.value}", status=409)
-        self.source = source
-        self.target = target
 
 
 def check_move(source: JobStatus | str | None, target: JobStatus | str) -> JobStatus:
