@@ -18,6 +18,7 @@ from ._agreement import (
     format_reviewers,
     judgment_rows_source,
 )
+from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt_test
 from ._audit import (
     AuditItem,
     audit_items,
@@ -97,6 +98,7 @@ from ._statistics import (
 __all__ = [
     "AGREEMENT_HEADER",
     "ALLOCATIONS",
+    "ALT_TEST_HEADER",
     "COEFFICIENT_HEADER",
     "CORNERS",
     "DESIGNS",
@@ -128,7 +130,9 @@ __all__ = [
     "Stratum",
     "agreement_report",
     "allocate",
+    "alt_test",
     "audit_items",
+    "benjamini_yekutieli",
     "check_sample",
     "check_tuning",
     "cohen_kappa",
@@ -140,6 +144,7 @@ __all__ = [
     "find_candidates",
     "fix_span",
     "format_agreement",
+    "format_alt_test",
     "format_coefficients",
     "format_estimates",
     "format_population",

@@ -25,6 +25,7 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recal
 
 from .._errors import DataMismatchError, OptionError
 from .._io import iter_jsonl_lines
+from ._alttest import EPSILON, alt_test
 from ._estimates import Tuning, sample_estimates
 from ._labels import (
     UNNAMED,
@@ -543,8 +544,8 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
                      sample: Sample | None = None, n_boot: int = 1000, seed: int = 0,
                      confidence: float = 0.95, source: RowsSource | None = None,
                      tuning: Tuning = "loo", predictions_sha256: str | None = None,
-                     adjudicator: str | None = None, run_name: str = "the run"
-                     ) -> dict[str, Any]:
+                     adjudicator: str | None = None, run_name: str = "the run",
+                     epsilon: float = EPSILON) -> dict[str, Any]:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is
@@ -557,8 +558,13 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     ``predictions_sha256`` is the predictions file the run judged, when known: labels and a
     sample that name other predictions are refused. A sample is drawn again from ``rows``
     and refused unless it comes out the same (:func:`check_sample`). ``adjudicator`` names
-    the reviewer whose label decides turns the others split on.
+    the reviewer whose label decides turns the others split on. With two or more reviewers
+    ``alt_test`` holds the alternative-annotator test of the judge against them at
+    ``epsilon`` (:func:`judge.analysis.alt_test`).
     """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) \
+            or not 0 <= epsilon < 1:
+        raise OptionError(f"epsilon must be a number in [0, 1) (got {epsilon!r})")
     boot = Bootstrap(n_boot, seed, confidence)
     ratings = read_ratings(rows, source)
     raters = ratings.raters()
@@ -568,6 +574,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     slot_entry: dict[str, Any] | None = None
     majority: dict[TurnKey, int] = {}
     resolution: Resolution | None = None
+    alternative: dict[str, Any] | None = None
     if human is not None:
         human.check_predictions(predictions_sha256, run=run_name)
         resolution = human.resolve(adjudicator)
@@ -579,6 +586,11 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
         reevaluations = [reevaluation(v, ratings.judge, labels, majority, tied, ratings.order,
                                       boot) for v, labels in ratings.rules.items()]
         slot_entry = slot_pair(ratings, human, seen, boot)
+        reviewers = {name: {k: v for k, v in labels.items() if k in seen}
+                     for name, labels in human.by_annotator().items()}
+        alternative = alt_test(ratings.judge, reviewers, epsilon=float(epsilon),
+                               n_boot=boot.n_boot, confidence=boot.confidence,
+                               seed=seed)
     if sample is not None and human is None:
         raise OptionError("population estimates need human labels of the sampled turns")
     pairs = pairwise(raters, ratings.order, boot)
@@ -600,6 +612,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
                                             resolution=resolution)
                        if sample is not None else None),
         "population_note": NO_SAMPLE_NOTE if sample is None and human is not None else None,
+        "alt_test": alternative,
         "bootstrap": boot.describe(),
     }
 

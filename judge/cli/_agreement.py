@@ -18,8 +18,10 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
         description="For every pair among the judge, RULE-<version> and human labels: "
         "accuracy, Cohen's kappa, Gwet's AC1, Krippendorff's alpha, PABAK, confusion matrix "
         "and P/R/F1 of the 'incorrect' class, with bootstrap confidence intervals that "
-        "resample dialogues; the reviewers' agreement among themselves; and, with --sample, "
-        "population estimates from a stratified sample drawn by 'labels sample'.")
+        "resample dialogues; the reviewers' agreement among themselves; with two or more "
+        "reviewers on shared turns, the alternative-annotator test (can the judge stand in "
+        "for one of them?); and, with --sample, population estimates from a sample drawn by "
+        "'labels sample'.")
     p.add_argument("run", metavar="RUN_DIR", help="a judge run directory")
     p.add_argument("--human", metavar="FILE", help="human labels (JSON Lines)")
     p.add_argument("--sample", metavar="FILE", help="the sample the humans labelled "
@@ -35,6 +37,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--tuning", default="loo", metavar="MODE",
                    help="PPI power tuning: loo (default: λ estimated without each labelled "
                    "turn), plain (one λ from all labels) or a fixed λ in [0, 1]")
+    p.add_argument("--epsilon", type=float, default=0.1, metavar="E",
+                   help="alternative-annotator test: how much less often than a reviewer the "
+                   "judge may agree with the other reviewers and still stand in (default: 0.1)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
     p.set_defaults(handler=run)
 
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                               confidence=args.confidence, source=judgment_rows_source(args.run),
                               tuning=args.tuning, adjudicator=args.adjudicator,
                               predictions_sha256=recorded_predictions_sha256(args.run),
-                              run_name=f"run {args.run}")
+                              run_name=f"run {args.run}", epsilon=args.epsilon)
     print_agreement(report, console)
     write_json(args.json_out, report, console)
     return 0

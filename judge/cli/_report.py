@@ -206,6 +206,7 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
     if rows:
         _simple_table("Agreement between the human reviewers (all their labels)",
                       REVIEWER_HEADER, rows, console)
+    print_alt_test(report.get("alt_test"), level, console)
     rows = format_reevaluation(report)
     if rows:
         _simple_table("Accuracy after human re-evaluation (the paper's figure)",
@@ -249,6 +250,23 @@ def _turn_list(block: dict[str, Any]) -> str:
     shown = ", ".join(f"{e['dialogue_id']} turn {e['turn_index']}" for e in block["examples"])
     more = block["count"] - len(block["examples"])
     return shown + (f" (and {more} more)" if more > 0 else "")
+
+
+def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -> None:
+    """The judge against the reviewers' own agreement: per reviewer, how often the judge and
+    the reviewer agree with the other reviewers, and the alternative-annotator test."""
+    from ..analysis import ALT_TEST_HEADER, format_alt_test
+
+    if not block:
+        return
+    _simple_table(f"Judge vs reviewers: alternative-annotator test (ε = {block['epsilon']:g}, "
+                  f"{block['correction']} at q = {block['q']:g}; {level} intervals over "
+                  "dialogues)", ALT_TEST_HEADER, format_alt_test(block), console)
+    if block["enough_overlap"]:
+        say(console, f"winning rate ω = {block['winning_rate']:.2f}, average advantage "
+                     f"probability ρ = {block['average_advantage']:.2f}: {block['verdict']}")
+    else:
+        console.print(text(block["verdict"], style="yellow"))
 
 
 def print_estimates(block: dict[str, Any], console: Console) -> None:

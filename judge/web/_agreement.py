@@ -171,6 +171,16 @@ class AgreementBoard:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
+def alt_test_caption(block: dict[str, Any]) -> str:
+    """The test's settings and its verdict (or why it could not run), as the table's caption."""
+    head = (f"Judge vs reviewers: alternative-annotator test (ε = {block['epsilon']:g}, "
+            f"{block['correction']} at q = {block['q']:g}). ")
+    if block["enough_overlap"]:
+        return (head + f"ω = {block['winning_rate']:.2f}, ρ = "
+                f"{block['average_advantage']:.2f}: {block['verdict']}")
+    return head + block["verdict"]
+
+
 def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...],
             started: float, sample: Any = None) -> Computed:
     """The library's agreement report on the run's verdicts and the collected labels, as the
@@ -193,6 +203,10 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     if reviewers:
         tables.append(Table("Reviewers as a group", tuple(analysis.REVIEWER_HEADER),
                             [tuple(r) for r in reviewers]))
+    alternative = report.get("alt_test")
+    if alternative:
+        tables.append(Table(alt_test_caption(alternative), tuple(analysis.ALT_TEST_HEADER),
+                            [tuple(r) for r in analysis.format_alt_test(alternative)]))
     population = analysis.format_population(report)
     if population:
         tables.append(Table("Population estimates from the stratified sample",

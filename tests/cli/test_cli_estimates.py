@@ -238,3 +238,28 @@ def test_labels_plan_states_its_criterion_and_plans_labels_for_a_perfect_judge(r
     for key in ("labels", "ppi"):
         assert plan[key]["labels_needed"] >= 2
         assert plan[key]["width_at_share"] <= 60
+
+
+def test_agreement_tests_the_judge_against_two_reviewers_and_says_when_overlap_is_short(
+        runs, tmp_path, capsys):
+    rows = rows_of(runs["good"])
+    labels = tmp_path / "two.jsonl"
+    labels.write_text("".join(
+        json.dumps({"dialogue_id": d, "turn_index": t, "label": int(r["rule"][version]),
+                    "reviewer": name}) + "\n"
+        for (d, t), r in rows.items() for name, version in (("ana", "2.4"), ("bo", "2.1"))))
+    report = tmp_path / "r.json"
+    capsys.readouterr()
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--n-boot", "50",
+                 "--epsilon", "0.2", "--json", str(report)]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "alternative-annotator test (ε = 0.2, Benjamini-Yekutieli at q = 0.05" in out
+    assert "not enough overlap" in out and "at least 30 labelled turns" in out
+    block = json.loads(report.read_text())["alt_test"]
+    assert block["epsilon"] == 0.2 and block["enough_overlap"] is False
+    assert [(e["reviewer"], e["shared_turns"]) for e in block["reviewers"]] == [
+        ("ana", 11), ("bo", 11)]
+    capsys.readouterr()
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--epsilon",
+                 "1"]) == 2
+    assert "epsilon must be a number in [0, 1)" in flat(capsys.readouterr().err)

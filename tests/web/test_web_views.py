@@ -1155,6 +1155,7 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     done = _agreement.compute(index, labels, ("m",), 0.0, sample)
     assert [t.caption for t in done.tables] == [
         "Agreement (judge, RULE, humans)", "Chance-corrected", "Reviewers as a group",
+        _agreement.alt_test_caption(report["alt_test"]),
         "Population estimates from the stratified sample",
         "Estimates of TSA: the judge's own figure, labels alone and prediction-powered "
         "(95 % t intervals)"]
@@ -1162,15 +1163,51 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     assert done.tables[1].rows == [tuple(r) for r in analysis.format_coefficients(report)]
     assert done.tables[2].header == tuple(analysis.REVIEWER_HEADER)
     assert done.tables[2].rows == [tuple(r) for r in analysis.format_reviewers(report)]
-    assert done.tables[3].header == tuple(analysis.POPULATION_HEADER[:4])
-    assert done.tables[3].rows == [tuple(r[:4]) for r in analysis.format_population(report)]
-    assert done.tables[4].header == tuple(analysis.ESTIMATE_HEADER)
-    assert done.tables[4].rows == [tuple(r) for r in
+    # two reviewers on 8 shared turns: the alternative-annotator test says it needs more
+    assert done.tables[3].header == tuple(analysis.ALT_TEST_HEADER)
+    assert "not enough overlap" in done.tables[3].caption
+    assert "at least 30 labelled turns" in done.tables[3].caption
+    assert done.tables[4].header == tuple(analysis.POPULATION_HEADER[:4])
+    assert done.tables[4].rows == [tuple(r[:4]) for r in analysis.format_population(report)]
+    assert done.tables[5].header == tuple(analysis.ESTIMATE_HEADER)
+    assert done.tables[5].rows == [tuple(r) for r in
                                    analysis.format_estimates(report.get("population"))]
     assert done.human_turns == report["human"]["turns"] > 0
     unlabelled = [_label(1, "ann", "nowhere", 0, "correct")]
     plain = _agreement.compute(index, unlabelled, ("m",), 0.0, sample)
     assert len(plain.tables) == 2 and plain.human_turns == 0
+
+
+def test_the_panel_tests_the_judge_against_reviewers_who_share_enough_turns() -> None:
+    """Three reviewers on 40 shared turns: the panel shows each reviewer's and the judge's
+    agreement with the others, the p-values and the verdict of the alternative-annotator
+    test, as the library computes them."""
+    from judge import analysis
+    from judge.web._labelfile import human_labels, label_records
+
+    from .synthetic import synthetic_rows
+
+    index = build_index("j", 1, iter(synthetic_rows(60, seed=3)), {})
+    entries = index.entries[:40]
+    labels, i = [], 0
+    for position, e in enumerate(entries):
+        for reviewer, flip in (("ann", position % 9 == 0), ("bob", position % 7 == 1),
+                               ("cy", position % 5 == 2)):
+            i += 1
+            correct = e.verdict != flip
+            labels.append(_label(i, reviewer, e.dialogue_id, e.turn_index,
+                                 "correct" if correct else "incorrect"))
+    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
+             "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
+    report = analysis.agreement_report(rows, human_labels(label_records(labels)), n_boot=200,
+                                       seed=0)
+    block = report["alt_test"]
+    assert block["enough_overlap"] and block["winning_rate"] == 1.0
+    done = _agreement.compute(index, labels, ("m",), 0.0, None)
+    table = next(t for t in done.tables if t.header == tuple(analysis.ALT_TEST_HEADER))
+    assert table.rows == [tuple(r) for r in analysis.format_alt_test(block)]
+    assert [r[0] for r in table.rows] == ["ann", "bob", "cy"]
+    assert "ω = 1.00" in table.caption and "may stand in" in table.caption
 
 
 def test_board_panel_fingerprints_the_runs_stored_sample(tmp_path: Any) -> None:

@@ -1,0 +1,119 @@
+"""The alternative-annotator test (Calderon et al. 2025): the leave-one-out scores by hand, the
+one-sided t-test against scipy, Benjamini–Yekutieli against its definition, a judge that
+stands in and one that does not, and too little overlap said plainly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import ttest_1samp
+
+from judge import OptionError
+from judge.analysis import agreement_report, alt_test, benjamini_yekutieli, format_alt_test
+from judge.analysis._alttest import MIN_SHARED, _t_less
+from judge.analysis._labels import HumanLabel, HumanLabels
+
+
+def keys(n: int) -> list[tuple[str, int]]:
+    return [(f"d{i // 4}", i % 4) for i in range(n)]
+
+
+def panel(n: int, judge_error: float, reviewer_error: float, seed: int,
+          reviewers: int = 3) -> tuple[dict, dict]:
+    """A hidden truth, a judge and reviewers who each err independently at their rate."""
+    rng = np.random.default_rng(seed)
+    turns = keys(n)
+    truth = {k: int(rng.random() < 0.7) for k in turns}
+
+    def rater(error: float) -> dict:
+        return {k: (1 - v if rng.random() < error else v) for k, v in truth.items()}
+
+    return rater(judge_error), {f"r{j}": rater(reviewer_error) for j in range(reviewers)}
+
+
+def test_scores_and_advantage_probabilities_by_hand(monkeypatch):
+    monkeypatch.setattr("judge.analysis._alttest.MIN_SHARED", 2)
+    turns = keys(4)
+    judge = dict(zip(turns, [1, 0, 1, 1], strict=True))
+    reviewers = {"a": dict(zip(turns, [1, 1, 0, 1], strict=True)),
+                 "b": dict(zip(turns, [1, 0, 0, 1], strict=True)),
+                 "c": dict(zip(turns, [1, 0, 1, 0], strict=True))}
+    block = alt_test(judge, reviewers, epsilon=0.1, n_boot=0)
+    a = block["reviewers"][0]
+    # leave a out: others b, c. turn 0: judge 2/2, a 2/2 (tie: both win); turn 1: judge 2/2,
+    # a 0/2 (judge); turn 2: judge 1/2, a 1/2 (tie); turn 3: judge 1/2, a 1/2 (tie)
+    assert a["judge_agreement"]["value"] == pytest.approx(100 * (1 + 1 + 0.5 + 0.5) / 4)
+    assert a["reviewer_agreement"]["value"] == pytest.approx(100 * (1 + 0 + 0.5 + 0.5) / 4)
+    assert a["rho_judge"] == 1.0 and a["rho_reviewer"] == 0.75
+    d = np.array([0.0, -1.0, 0.0, 0.0])
+    assert a["p_value"] == pytest.approx(ttest_1samp(d, 0.1, alternative="less").pvalue)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_one_sided_t_test_is_scipys(seed):
+    d = np.random.default_rng(seed).choice([-1.0, 0.0, 1.0], size=40, p=[0.2, 0.6, 0.2])
+    for epsilon in (0.0, 0.1, 0.2):
+        p, _ = _t_less(d, epsilon)
+        assert p == pytest.approx(ttest_1samp(d, epsilon, alternative="less").pvalue)
+    assert _t_less(np.zeros(30), 0.1)[0] == 0.0  # always tied: the judge is as good
+    assert _t_less(np.ones(30), 0.1)[0] == 1.0  # the reviewer always better
+
+
+def test_benjamini_yekutieli_rejects_by_its_step_up_rule():
+    p = [0.001, 0.008, 0.039, 0.041, 0.2]
+    c = sum(1 / i for i in range(1, 6))  # 2.2833
+    limits = [k * 0.05 / (5 * c) for k in range(1, 6)]  # 0.00438, 0.00876, 0.0131, ...
+    assert p[0] <= limits[0] and p[1] <= limits[1] and p[2] > limits[2]
+    assert benjamini_yekutieli(p) == [True, True, False, False, False]
+    assert benjamini_yekutieli([0.2, 0.001, 0.008]) == [False, True, True]
+    assert benjamini_yekutieli([]) == []
+    # a later p-value under its line pulls the earlier one in (step-up, not step-down):
+    # m = 2, limits 0.0167 and 0.0333; 0.02 misses the first but 0.025 meets the second
+    assert benjamini_yekutieli([0.02, 0.025]) == [True, True]
+    assert benjamini_yekutieli([0.02, 0.04]) == [False, False]
+
+
+def test_a_judge_as_good_as_the_majority_stands_in_and_a_poor_one_does_not():
+    judge, reviewers = panel(120, judge_error=0.05, reviewer_error=0.15, seed=4)
+    good = alt_test(judge, reviewers, n_boot=200)
+    assert good["enough_overlap"] and good["winning_rate"] >= 0.5 and good["passes"]
+    assert "may stand in" in good["verdict"]
+    assert good["correction"] == "Benjamini-Yekutieli" and good["epsilon"] == 0.1
+    for entry in good["reviewers"]:
+        low, high = entry["judge_agreement"]["ci"]
+        assert low <= entry["judge_agreement"]["value"] <= high
+    poor, reviewers = panel(120, judge_error=0.35, reviewer_error=0.05, seed=5)
+    bad = alt_test(poor, reviewers, n_boot=0)
+    assert bad["winning_rate"] == 0.0 and not bad["passes"]
+    assert "may not stand in" in bad["verdict"]
+    assert all(not e["rejected"] for e in bad["reviewers"])
+    # a generous ε lets a middling judge through where a strict one does not
+    middling, reviewers = panel(200, judge_error=0.15, reviewer_error=0.1, seed=6)
+    assert alt_test(middling, reviewers, epsilon=0.0, n_boot=0)["winning_rate"] < \
+        alt_test(middling, reviewers, epsilon=0.3, n_boot=0)["winning_rate"]
+
+
+def test_too_little_overlap_says_how_many_turns_are_needed():
+    judge, reviewers = panel(12, judge_error=0.1, reviewer_error=0.1, seed=7, reviewers=2)
+    block = alt_test(judge, reviewers, n_boot=0)
+    assert not block["enough_overlap"] and block["winning_rate"] is None
+    assert f"at least {MIN_SHARED} labelled turns" in block["verdict"]
+    assert "r0: 12" in block["verdict"] and "not enough overlap" in block["verdict"]
+    rows = format_alt_test(block)
+    assert rows[0][-1] == f"too few (< {MIN_SHARED})"
+    assert alt_test(judge, {"r0": reviewers["r0"]}) is None  # one reviewer: nothing to test
+
+
+def test_the_agreement_report_carries_the_test_at_the_stated_epsilon():
+    judge, reviewers = panel(60, judge_error=0.05, reviewer_error=0.15, seed=8)
+    rows = [{"dialogue_id": d, "turn_index": t, "verdict": bool(v), "rule": {}}
+            for (d, t), v in judge.items()]
+    records = [HumanLabel(dialogue_id=d, turn_index=t, label=v, reviewer=name)
+               for name, labels in reviewers.items() for (d, t), v in labels.items()]
+    report = agreement_report(rows, HumanLabels(records), n_boot=0, epsilon=0.2)
+    assert report["alt_test"]["epsilon"] == 0.2
+    assert [e["reviewer"] for e in report["alt_test"]["reviewers"]] == ["r0", "r1", "r2"]
+    with pytest.raises(OptionError, match="epsilon"):
+        agreement_report(rows, HumanLabels(records), n_boot=0, epsilon=1.5)
+    alone = [r for r in records if r.reviewer == "r0"]
+    assert agreement_report(rows, HumanLabels(alone), n_boot=0)["alt_test"] is None
