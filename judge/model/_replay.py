@@ -52,6 +52,7 @@ class ReplayTransport:
         self.source = Path(source)
         self.files = cassette_files(source)
         self._lookup: dict[str, tuple[dict[str, Any], str]] | None = None
+        self._models: frozenset[str] = frozenset()
         self._lock = threading.Lock()
 
     def _index(self) -> dict[str, tuple[dict[str, Any], str]]:
@@ -59,12 +60,24 @@ class ReplayTransport:
         with self._lock:
             if self._lookup is None:
                 lookup: dict[str, tuple[dict[str, Any], str]] = {}
+                models: set[str] = set()
                 for file in self.files:
                     cassette = Cassette.load(file)
                     for key, response in cassette._index().items():
                         lookup.setdefault(key, (response, file.name))
-                self._lookup = lookup
+                    for item in cassette:
+                        body = item["request"].get("body")
+                        if isinstance(body, dict) and isinstance(body.get("model"), str):
+                            models.add(body["model"])
+                self._lookup, self._models = lookup, frozenset(models)
             return self._lookup
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The models the recorded requests asked for: a request for any other is answered
+        by no cassette (the service refuses such a job when it is submitted)."""
+        self._index()
+        return self._models
 
     @property
     def recorded(self) -> int:
@@ -83,12 +96,12 @@ class ReplayTransport:
     def _miss(self, path: str, body: Any, content: bytes) -> RawResponse:
         model = body.get("model") if isinstance(body, dict) else None
         digest = hashlib.sha256(content).hexdigest()[:12]
+        # within the 300 characters a model error keeps of a server's message: whole
+        cassettes = plural(len(self.files), "cassette")
         message = (f"not recorded: POST {path} (model {model!r}, body sha256 {digest}...)"
-                   f"{_last_words(body)} is in none of the "
-                   f"{plural(len(self.files), 'cassette')} of "
-                   f"{self.source.name}; a replay endpoint answers only recorded requests "
-                   "(the same data, options and prompts as the recording) and never makes "
-                   "up a verdict")
+                   f"{_last_words(body)} is in none of the {cassettes} of "
+                   f"{self.source.name[:40]}; a replay endpoint answers only recorded "
+                   "requests and never makes up a verdict")
         payload = {"error": {"message": message, "type": "not_recorded"}}
         return RawResponse(MISS_STATUS, {"content-type": "application/json"},
                            json.dumps(payload).encode())
@@ -103,4 +116,4 @@ def _last_words(body: Any) -> str:
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return ""
     text = " ".join(str(messages[-1].get("content", "")).split())
-    return f" ending {text[-80:]!r}" if text else ""
+    return f" ending {text[-40:]!r}" if text else ""

@@ -23,6 +23,7 @@ from .._config import JudgeConfig
 from .._errors import DSTJudgeError, ServiceError
 from ..analysis import check_tuning
 from ..metrics import MetricOptions
+from ._replaying import recorded_models
 from ._settings import EndpointConfig, ServiceSettings
 
 JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
@@ -253,6 +254,22 @@ def endpoint_for(name: str | None, settings: ServiceSettings) -> tuple[str, Endp
     return chosen, endpoints[chosen]
 
 
+def check_model(name: str, endpoint: EndpointConfig, model: str | None, *,
+                field: str = "options.model") -> None:
+    """A model the endpoint can answer for (422 naming those it can): one of its ``models``
+    when it lists them, and one its cassettes recorded when it replays (it has no reply for
+    any other: a job would fail on every call). No model means the library's default."""
+    model = model if model is not None else JudgeConfig.model_fields["model"].default
+    if endpoint.models is not None and model not in endpoint.models:
+        raise ServiceError(f"endpoint {name!r} offers: {', '.join(endpoint.models)}",
+                           status=422, field=field)
+    recorded = recorded_models(endpoint)
+    if recorded is not None and model not in recorded:
+        raise ServiceError(f"endpoint {name!r} replays recordings only, and holds none of model "
+                           f"{model!r}: it recorded {', '.join(sorted(recorded)) or 'no model'}",
+                           status=422, field=field)
+
+
 def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str = "live"
                    ) -> tuple[dict[str, Any], str]:
     _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, "endpoint",
@@ -266,10 +283,8 @@ def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str
     if model is not None:
         if not isinstance(model, str) or not _MODEL_NAME.match(model):
             raise ServiceError("not a model name", status=422, field="options.model")
-        if endpoint.models is not None and model not in endpoint.models:
-            raise ServiceError(f"endpoint {name!r} offers: {', '.join(endpoint.models)}",
-                               status=422, field="options.model")
         options["model"] = model
+    check_model(name, endpoint, model)
     concurrency = options.get("concurrency")
     if concurrency is not None and concurrency > endpoint.max_concurrency:
         raise ServiceError(f"at most {endpoint.max_concurrency} on endpoint {name!r}",
@@ -305,10 +320,7 @@ def check_bundle_options(options: Any, settings: ServiceSettings
             raise ServiceError("not a model name", status=422, field="options.model")
         if endpoint_name is not None:
             endpoint_name, endpoint = endpoint_for(endpoint_name, settings)
-            if endpoint.models is not None and model is not None and model not in endpoint.models:
-                raise ServiceError(f"endpoint {endpoint_name!r} offers: "
-                                   f"{', '.join(endpoint.models)}", status=422,
-                                   field="options.model")
+            check_model(endpoint_name, endpoint, model)
         values = _validated_config_subset({k: v for k, v in options.items()
                                            if k not in (*SUBSET_OPTIONS, *BATCH_OPTIONS)})
         values.update(_subset_options(options))

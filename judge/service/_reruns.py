@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from .._errors import ServiceError
 from ._db import Database, files, jobs
-from ._jobspec import JobSpec, endpoint_for
+from ._jobspec import JobSpec, check_model, endpoint_for
 from ._settings import ServiceSettings
 
 JUDGE_INPUTS = {"schema": True, "dialogues": True, "predictions": True, "rules": False}
@@ -90,10 +90,11 @@ def check_retry(db: Database, settings: ServiceSettings, project_id: str, spec: 
         run_input_files(conn, project_id, run)
     name, endpoint = _endpoint(run.endpoint, settings)
     model = (run.options or {}).get("model", endpoint.default_model)
-    if endpoint.models is not None and model not in endpoint.models:
-        raise ServiceError(f"job {run.id!r} judged with model {model!r}, which endpoint "
-                           f"{name!r} does not offer (it offers: {', '.join(endpoint.models)})",
-                           status=422, field="inputs.run")
+    try:
+        check_model(name, endpoint, model, field="inputs.run")
+    except ServiceError as exc:
+        raise ServiceError(f"job {run.id!r} judged with model {model!r}, which this retry "
+                           f"cannot ask: {exc.reason}", status=422, field="inputs.run") from None
 
 
 def _endpoint(name: str | None, settings: ServiceSettings) -> tuple[str, Any]:

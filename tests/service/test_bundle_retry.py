@@ -214,7 +214,8 @@ def test_a_retry_of_an_imported_run_whose_model_the_endpoint_does_not_offer_is_r
                                                  "inputs": {"run": copy["id"]}})
             assert refused.status_code == 422, refused.text
             assert refused.json()["error"]["field"] == "inputs.run"
-            assert "does not offer" in refused.json()["error"]["message"]
+            message = refused.json()["error"]["message"]
+            assert "cannot ask: endpoint 'other' offers: allowed-model" in message, message
             accepted = api.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {
                 "run": api.post("/v1/bundles", files={"file": ("b.tar.gz", bundle)}).json()[
                     "id"]}})

@@ -130,3 +130,42 @@ def test_a_replay_endpoint_is_checked_at_start_and_talks_to_no_server(tmp_path):
             assert message in str(exc) and "Value error" not in str(exc)
         else:
             raise AssertionError(f"{source} was accepted")
+
+
+def test_a_replay_server_refuses_a_model_it_has_no_recording_of_and_fails_with_one_reason(
+        tmp_path):
+    """Issue 36: the job was accepted, then failed with the same cut-off message once per
+    call. Now: 422 at submission naming the recorded models; a job whose every request is
+    unrecorded fails with one whole reason."""
+    data = tmp_path / "server"
+    token = create_token(data, "lab")
+    changed = tmp_path / "changed.jsonl"
+    lines = []
+    for line in (EXAMPLES / "dialogues.jsonl").read_text(encoding="utf-8").splitlines():
+        dialogue = json.loads(line)
+        for turn in dialogue["turns"]:
+            turn["user"] += " (never recorded)"
+        lines.append(json.dumps(dialogue))
+    changed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with ServeProcess(data, args=["--replay", "cassettes/"]) as server:
+        client = judge.Client(server.url, token)
+        files = {"schema": client.upload(EXAMPLES / "schema.json", "schema").id,
+                 "dialogues": client.upload(changed, "dialogues").id,
+                 "predictions": client.upload(EXAMPLES / "predictions.jsonl",
+                                              "predictions").id}
+        before = len(client.jobs())
+        with pytest.raises(judge.ServiceError) as refused:
+            client.submit("evaluate", files, {"model": "gpt-4o-mini"})
+        assert refused.value.status == 422 and refused.value.field == "options.model"
+        assert "holds none of model 'gpt-4o-mini': it recorded local" in str(refused.value)
+        assert len(client.jobs()) == before  # nothing queued
+        job = client.wait(client.submit("evaluate", files, {"model": "local"}).id,
+                          timeout=120)
+        assert job.status == "failed" and job.exit_code == 4, job
+        reason = job.error or ""
+        assert reason.startswith("nothing could be judged: 22 of 22 calls failed; the first: "
+                                 "model error: HTTP 400: not recorded: POST /chat/completions"), \
+            reason
+        assert reason.count("not recorded") == 1, reason  # one reason, not one per call
+        assert reason.endswith("never makes up a verdict"), reason  # whole, not cut off
+        assert "Traceback" not in server.errors(), server.errors()

@@ -69,6 +69,7 @@ from ._runners import (
     Park,
     RunContext,
     Toolkit,
+    nothing_judged,
     scrub_summary,
 )
 
@@ -500,9 +501,8 @@ class BatchRunner:
         out_rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
         shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
         if summary.get("turns") and summary.get("scored_turns") == 0:
-            return Outcome(JobStatus.FAILED, 4, "nothing could be judged: " + "; ".join(
-                summary.get("errors", {}).get("examples", [])[:2]), summary, out_rows,
-                records=run_log)
+            return Outcome(JobStatus.FAILED, 4, nothing_judged(summary), summary, out_rows,
+                           records=run_log)
         return Outcome(JobStatus.SUCCEEDED, 1 if summary.get("error_turns") else 0, None, summary,
                        out_rows, records=run_log)
 

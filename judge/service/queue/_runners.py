@@ -19,6 +19,7 @@ import asyncio
 import functools
 import json
 import logging
+import re
 import shutil
 import threading
 import time
@@ -432,8 +433,7 @@ class EvaluateRunner:
         live.total = summary["calls"]["planned"]
         live.done = live.total
         if summary.get("turns") and summary.get("scored_turns") == 0:
-            outcome = Outcome(JobStatus.FAILED, 4, "nothing could be judged: " + "; ".join(
-                summary.get("errors", {}).get("examples", [])[:2]), summary)
+            outcome = Outcome(JobStatus.FAILED, 4, nothing_judged(summary), summary)
         else:
             outcome = Outcome(JobStatus.SUCCEEDED, 1 if summary.get("error_turns") else 0, None,
                               summary)
@@ -522,6 +522,27 @@ class EvaluateRunner:
         sources = {"schema": schema_row["name"],
                    "rules": rules_row["name"] if rules_row else None}
         return schema, dialogues, predictions, rules, sources
+
+
+def nothing_judged(summary: dict[str, Any]) -> str:
+    """The one reason of a run that judged nothing: how many calls failed and the first
+    call's error (they mostly fail alike: a wrong key, an unknown model, requests a replay
+    endpoint never recorded), not the errors of several turns and calls run together."""
+    calls = summary.get("calls") or {}
+    examples = (summary.get("errors") or {}).get("examples") or []
+    first = "no call was answered"
+    if examples:
+        text = _EXAMPLE_PREFIX.sub("", str(examples[0]), count=1)  # "<dialogue> turn <n>: "
+        dimensions = [str(d) for d in summary.get("templates") or {}]
+        for dimension in dimensions:
+            text = text.removeprefix(f"{dimension}: ")
+        cuts = [i for d in dimensions if (i := text.find(f"; {d}: ")) >= 0]
+        first = text[:min(cuts)] if cuts else text
+    return (f"nothing could be judged: {calls.get('failed', 'all')} of "
+            f"{calls.get('planned', 'its')} calls failed; the first: {first}")
+
+
+_EXAMPLE_PREFIX = re.compile(r"^.*? turn \d+: ")
 
 
 def imported_manifest(manifest: Any, config: Any, dialogues: Any, sources: dict[str, Any]
