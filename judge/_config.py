@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -221,10 +222,10 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 
 def _parse_config_text(text: str, path: Path) -> Any:
     if path.suffix == ".toml":
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         return tomllib.loads(text)
     return loads(text)
 

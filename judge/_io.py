@@ -19,7 +19,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from pydantic import BaseModel, ValidationError
 
@@ -134,8 +134,12 @@ def open_output(path: str | Path, mode: str = "w", *,
         if target.is_dir():
             raise IsADirectoryError(21, "it is a directory, not a file")
         target.parent.mkdir(parents=True, exist_ok=True)
-        kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": newline}
-        with target.open(mode, **kwargs) as handle:
+        handle: IO[Any]
+        if "b" in mode:
+            handle = target.open(mode)
+        else:
+            handle = target.open(mode, encoding="utf-8", newline=newline)
+        with handle:
             yield handle
     except OSError as exc:
         raise OutputError(f"cannot write: {exc.strerror or exc}", path=target) from None
@@ -188,7 +192,7 @@ def _is_gzip(path: Path) -> bool:
         return handle.read(2) == _GZIP_MAGIC
 
 
-def open_text(path: str | Path):
+def open_text(path: str | Path) -> TextIO:
     """Open a text file for reading, transparently decompressing gzip (detected by content)."""
     path = Path(path)
     if not path.is_file():

@@ -174,7 +174,7 @@ class Ratings:
         turn = key[:2]
         if turn not in self.judge:
             return None
-        return 0 if key[2] in self.flagged.get(turn, set()) else 1  # type: ignore[index]
+        return 0 if key[2] in self.flagged.get(turn, set()) else 1
 
 
 @dataclass(frozen=True)
@@ -374,7 +374,7 @@ def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[s
         return None
     boot = boot or Bootstrap(n_boot=0)
     labels = human.by_annotator()
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for x, y in itertools.combinations(human.annotators, 2):
         both = [k for k in labels[x] if k in labels[y]]
         a = [labels[x][k] for k in both]
@@ -385,8 +385,8 @@ def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[s
             "kappa": points["kappa"], "ac1": points["ac1"], "alpha": points["alpha"],
             "pabak": points["pabak"],
         })
-    kappas = [p["kappa"] for p in pairs if p["kappa"] is not None]
-    agreements = [p["agreement"] for p in pairs if p["agreement"] is not None]
+    kappas = [k for p in pairs if (k := p["kappa"]) is not None]
+    agreements = [a for p in pairs if (a := p["agreement"]) is not None]
     return {
         "scope": "all labels in the file, including turns the run does not hold",
         "pairs": pairs,
@@ -694,7 +694,7 @@ def format_population(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
     block = report.get("population")
     if not block:
         return []
-    rows = [("human: correct turns %", str(block["labelled_turns"]),
+    rows: list[tuple[str, ...]] = [("human: correct turns %", str(block["labelled_turns"]),
              _cell(block["human_correct"], 1), "", "", "", "")]
     rows += [(p["name"], str(p["n"]), _cell(p["accuracy"], 1), _cell(p["kappa"], 3),
               _cell(p["ac1"], 3), _cell(p["alpha"], 3), _cell(p["pabak"], 3))
@@ -713,7 +713,7 @@ def format_estimates(block: Mapping[str, Any] | None) -> list[tuple[str, ...]]:
     agreement report, or a ``sample_estimates`` result), in the order of ``ESTIMATE_HEADER``."""
     if not block or not block.get("estimates"):
         return []
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for metric, figures in block["estimates"].items():
         for name in ("judge", "labels", "ppi"):
             figure = figures[name]

@@ -17,7 +17,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,16 +211,18 @@ def _turn_items(row: dict[str, Any], history: list[tuple[str, str]],
     gold_states = {v: dict(s or {}) for v, s in (row.get("gold_turn_state") or {}).items()}
     slots = list(dict.fromkeys([*pred, *(s for g in gold_states.values() for s in g)]))
     system = str(row.get("system") or "")
-    common = {
-        "dialogue_id": str(row["dialogue_id"]), "turn_index": int(row["turn_index"]),
-        "history": history, "system": system, "user": str(row.get("user") or ""),
-        "pred_turn_state": dict(row.get("pred_turn_state") or {}),
-        "gold_turn_state": gold_states, "verdict": bool(row["verdict"]),
-        "rule": dict(row.get("rule") or {}),
-        "explanations": _explanations(row.get("calls") or []),
-        "trace": list(row.get("trace") or []),
-        "incorrect": list(row.get("incorrect") or []), "missed": list(row.get("missed") or []),
-    }
+    # the whole turn, with no slot named: the item listed when no slot disagrees, and what
+    # every slot's item shares
+    turn = AuditItem(
+        dialogue_id=str(row["dialogue_id"]), turn_index=int(row["turn_index"]), slot="",
+        kind=VALUE_ERROR, predicted=None, gold=dict.fromkeys(gold_states),
+        history=history, system=system, user=str(row.get("user") or ""),
+        pred_turn_state=dict(row.get("pred_turn_state") or {}),
+        gold_turn_state=gold_states, verdict=bool(row["verdict"]),
+        rule=dict(row.get("rule") or {}),
+        explanations=_explanations(row.get("calls") or []),
+        trace=list(row.get("trace") or []),
+        incorrect=list(row.get("incorrect") or []), missed=list(row.get("missed") or []))
     items = []
     for slot in slots:
         gold = {v: g.get(slot) for v, g in gold_states.items()}
@@ -228,17 +230,15 @@ def _turn_items(row: dict[str, Any], history: list[tuple[str, str]],
         if all(_same(predicted, g) for g in gold.values()):
             continue
         kind = classify(slot, predicted, gold, system, earlier)
-        items.append(AuditItem(slot=slot, kind=kind, predicted=predicted, gold=gold, **common))
+        items.append(replace(turn, slot=slot, kind=kind, predicted=predicted, gold=gold))
     listed = {item.slot for item in items}
     for slot, cause in _judge_flags(row, pred, gold_states).items():
         if slot not in listed:
             gold = {v: g.get(slot) for v, g in gold_states.items()}
-            items.append(AuditItem(slot=slot, kind=JUDGE_FLAG, predicted=pred.get(slot),
-                                   gold=gold, cause=cause, **common))
+            items.append(replace(turn, slot=slot, kind=JUDGE_FLAG, predicted=pred.get(slot),
+                                 gold=gold, cause=cause))
     if not items:
-        gold = {v: None for v in gold_states}
-        items.append(AuditItem(slot="", kind=VALUE_ERROR, predicted=None, gold=gold,
-                               cause=_whole_turn_cause(row, ignore_none_pairs), **common))
+        items.append(replace(turn, cause=_whole_turn_cause(row, ignore_none_pairs)))
     return items
 
 
@@ -376,7 +376,7 @@ def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
     versions = list((summary.get("data") or {}).get("versions") or [])
     for row in rows:
         versions.extend(v for v in (row.get("rule") or {}) if v not in versions)
-    turns = {}
+    turns: dict[str, dict[str, Any]] = {}
     for item in items:
         turns.setdefault(item.turn_key, _turn_record(item))
     data = {"versions": versions, "kinds": list(KINDS),

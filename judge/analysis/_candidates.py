@@ -153,8 +153,8 @@ def source_from_run(run: Run, name: str | None = None) -> AuditSource:
     """An audit source from a judge run: the judged turn states, integrated into cumulative
     states (``none`` deletes), and the judge's verdicts and flagged slots per turn."""
     by_dialogue: dict[str, list[Mapping[str, Any]]] = {}
-    for row in run.rows:
-        by_dialogue.setdefault(dialogue_key(str(row["dialogue_id"])), []).append(row)
+    for run_row in run.rows:
+        by_dialogue.setdefault(dialogue_key(str(run_row["dialogue_id"])), []).append(run_row)
     states: dict[str, list[State]] = {}
     judged: dict[tuple[str, int], JudgeTurn] = {}
     for key, rows in by_dialogue.items():

@@ -24,7 +24,7 @@ from rich.markup import escape
 from .._api_models import JobStatus
 from .._errors import OptionError
 from .._io import printable
-from ..client import Client, Job
+from ..client import Client, FileKind, Job
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
 
@@ -104,7 +104,7 @@ def _value(text: str) -> Any:
         return text
 
 
-def _file(client: Client, value: str, kind: str) -> str:
+def _file(client: Client, value: str, kind: FileKind) -> str:
     if value.startswith("file_") and not Path(value).exists():
         return value
     if not Path(value).is_file():
@@ -114,7 +114,8 @@ def _file(client: Client, value: str, kind: str) -> str:
 
 def _inputs(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     inputs: dict[str, Any] = {}
-    for name in ("schema", "dialogues", "rules"):
+    names: tuple[FileKind, ...] = ("schema", "dialogues", "rules")
+    for name in names:
         if getattr(args, name):
             inputs[name] = _file(client, getattr(args, name), name)
     if args.predictions:
@@ -151,8 +152,8 @@ def _run_submit(args: argparse.Namespace, console: Console) -> int:
         if not args.wait:
             print(job.id)
             return 0
-        job = client.wait(job.id, on_update=lambda j: _progress(j, console))
-        return _report(job, client, console)
+        done = client.wait(job.id, on_update=lambda j: _progress(j, console))
+        return _report(done, client, console)
 
 
 def _progress(job: Job, console: Console) -> None:

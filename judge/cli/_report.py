@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -332,9 +332,10 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
     methods = table["methods"]
     out = Table(title=text(f"Judge methods on the same {table['turns']} turns"),
                 title_justify="left", box=None, pad_edge=False)
-    for name, justify in (("method / vs", "left"), ("agree %", "right"),
-                          ("kappa [95% CI]", "right"), ("TSA %", "right"),
-                          ("JGA %", "right"), ("err", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("method / vs", "left"), ("agree %", "right"), ("kappa [95% CI]", "right"),
+        ("TSA %", "right"), ("JGA %", "right"), ("err", "right"))
+    for name, justify in columns:
         out.add_column(name, justify=justify, no_wrap=True)
     for m in methods:
         out.add_row(text(m["method"], style="bold"), "", "", text(m["tsa"]),

@@ -182,7 +182,7 @@ def check_semantics(semantics: str) -> Semantics:
     """Reject an unknown semantics name early, with the valid choices."""
     if semantics not in SEMANTICS:
         raise OptionError(f"unknown semantics {semantics!r}; choose from {', '.join(SEMANTICS)}")
-    return semantics  # type: ignore[return-value]
+    return semantics
 
 
 def _violation(rule: ValueRule, slot: str, value: str, schema: Schema,

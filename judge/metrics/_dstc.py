@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, TypeVar
 
 from ..data import NONE, State, turn_states
 from ._matching import MatchPolicy
@@ -31,6 +32,7 @@ _REST_EPS = 1e-12
 _BASE_KEYS = ("n", "accuracy", "l2", "avgp", "neglogp", "mrr")
 
 Metrics = dict[str, float | int | None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ def _joint_correct(policy: MatchPolicy, gold: State, hyp: State) -> bool:
         policy.matches(slot, value, hyp[slot]) for slot, value in gold.items())
 
 
-def _at(items: Sequence, t: int):
+def _at(items: Sequence[T], t: int) -> T | None:
     """``items[t]``, or None past the end (a prediction file may list fewer turns)."""
     return items[t] if t < len(items) else None
 
@@ -94,7 +96,8 @@ def _slot_list(dialogue: HypDialogue, t: int, slot: str) -> list[tuple[str, floa
 
 
 def _joint_list(dialogue: HypDialogue, t: int) -> list[tuple[State, float]]:
-    return list(_at(dialogue.joint_hyps, t) or [])
+    hyps = _at(dialogue.joint_hyps, t)
+    return list(hyps) if hyps else []
 
 
 def _slot_observable(dialogue: HypDialogue, gold_turn: State, t: int, slot: str) -> bool:
@@ -102,11 +105,20 @@ def _slot_observable(dialogue: HypDialogue, gold_turn: State, t: int, slot: str)
     return slot in gold_turn or bool(_slot_list(dialogue, t, slot))
 
 
+def _slot_observer(dialogue: HypDialogue, gold_turns: list[State],
+                   slot: str) -> Callable[[int], bool]:
+    return lambda t: _slot_observable(dialogue, gold_turns[t], t, slot)
+
+
 def _joint_observable(dialogue: HypDialogue, gold_turn: State, t: int) -> bool:
     """Whether turn ``t`` carries information about any slot, or has a non-empty joint list."""
     lists = _at(dialogue.slot_hyps, t) or {}
     return (bool(gold_turn) or any(bool(h) for h in lists.values())
             or bool(_joint_list(dialogue, t)))
+
+
+def _joint_observer(dialogue: HypDialogue, gold_turns: list[State]) -> Callable[[int], bool]:
+    return lambda t: _joint_observable(dialogue, gold_turns[t], t)
 
 
 def _turns(n_turns: int, schedule: int, observable: Callable[[int], bool]) -> range:
@@ -205,7 +217,7 @@ def _mean_over_slots(per_slot: dict[str, Metrics], fa_points: Sequence[float]) -
     """Macro average over slots of each metric that is defined; ``n`` is the total count."""
     out: Metrics = {}
     for key in metric_keys(fa_points):
-        values = [m[key] for m in per_slot.values() if m[key] is not None]
+        values = [value for m in per_slot.values() if (value := m[key]) is not None]
         if key == "n":
             out[key] = sum(values) if values else None
         else:
@@ -243,7 +255,7 @@ def scored_hypothesis_metrics(
     *,
     schedules: Sequence[int] = (1, 2, 3),
     fa_points: Sequence[float] = (0.05, 0.10, 0.20),
-) -> dict | None:
+) -> dict[str, Any] | None:
     """DSTC metrics per slot, their mean over slots, and for the joint state, per schedule.
 
     Returns None when the predictions carry no hypothesis lists at all, since every figure
@@ -264,21 +276,20 @@ def scored_hypothesis_metrics(
                       for d in dialogues] if any_joint else None)
 
     gold_turns = [turn_states(d.gold) for d in dialogues]
-    result: dict = {}
+    result: dict[str, Any] = {}
     for schedule in schedules:
         per_slot: dict[str, Metrics] = {}
         for slot in slots:
             chosen = [slot_samples[slot][i][t]
                       for i, d in enumerate(dialogues)
-                      for t in _turns(len(d.gold), schedule, lambda t, d=d, i=i, slot=slot:
-                                      _slot_observable(d, gold_turns[i][t], t, slot))]
+                      for t in _turns(len(d.gold), schedule,
+                                      _slot_observer(d, gold_turns[i], slot))]
             per_slot[slot] = component_metrics(chosen, fa_points)
         joint = None
         if joint_samples is not None:
             chosen = [joint_samples[i][t]
                       for i, d in enumerate(dialogues)
-                      for t in _turns(len(d.gold), schedule, lambda t, d=d, i=i:
-                                      _joint_observable(d, gold_turns[i][t], t))]
+                      for t in _turns(len(d.gold), schedule, _joint_observer(d, gold_turns[i]))]
             joint = component_metrics(chosen, fa_points)
         result[f"schedule{schedule}"] = {
             "slots": per_slot,

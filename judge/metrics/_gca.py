@@ -93,11 +93,10 @@ def gca_score(counts: ChangeCounts, *, alpha: float = 10 / 11,
 
     vp, vr = part(c, n_pred), part(c, n_gold)
     lp, lr = part(c + w, n_pred), part(c + w, n_gold)
-    parts = (vp, vr, lp, lr)
     gca: float | None
-    if any(x is None for x in parts):
+    if vp is None or vr is None or lp is None or lr is None:
         gca = None
-    elif any(x == 0 for x in parts):
+    elif 0 in (vp, vr, lp, lr):
         gca = 0.0
     else:
         weighted = [(alpha * n_pred, vp), (alpha * n_gold, vr),

@@ -188,8 +188,9 @@ def _rule_tsa(verdicts: Sequence[dict[str, list[bool]]],
 
 
 def _dstc_figures(hyps: Sequence[HypDialogue], policy: MatchPolicy,
-                  schema: Schema) -> dict[str, Any]:
-    """The DSTC2-style scores over the schema's slots plus any other slot the data uses."""
+                  schema: Schema) -> dict[str, Any] | None:
+    """The DSTC2-style scores over the schema's slots plus any other slot the data uses (None
+    when the predictions carry no hypothesis lists)."""
     seen = {s for d in hyps for g in d.gold for s in g}
     seen.update(s for d in hyps for lists in d.slot_hyps if lists for s in lists)
     extra_slots = sorted(seen - set(schema.slot_names))

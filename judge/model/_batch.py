@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import openai
@@ -28,7 +28,7 @@ from .._io import iter_jsonl_lines, json_error_message, loads, open_output, prin
 from ..data import dialogue_key
 from ._reply import Completion, ReplyLimits, completion_from_body, redact
 
-CHAT_URL = "/v1/chat/completions"
+CHAT_URL: Final = "/v1/chat/completions"
 ID_SEPARATOR = "::"
 _SAFE_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _CUSTOM_ID = re.compile(r'^\s*\{\s*(?:"id"\s*:\s*"[^"\\]*"\s*,\s*)?'
@@ -120,8 +120,8 @@ def _completion_or_error(item: dict[str, Any], *, path: str | Path, line: int,
     error = item.get("error")
     response = item.get("response")
     if error:
-        message = error.get("message") if isinstance(error, dict) else error
-        return ModelError(f"batch request failed: {_error_text(message, secret)}")
+        reason = error.get("message") if isinstance(error, dict) else error
+        return ModelError(f"batch request failed: {_error_text(reason, secret)}")
     if not isinstance(response, dict):
         raise InputError("a batch output line needs 'response' or 'error'", path=path, line=line,
                          field="response")

@@ -522,7 +522,7 @@ class ModelClient:
         if self._rpm is not None:
             await self._rpm.acquire()
         if self._tpm is not None:
-            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm))
+            await self._tpm.acquire(min(estimate_tokens(body), self._tpm.max_rate))
 
     def _read_limit_headers(self, headers: Mapping[str, str]) -> None:
         """When the server reports no requests or tokens left, pause every call until reset."""

@@ -177,7 +177,8 @@ def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
     last_in_chain: dict[str, list[int]] = {}
     last_of_dimension: dict[str, list[int]] = {}
     previous: list[int] = []
-    out = RequestEstimate(per_dimension={})
+    per_dimension: dict[str, dict[str, int]] = {}
+    out = RequestEstimate(per_dimension=per_dimension)
     for chain, dimension, body in requests:
         out.requests += 1
         if dedupe:
@@ -199,7 +200,7 @@ def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
         out.schema_tokens += tokens.schema
         out.overhead_tokens += tokens.overhead
         out.completion_tokens += completion_tokens
-        figures = out.per_dimension.setdefault(dimension, {"calls": 0, "prompt_tokens": 0})
+        figures = per_dimension.setdefault(dimension, {"calls": 0, "prompt_tokens": 0})
         figures["calls"] += 1
         figures["prompt_tokens"] += tokens.total
         last_in_chain[chain] = last_of_dimension[dimension] = previous = ids

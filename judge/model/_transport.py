@@ -69,7 +69,7 @@ class CappedBody:
         self._coding = codings[0] if len(codings) == 1 else None
         if len(codings) > 1 or (codings and self._coding not in ("gzip", "x-gzip", "deflate")):
             self.defect = f"the reply uses an unsupported content-encoding {encoding!r}"
-        self._decoder: zlib._Decompress | None = None  # type: ignore[name-defined]
+        self._decoder: zlib._Decompress | None = None
         self._head = b""
         self._members = 0
 

@@ -31,7 +31,11 @@ _REASK = ("Your reply could not be used: {error}. Answer again with only the JSO
 
 
 class CompletionSource(Protocol):
-    """Where completions come from: a live model or a finished batch."""
+    """Where completions come from: a live model or a finished batch.
+
+    A source may also have ``prepare(call: PlannedCall) -> None``: a hint that ``call`` comes
+    next in its chain. It is optional (sources without it are never hinted), which a protocol
+    member cannot say, so :func:`answer_plans` looks it up with ``getattr``."""
 
     can_reask: bool
     batch: bool
@@ -42,11 +46,6 @@ class CompletionSource(Protocol):
         ...
 
     async def answer(self, call: PlannedCall, body: dict[str, Any], held: Any) -> Completion: ...
-
-    def prepare(self, call: PlannedCall) -> None:
-        """A hint that ``call`` comes next in its chain (optional: sources without it are
-        never hinted)."""
-        ...
 
 
 class LiveSource:
@@ -288,13 +287,16 @@ async def answer_plans(jobs: Sequence[tuple[EvaluationPlan, RunHooks]],
              for _ in range(max(1, min(concurrency, len(chains))))]
     everything = asyncio.gather(*tasks)
     stop_wait = asyncio.ensure_future(control.stopping.wait())
+    waiting: set[asyncio.Future[Any]] = {everything, stop_wait}
     try:
-        await asyncio.wait({everything, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-        if everything.done() and everything.exception() is None and control.stop_reason is None:
-            return [[r for turn in plan_answers for r in turn if r is not None]
-                    for plan_answers in answers]
-        if everything.done() and everything.exception() is not None:
-            control.stop(everything.exception())  # type: ignore[arg-type]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if everything.done():
+            error = everything.exception()
+            if error is None and control.stop_reason is None:
+                return [[r for turn in plan_answers for r in turn if r is not None]
+                        for plan_answers in answers]
+            if error is not None:
+                control.stop(error)
         await _grace(tasks, control)
     finally:
         stop_wait.cancel()
@@ -318,7 +320,7 @@ def _next_to_send(plan: EvaluationPlan, hooks: RunHooks, chain: list[tuple[int, 
     return None
 
 
-async def _grace(tasks: list[asyncio.Future[None]], control: RunControl) -> None:
+async def _grace(tasks: Sequence[asyncio.Future[None]], control: RunControl) -> None:
     """Let calls in flight finish (and be recorded) for up to ``control.grace`` seconds."""
     pending = [t for t in tasks if not t.done()]
     if not pending:

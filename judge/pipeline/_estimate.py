@@ -57,7 +57,8 @@ def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
                     continue
                 requests.append((f"{call.dialogue_id}/{call.dimension}", call.dimension,
                                  call.body))
-    static = {d: len(plan.prompts.static_messages(d)) for d in plan.prompts.dimensions}
+    static: dict[str, int] = {d: len(plan.prompts.static_messages(d))
+                              for d in plan.prompts.dimensions}
     figures = estimate_requests(requests, counter, static_messages=static)
     return {"model": config.model, "priced": price is not None,
             "tokenizer": counter.encoding if counter.exact else f"{counter.encoding} "

@@ -68,7 +68,7 @@ def _signals_stop(control: RunControl, enabled: bool) -> Iterator[None]:
     """Ctrl-C and SIGTERM stop the run gracefully: the first stops new sends and lets calls in
     flight finish within the grace period; a second one cancels them at once."""
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    installed: list[signal.Signals] = []
 
     def on_signal(number: int) -> None:
         name = signal.Signals(number).name

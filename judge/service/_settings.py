@@ -11,6 +11,7 @@ import ipaddress
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -275,10 +276,10 @@ def read_endpoints_file(path: str | Path) -> dict[str, Any]:
     text = file.read_text(encoding="utf-8")
     try:
         if file.suffix == ".toml":
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
+            else:  # Python 3.10
+                import tomli as tomllib
             data = tomllib.loads(text)
         else:
             data = json.loads(text)
