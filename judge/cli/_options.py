@@ -177,7 +177,7 @@ def disambiguate(predictions: Sequence[PredictionSet]) -> None:
 def metric_options(**values: object) -> MetricOptions:
     """Metric options, with a validation error named by its CLI flag."""
     try:
-        return MetricOptions(**values)  # type: ignore[arg-type]
+        return MetricOptions.model_validate(values)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         name = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"

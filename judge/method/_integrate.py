@@ -203,7 +203,7 @@ class _Integrator:
                      trace: list[dict[str, Any]]) -> set[str]:
         """Filter 2: a missed key counts only for a schema slot neither predicted nor settled."""
         if self.paper:
-            result = _lowercase(result)  # type: ignore[assignment]
+            result = {key.lower(): _lowercase(value) for key, value in result.items()}
         kept: set[str] = set()
         for key, value in result.items():
             slot = self.slot_of(key)

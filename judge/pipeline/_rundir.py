@@ -45,10 +45,8 @@ from ..store import LEDGER_FILE
 from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
 
-try:  # POSIX; elsewhere the lock is best effort (see RunDirectory.lock)
+if sys.platform != "win32":  # POSIX; elsewhere the lock is best effort (see RunDirectory.lock)
     import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
 
 RUN_LOG = "calls.jsonl"
 MANIFEST = "manifest.json"
@@ -109,7 +107,7 @@ class RunDirectory:
                 self._created_lock = False
         except OSError as exc:
             raise OptionError(f"cannot use {self.path} as a run directory: {exc}") from None
-        if fcntl is not None:
+        if sys.platform != "win32":
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

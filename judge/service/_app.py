@@ -59,5 +59,8 @@ def create_app(settings: ServiceSettings, *, run_worker: bool = True) -> FastAPI
     for router in ROUTERS:
         app.include_router(router)
     install_docs(app)
-    app.openapi = functools.partial(build_openapi, app, ROUTERS, settings)  # type: ignore[method-assign]
+    # replacing app.openapi is FastAPI's documented way to finish the document; mypy refuses
+    # any assignment to a method
+    app.openapi = functools.partial(  # type: ignore[method-assign]
+        build_openapi, app, ROUTERS, settings)
     return app

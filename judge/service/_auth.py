@@ -17,12 +17,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .._api_models import Scope
 from .._errors import OptionError, ServiceError
 from ._db import Database, now, projects, tokens
 
-SCOPES = ("read", "submit", "review", "admin")
-_IMPLIED = {"admin": set(SCOPES), "submit": {"read", "submit"}, "review": {"read", "review"},
-            "read": {"read"}}
+SCOPES: tuple[Scope, ...] = ("read", "submit", "review", "admin")
+_IMPLIED: dict[Scope, set[str]] = {"admin": set(SCOPES), "submit": {"read", "submit"},
+                                   "review": {"read", "review"}, "read": {"read"}}
 TOKEN_PREFIX = "dsj_"
 
 
@@ -35,13 +36,19 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
-def parse_scopes(text: str | list[str]) -> tuple[str, ...]:
+def parse_scopes(text: str | list[str]) -> tuple[Scope, ...]:
     items = text.split(",") if isinstance(text, str) else list(text)
-    scopes = tuple(dict.fromkeys(s.strip() for s in items if s.strip()))
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown or not scopes:
+    named = tuple(dict.fromkeys(s.strip() for s in items if s.strip()))
+    scopes = tuple(s for s in named if s in SCOPES)
+    if len(scopes) < len(named) or not scopes:
         raise OptionError(f"scopes must be some of {', '.join(SCOPES)} (got {text!r})")
     return scopes
+
+
+def stored_scopes(text: str) -> tuple[Scope, ...]:
+    """The scopes of a token row (checked when it was created); a scope this version does not
+    know grants nothing."""
+    return tuple(s for s in text.split(",") if s in SCOPES)
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ class Principal:
     token_name: str
     project_id: str
     project_name: str
-    scopes: tuple[str, ...]
+    scopes: tuple[Scope, ...]
     spend_cap_usd: float | None = None
 
     def allows(self, scope: str) -> bool:
@@ -244,4 +251,4 @@ class TokenBook:
                 conn.execute(tokens.update().where(tokens.c.id == row.id)
                              .values(last_used_at=moment))
         return Principal(row.id, row.name, row.project_id, row.project_name,
-                         tuple(str(row.scopes).split(",")), row.spend_cap_usd)
+                         stored_scopes(str(row.scopes)), row.spend_cap_usd)

@@ -88,11 +88,16 @@ def export_bundle(service: BundleHost, project_id: str, job_id: str) -> tuple[st
     return f"{row.id}.tar.gz", buffer.getvalue()
 
 
+def _object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def bundle_subject(meta: dict[str, Any]) -> str | None:
     """The predictions sha256 a bundle's run judged (its ``subject``, or the sha256 of its
     predictions input), so labels of the imported run meet those of the same predictions;
     None when the bundle does not say."""
-    inputs = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    inputs = _object(meta.get("inputs"))
     predictions = inputs.get("predictions")
     for value in (meta.get("subject"),
                   predictions.get("sha256") if isinstance(predictions, dict) else None):
@@ -174,7 +179,7 @@ def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, A
                 manifest: Any, calls: int) -> dict[str, Any]:
     moment = time.time()
     inputs = {"bundle": {"job_id": str(meta.get("job_id"))[:100], "inputs": meta.get("inputs")}}
-    usage = summary.get("tokens") if isinstance(summary.get("tokens"), dict) else {}
+    usage = _object(summary.get("tokens"))
     tokens_used = sum(value for key in ("prompt_tokens", "completion_tokens")
                       if _whole(value := usage.get(key, 0), 0, INT64_MAX))
     return {"id": new_id("job"), "project_id": principal.project_id,

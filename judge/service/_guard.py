@@ -414,9 +414,9 @@ class RequestGuard:
                 and exchange.method in _BODY_METHODS:
             body = await reader.read_all()
             if b"json" in exchange.headers.get(b"content-type", b"").lower():
-                problem = json_problem(body)
-                if problem is not None:
-                    raise Refusal(422, problem[0], field=problem[1])
+                invalid = json_problem(body)
+                if invalid is not None:
+                    raise Refusal(422, invalid[0], field=invalid[1])
 
     def _route(self, scope: dict[str, Any]) -> RouteInfo | None:
         if self._routes is None:

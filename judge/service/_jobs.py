@@ -7,6 +7,7 @@ The workers' side (claim with a lease, renew, park, finish, purge) is the queue'
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -104,8 +105,8 @@ class JobStore:
         self.check_references(principal.project_id, spec)
         self._check_spend_cap(principal)
         subject = self._subject(principal.project_id, spec)
-        moment = now()
-        record = {"id": new_id("job"), "project_id": principal.project_id,
+        moment, job_id = now(), new_id("job")
+        record = {"id": job_id, "project_id": principal.project_id,
                   "token_id": principal.token_id, "kind": spec.kind, "mode": spec.mode,
                   "status": new_job_status(JobStatus.QUEUED), "endpoint": spec.endpoint,
                   "inputs": spec.inputs, "options": spec.options, "budget_usd": spec.budget,
@@ -115,7 +116,7 @@ class JobStore:
         with self.db.write() as conn:
             conn.execute(jobs.insert().values(**record))
             notify_queue(conn)
-        return self.get(principal.project_id, record["id"])
+        return self.get(principal.project_id, job_id)
 
     def _subject(self, project_id: str, spec: JobSpec) -> str | None:
         """What a judge run judges, recorded once so labels find it even after its
@@ -304,7 +305,7 @@ class JobStore:
             query = query.where(judgments.c.dialogue_id == dialogue_id)
         return query
 
-    def calls(self, job_id: str) -> list[dict[str, Any]]:
+    def calls(self, job_id: str) -> builtins.list[dict[str, Any]]:
         with self.db.read() as conn:
             return [r.record for r in conn.execute(
                 sa.select(job_calls.c.record).where(job_calls.c.job_id == job_id)

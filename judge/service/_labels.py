@@ -13,6 +13,7 @@ and per-slot labels are left out of that older format), with the predictions dig
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Any
 
@@ -115,7 +116,7 @@ class LabelStore:
                 raise ServiceError(f"no label {label_id} of yours in this project", status=404)
 
     @staticmethod
-    def as_label_file(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def as_label_file(items: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
         """Rows of the human labels file format (turn labels that are correct/incorrect)."""
         out = []
         for item in items:

@@ -315,7 +315,7 @@ class DatabaseLedger:
 
     def stats(self) -> dict[str, Any]:
         with self._tx(False) as conn:
-            counts = dict(conn.execute(sa.select(_t.c.state, sa.func.count())
+            counts: dict[str, int] = dict(conn.execute(sa.select(_t.c.state, sa.func.count())
                                        .where(_t.c.scope == self.scope)
                                        .group_by(_t.c.state)).all())
             size = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(

@@ -26,7 +26,7 @@ import asyncio
 import math
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,6 +40,8 @@ MAX_PAUSE = 120.0
 MAX_FLIGHT = 900.0
 """A request with no end after this long (its replica died) stops holding a slot."""
 IN_FLIGHT_POLL = 0.5
+_Events = Sequence[sa.Row[Any, Any, Any, Any]]
+"""Rows of ``rate_events``: ``at``, ``done_at``, ``tokens``, ``job_id``."""
 _WRITES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dst-judge-pool")
 
 
@@ -114,7 +116,7 @@ class EndpointPool:
                 return 0.25, None
             ticket = conn.execute(rate_events.insert().values(
                 endpoint=self.endpoint, at=moment, tokens=tokens, job_id=job_id)
-                .returning(rate_events.c.id)).scalar()
+                .returning(rate_events.c.id)).scalar_one()
             conn.execute(rate_waiters.delete().where(rate_waiters.c.endpoint == self.endpoint,
                                                      rate_waiters.c.job_id == job_id))
         self.granted += 1
@@ -133,7 +135,7 @@ class EndpointPool:
             return sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Float)
         return sa.literal(now(), sa.Float)
 
-    def _wait(self, events: list[sa.Row], tokens: int, moment: float, span: float) -> float:
+    def _wait(self, events: _Events, tokens: int, moment: float, span: float) -> float:
         """Seconds until enough slots free up. A request holds its slot from its grant until
         one window after its response, so wherever in between it reached the provider, no
         window of arrivals holds more than the limit. Slots of requests still in flight have
@@ -152,7 +154,7 @@ class EndpointPool:
                 wait = max(wait, end - moment)
         return min(max(wait, 0.0), IN_FLIGHT_POLL) if math.isinf(wait) else max(wait, 0.0)
 
-    def _over_share(self, conn: sa.Connection, job_id: str, events: list[sa.Row],
+    def _over_share(self, conn: sa.Connection, job_id: str, events: _Events,
                     moment: float) -> bool:
         others = {r.job_id for r in conn.execute(
             sa.select(rate_waiters.c.job_id).where(rate_waiters.c.endpoint == self.endpoint,
@@ -173,8 +175,8 @@ class EndpointPool:
     def pause(self, seconds: float) -> None:
         """Stop every replica sending to this endpoint for ``seconds`` (the provider asked)."""
         with self.db.write() as conn:
-            until = float(conn.execute(sa.select(self._clock())).scalar()) + min(seconds,
-                                                                                  MAX_PAUSE)
+            until = float(conn.execute(sa.select(self._clock())).scalar_one()) + min(seconds,
+                                                                                      MAX_PAUSE)
             conn.execute(rate_pools.update().where(rate_pools.c.endpoint == self.endpoint,
                                                    rate_pools.c.paused_until < until)
                          .values(paused_until=until))

@@ -28,7 +28,7 @@ class _HeaderTimeout(H11Protocol):
 
     header_timeout = 10.0
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._arm()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +32,8 @@ class WorkerControl(Protocol):
     def nudge(self) -> None: ...
 
     def status(self) -> dict[str, Any]: ...
+
+    def tallies(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,9 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
                   plot={"x": left, "y": upper, "w": plot_w, "h": plot_h,
                         "bottom": upper + plot_h})
     for step in range(0, 5):
-        value = top * step / 4
+        tick = top * step / 4
         chart.ticks.append({"y": upper + plot_h - plot_h * step / 4,
-                            "label": f"{value:g}{unit if step == 4 else ''}"})
+                            "label": f"{tick:g}{unit if step == 4 else ''}"})
     n_groups, n_series = max(1, len(groups)), max(1, len(series))
     slot = plot_w / n_groups
     bar_w = min(36.0, slot * 0.8 / n_series)

@@ -83,9 +83,11 @@ def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]
     measures = [("judge", "the judge accepts")] + [(v, f"RULE-{v} accepts") for v in versions]
     domain_charts = []
     for key, what in measures:
-        values, links = [], []
+        values: list[list[float | None]] = []
+        links: list[list[str | None]] = []
         for domain in domains:
-            row, link = [], []
+            row: list[float | None] = []
+            link: list[str | None] = []
             for run, index in zip(runs, indexes, strict=True):
                 figures = index.domains.get(domain)
                 if figures is None:
@@ -109,15 +111,15 @@ def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]
     slots = sorted({s for index in indexes for s in index.slots})
     slot_rows = []
     for slot in slots:
-        cells = []
+        cells: list[dict[str, Any] | None] = []
         for index in indexes:
-            figures = index.slots.get(slot)
-            if figures is None:
+            found = index.slots.get(slot)
+            if found is None:
                 cells.append(None)
                 continue
-            cells.append({"involved": figures.involved,
-                          "flagged": _ratio(figures.flagged, figures.involved),
-                          "mismatch": {v: _ratio(figures.mismatch.get(v, 0), figures.involved)
+            cells.append({"involved": found.involved,
+                          "flagged": _ratio(found.flagged, found.involved),
+                          "mismatch": {v: _ratio(found.mismatch.get(v, 0), found.involved)
                                        for v in versions}})
         slot_rows.append({"slot": slot, "cells": cells})
     same_turns = len({len(index.entries) for index in indexes}) <= 1 and len(
@@ -146,6 +148,6 @@ def compare_page(request: Request, viewer: CurrentViewer, service: ServiceDep,
         figures["human"] = human_agreement(
             index, service.labels.list(viewer.project_id, subject=job_subject(row)))
         runs.append(figures)
-    figures = build(runs, indexes) if runs else None
+    tables = build(runs, indexes) if runs else None
     return render(request, "compare.html", available=available, labels=labels, chosen=chosen,
-                  runs=runs, figures=figures, max_runs=MAX_RUNS)
+                  runs=runs, figures=tables, max_runs=MAX_RUNS)

@@ -76,7 +76,7 @@ def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
         return f"{job['kind']} of {inputs.get('run')}"
     if job["kind"] == "compare":
         return f"compare {plural(len(inputs.get('runs') or []), 'run')}"
-    return job["kind"]
+    return str(job["kind"])
 
 
 def live_fields(job: dict[str, Any]) -> dict[str, Any]:
@@ -314,8 +314,9 @@ async def submit(request: Request, viewer: CurrentViewer, service: ServiceDep) -
     values.pop("csrf", None)
     options = parse_options(form)
     # the options are checked even when a file is missing, so one round shows both
-    placeholders = {kind: chosen.get(kind, "missing") for kind, _, required in FILE_INPUTS
-                    if required or kind in chosen}
+    placeholders: dict[str, str | list[str]] = {
+        kind: chosen.get(kind, "missing") for kind, _, required in FILE_INPUTS
+        if required or kind in chosen}
     try:
         job_request = JobRequest(kind="evaluate", inputs=placeholders, options=options)
         if errors:

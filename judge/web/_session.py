@@ -119,7 +119,7 @@ class Sessions:
 
     def viewer(self, request: Request) -> Viewer:
         """The request's viewer, or 401 (the route class turns that into the login page)."""
-        known = getattr(request.state, "viewer", None)
+        known: Viewer | None = getattr(request.state, "viewer", None)
         if known is not None:
             return known
         opened = self.open(request.cookies.get(COOKIE))
@@ -146,7 +146,7 @@ def check_csrf(viewer: Viewer, given: str | None) -> None:
 
 def current_viewer(request: Request) -> Viewer:
     """The request's viewer, or 401 (a dependency: resolved once per request)."""
-    return request.app.state.web.sessions.viewer(request)
+    return _sessions(request).viewer(request)
 
 
 CurrentViewer = Annotated[Viewer, Depends(current_viewer)]
@@ -170,7 +170,7 @@ def needs(scope: str) -> DependsMarker:
     def allowed(viewer: CurrentViewer) -> None:
         viewer.require(scope)
 
-    return Depends(allowed)
+    return DependsMarker(allowed)
 
 
 def _secure(request: Request) -> bool:
@@ -192,7 +192,8 @@ router = APIRouter(route_class=WebRoute)
 
 
 def _sessions(request: Request) -> Sessions:
-    return request.app.state.web.sessions
+    sessions: Sessions = request.app.state.web.sessions  # the app's WebState (see _app)
+    return sessions
 
 
 @public.get("/login")

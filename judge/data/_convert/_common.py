@@ -176,14 +176,15 @@ class Check:
         return self.failed or Fit(self.score)
 
 
-def first_item(value: Any) -> tuple[str, Any] | None:
-    """``(json path, value)`` of the first element of a list or a dict."""
+def first_item(value: Any) -> tuple[str, Any]:
+    """``(json path, value)`` of the first element of a list or a dict (callers check that
+    ``value`` is a non-empty one first)."""
     if isinstance(value, list) and value:
         return "[0]", value[0]
     if isinstance(value, dict) and value:
         key = next(iter(value))
         return _key_path(key), value[key]
-    return None
+    raise ValueError("first_item needs a non-empty list or object")
 
 
 def _key_path(key: str) -> str:

@@ -77,7 +77,7 @@ def fit_mwzeval(document: Any) -> Fit:
                "expected an object keyed by dialogue id")
     if check.failed:
         return check.result()
-    where, turns = first_item(document)  # type: ignore[misc]
+    where, turns = first_item(document)
     check.need(isinstance(turns, list), where, "expected a list of turns")
     if check.failed:
         return check.result()
@@ -154,12 +154,12 @@ def fit_trade(document: Any) -> Fit:
                "expected an object keyed by dialogue id")
     if check.failed:
         return check.result()
-    where, turns = first_item(document)  # type: ignore[misc]
+    where, turns = first_item(document)
     check.need(isinstance(turns, dict) and bool(turns), where,
                "expected an object keyed by turn number")
     if check.failed:
         return check.result()
-    turn_where, turn = first_item(turns)  # type: ignore[misc]
+    turn_where, turn = first_item(turns)
     check.need(isinstance(turn, dict) and ("pred_bs_ptr" in turn or "turn_belief" in turn),
                join(where, turn_where.strip("[]")), "expected 'turn_belief' / 'pred_bs_ptr'")
     return check.result()

@@ -161,7 +161,7 @@ def _spans(frame: dict[str, Any], speaker: str, utterance: str, where: str, sour
 
 
 def _dialogues(source: Source, context: Context, *, predicted: bool) -> Iterator[Located]:
-    gold_key = None if predicted else context.gold_key()
+    state_key = "pred_state" if predicted else context.gold_key()
     for position, dialogue in enumerate(source.document):
         where = f"[{position}]"
         if not isinstance(dialogue, dict) or not isinstance(dialogue.get("turns"), list):
@@ -207,10 +207,8 @@ def _dialogues(source: Source, context: Context, *, predicted: bool) -> Iterator
             for part in services.values():
                 state.update(part)
             record: Record = {"turn_index": len(turns), "system": system, "user": utterance}
-            if predicted:
-                record["pred_state"] = state
-            else:
-                record[gold_key] = state  # type: ignore[index]
+            record[state_key] = state
+            if not predicted:
                 if spans:
                     record["spans"] = spans
                 if intents:  # one service: its intent; several: intent per domain
@@ -283,8 +281,10 @@ def read_schema(source: Source, context: Context) -> Record:
 def _service_of(domain: str, context: Context, services: list[str] | None) -> str:
     if context.schema is not None:
         for spec in context.schema.domains:
-            if spec.domain == domain and getattr(spec, "service_name", None):
-                return str(spec.service_name)  # type: ignore[attr-defined]
+            # an SGD schema's own field, kept as an extra of the domain
+            service_name = getattr(spec, "service_name", None)
+            if spec.domain == domain and service_name:
+                return str(service_name)
     for service in services or []:
         if _NUMBERED.search(service) and _NUMBERED.sub("", service).lower() == domain:
             return service

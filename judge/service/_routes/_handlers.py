@@ -5,7 +5,7 @@ service, request validation, HTTP errors of the framework (404 of unknown paths,
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,7 +27,7 @@ def _type_part(part: Any) -> bool:
     return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part)
 
 
-def json_path(location: tuple[Any, ...] | list[Any]) -> str | None:
+def json_path(location: Sequence[Any]) -> str | None:
     """A validation error's location as a JSON path into the request (``options.top_p``,
     ``inputs.runs[1]``), without ``body``/``query``/... in front."""
     parts = [p for p in location if not _type_part(p)]
@@ -61,7 +61,7 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
 def allowed_methods(routes: Iterable[BaseRoute], path: str) -> set[str]:
     """Every method some route serves at ``path``."""
     return {method for route in routes if isinstance(route, APIRoute)
-            and route.path_regex.match(path) for method in route.methods}
+            and route.path_regex.match(path) for method in route.methods or ()}
 
 
 def http_error_handler(routes: Iterable[BaseRoute]) -> ExceptionHandler:

@@ -53,7 +53,7 @@ def build_openapi(app: FastAPI, routers: Sequence[APIRouter], settings: ServiceS
     for router in routers:
         for route in router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema:
-                for method in route.methods:
+                for method in route.methods or ():
                     _finish(schema["paths"][route.path_format][method.lower()], route,
                             settings)
     app.openapi_schema = schema

@@ -7,8 +7,7 @@ import asyncio
 from fastapi import Request
 
 from ..._api_models import Job
-from ..._errors import ServiceError
-from .._db import DatabaseUnavailable
+from ..._errors import DatabaseUnavailable, ServiceError
 from .._jobs import public_job
 from .._streams import EventStreamResponse, ServerEvent, event_stream, server_sent_events
 from ._common import Reader, ServiceDep, api_router, errors

@@ -19,7 +19,7 @@ def get_me(principal: Reader) -> Me:
     """The token's name, project and scopes."""
     return Me(token_id=principal.token_id, name=principal.token_name,
               project=ProjectRef(id=principal.project_id, name=principal.project_name),
-              scopes=list(principal.scopes),  # type: ignore[arg-type]
+              scopes=list(principal.scopes),
               spend_cap_usd=principal.spend_cap_usd)
 
 

@@ -19,6 +19,8 @@ def run_migrations() -> None:
         return
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option(
         "sqlalchemy.url")
+    if not url:
+        raise RuntimeError("no database to migrate: pass -x url=URL or set sqlalchemy.url")
     engine = sa.create_engine(url)
     with engine.connect() as connection:
         _run(connection)

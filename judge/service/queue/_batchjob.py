@@ -42,7 +42,7 @@ import sqlalchemy as sa
 
 from ..._config import JudgeConfig, load_config
 from ..._digest import file_digest
-from ..._errors import DSTJudgeError, ModelError, ReplyError
+from ..._errors import DatabaseUnavailable, DSTJudgeError, ModelError, ReplyError
 from ..._tasks import run_to_end
 from ...model import (
     ReplyLimits,
@@ -57,7 +57,7 @@ from ...model import (
 )
 from ...pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
 from ...store import cache_key
-from .._db import Database, DatabaseUnavailable, job_batches, jobs, now
+from .._db import Database, job_batches, jobs, now
 from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
 from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
 from .._lifecycle import JobStatus
@@ -334,7 +334,8 @@ class BatchRunner:
         the next visit finds the batch by its metadata (:meth:`_settle`) instead of paying
         for it twice."""
         moment = now()
-        placeholder = {"job_id": job_id, "batch_id": f"{SUBMITTING}:{digest[:40]}",
+        held = f"{SUBMITTING}:{digest[:40]}"  # the batch's id until the provider gives one
+        placeholder = {"job_id": job_id, "batch_id": held,
                        "part": part, "sha256": digest, "requests": count,
                        "status": SUBMITTING, "completed": 0, "failed": 0,
                        "created_at": moment, "updated_at": moment}
@@ -343,7 +344,7 @@ class BatchRunner:
         row = self._row_of(batch, placeholder)
         for attempt in range(10):  # the batch is paid for: its id must reach the database
             try:
-                await asyncio.to_thread(self._replace, job_id, placeholder["batch_id"], row)
+                await asyncio.to_thread(self._replace, job_id, held, row)
                 break
             except Exception:
                 if attempt == 9:

@@ -5,7 +5,7 @@ schema and this process's workers."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -20,15 +20,21 @@ class WorkerLike(Protocol):
 
     def status(self) -> dict[str, Any]: ...
 
-    def tallies(self) -> Any: ...
+    def tallies(self) -> Mapping[str, int]: ...
 
 
 class ReplicaLike(Protocol):
-    """What readiness reads of the service object."""
+    """What readiness reads of the service object (read only, so a service whose worker is a
+    richer type fits)."""
 
-    db: Database
-    worker: WorkerLike | None
-    closing: bool
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def worker(self) -> WorkerLike | None: ...
+
+    @property
+    def closing(self) -> bool: ...
 
 
 @functools.lru_cache(1)
@@ -44,7 +50,7 @@ def readiness(replica: ReplicaLike) -> tuple[bool, str]:
     try:
         revision = current_revision(replica.db)
     except sa.exc.SQLAlchemyError as exc:
-        first = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0][:200]
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0][:200]
         return False, f"database unreachable ({exc.__class__.__name__}: {first})"
     if revision != _head():
         return False, (f"database schema at revision {revision or 'none'}, this version "

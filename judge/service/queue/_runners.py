@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from ..._config import load_config, public_url
 from ..._errors import (
     BudgetReached,
+    DatabaseUnavailable,
     DSTJudgeError,
     InputError,
     ModelError,
@@ -52,7 +53,7 @@ from ...metrics import MetricOptions, compute_metrics
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
-from .._db import Database, DatabaseUnavailable, files
+from .._db import Database, files
 from .._estimate_inputs import EstimateInputs, read_estimate_inputs
 from .._files import FileStore
 from .._jobs import JobStore
@@ -158,8 +159,10 @@ class RunContext:
 class Runner(Protocol):
     """One kind of job (see :data:`._kinds.RUNNERS`)."""
 
-    progress: type[Live]
-    """The counters a run of this kind keeps."""
+    @property
+    def progress(self) -> type[Live]:
+        """The counters a run of this kind keeps (a class attribute of the runner)."""
+        ...
 
     async def run(self, job: Any, context: RunContext) -> Outcome | Park: ...
 
@@ -238,7 +241,7 @@ def scrub_summary(summary: dict[str, Any], endpoint: str | None, inputs: Inputs
                   ) -> dict[str, Any]:
     """No server path, URL or key in a result: options keep the endpoint's name only."""
     text = inputs.clean(json.dumps(summary, ensure_ascii=False))
-    clean = json.loads(text)
+    clean: dict[str, Any] = json.loads(text)  # the summary's own text, scrubbed: an object
     options = clean.get("options")
     if isinstance(options, dict):
         for name in _SCRUBBED_OPTIONS:
@@ -493,14 +496,15 @@ class EvaluateRunner:
     def budget(self, job: Any) -> float | None:
         """The job's budget, capped by what its token may still spend (looked up in the
         thread that prepares the job: no hop of its own)."""
+        budget: float | None = job.budget_usd
         if job.token_id is None:
-            return job.budget_usd
+            return budget
         cap = self.jobs.tokens.spend_cap(job.token_id)
         if cap is None:
-            return job.budget_usd
+            return budget
         spent = self.jobs.spent_by_token(job.token_id) - float(job.cost_usd or 0.0)
         remaining = max(cap - spent, 1e-9)
-        return remaining if job.budget_usd is None else min(job.budget_usd, remaining)
+        return remaining if budget is None else min(budget, remaining)
 
     def read_inputs(self, files: dict[str, Any], options: dict[str, Any], inputs: Inputs
                     ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:

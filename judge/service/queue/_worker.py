@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._errors import DatabaseUnavailable
 from ..._tasks import within
 from ...model import load_prices, price_and_counter
-from .._db import Database, DatabaseUnavailable, now, workers
+from .._db import Database, now, workers
 from .._files import FileStore
 from .._jobs import JobStore
 from .._ledger import purge_ledger

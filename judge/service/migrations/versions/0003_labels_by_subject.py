@@ -54,8 +54,8 @@ def _job_subjects(conn: sa.Connection) -> dict[str, str | None]:
         if row is None or job_id in seen or not isinstance(inputs, dict):
             pass
         elif row.imported:
-            bundle = inputs.get("bundle") if isinstance(inputs.get("bundle"), dict) else {}
-            given = bundle.get("inputs") if isinstance(bundle.get("inputs"), dict) else {}
+            bundle = value if isinstance(value := inputs.get("bundle"), dict) else {}
+            given = value if isinstance(value := bundle.get("inputs"), dict) else {}
             predictions = given.get("predictions")
             sha = predictions.get("sha256") if isinstance(predictions, dict) else None
             subject = sha if isinstance(sha, str) and _SHA256.match(sha) else None
