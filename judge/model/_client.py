@@ -521,8 +521,8 @@ class ModelClient:
             await asyncio.sleep(delay)
         if self._rpm is not None:
             await self._rpm.acquire()
-        if self._tpm is not None:
-            await self._tpm.acquire(min(estimate_tokens(body), self._tpm.max_rate))
+        if self._tpm is not None and self.config.tpm:  # (the limiter exists only with a tpm)
+            await self._tpm.acquire(min(estimate_tokens(body), self.config.tpm))
 
     def _read_limit_headers(self, headers: Mapping[str, str]) -> None:
         """When the server reports no requests or tokens left, pause every call until reset."""
