@@ -54,8 +54,9 @@ from .._errors import DataMismatchError, OptionError
 from ._labels import Resolution, TurnKey, row_key
 from ._sampling import Sample, Strata, UnitKey, sample_strata
 
-Tuning = Literal["loo", "plain"] | float
-TUNINGS: tuple[str, ...] = ("loo", "plain")
+TuningName = Literal["loo", "plain"]
+Tuning = TuningName | float
+TUNINGS: tuple[TuningName, ...] = ("loo", "plain")
 
 JUDGE_NOTE = ("the judge's own figure over every unit: no sampling error, but it carries the "
               "judge's bias, and no interval computed from the judge alone can cover that bias")
@@ -94,7 +95,7 @@ def check_tuning(tuning: Any) -> Tuning:
     """``loo``, ``plain`` or a fixed λ in [0, 1]."""
     if isinstance(tuning, str):
         if tuning in TUNINGS:
-            return tuning  # type: ignore[return-value]
+            return tuning
         try:
             tuning = float(tuning)
         except ValueError:
@@ -137,7 +138,7 @@ class Stratum:
 def t_value(confidence: float, df: float | np.ndarray) -> np.ndarray:
     """The two-sided Student-t quantile of a confidence level at ``df`` degrees of freedom
     (the normal quantile where ``df`` is infinite)."""
-    from scipy.stats import t as student  # type: ignore[import-untyped]
+    from scipy.stats import t as student
 
     z_value(confidence)
     df = np.asarray(df, dtype=float)
@@ -372,8 +373,8 @@ def _population_units(strata: Strata, unit: str, rows: Sequence[Mapping[str, Any
     keys: dict[UnitKey, list[TurnKey]] = {}
     for key, indices in strata.rows.items():
         ordered = sorted(indices, key=lambda i: int(rows[i]["turn_index"]))
-        verdicts = [rows[i].get("verdict") for i in ordered]
-        if not all(isinstance(v, bool) for v in verdicts):
+        verdicts = [v for i in ordered if isinstance(v := rows[i].get("verdict"), bool)]
+        if len(verdicts) < len(ordered):
             raise DataMismatchError(f"{what} has no judge verdict for a turn of the sampled "
                                     f"population ({key!r}); retry its error turns first")
         judge[key] = [int(v) for v in verdicts]
@@ -403,7 +404,11 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
     strata = units[0].strata
     difference = len(units) == 2
     population: list[Stratum] = []
-    ys, fs, ts, groups, labelled = [], [], [], [], 0
+    ys: list[float] = []
+    fs: list[float] = []
+    ts: list[float] = []
+    groups: list[np.ndarray] = []
+    labelled = 0
     missing: list[str] = []
     for name, members in strata.members.items():
         f_all, t_all = [], []
@@ -416,8 +421,8 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
         for unit in sampled.get(name, []):
             per_run = []
             for u, labels in zip(units, human, strict=True):
-                got = [labels.get(k) for k in u.keys[unit]]
-                if any(g is None for g in got):
+                got = [g for k in u.keys[unit] if (g := labels.get(k)) is not None]
+                if len(got) < len(u.keys[unit]):
                     break
                 per_run.append((_metric(got, metric), _metric(u.judge[unit], metric)))
             else:
@@ -452,8 +457,9 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
     ppi = design_estimate(y, f, t, groups, population, tuning=tuning, corners=corners,
                           pseudo_units=pseudo, only_degenerate=difference)
     out["labels"] = _figure(plain, confidence, scale, low, **common)
-    out["ppi"] = _figure(ppi, confidence, scale, low, **common, **{
-        "lambda": float(ppi.lam), "tuning": tuning if isinstance(tuning, str) else "fixed"})
+    out["ppi"] = {**_figure(ppi, confidence, scale, low, **common),
+                  "lambda": float(ppi.lam),
+                  "tuning": tuning if isinstance(tuning, str) else "fixed"}
     census = labelled >= sum(len(m) for m in strata.members.values())
     warning = None if census else small_sample_warning(units[0].unit, labelled)
     for key in ("labels", "ppi"):
@@ -729,7 +735,7 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
         raise OptionError(f"--width must be a number of percentage points in (0, 100] "
                           f"(got {width!r})")
     z_value(confidence)
-    judged = [row.get("verdict") for row in rows if isinstance(row.get("verdict"), bool)]
+    judged = [v for row in rows if isinstance(v := row.get("verdict"), bool)]
     if not judged:
         raise OptionError("the run has no judged turn")
     population = len(judged)
@@ -746,11 +752,11 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
         counts = assumed_cells(population, p, disagreement)
         out["basis"] = {"disagreement": disagreement}
     else:
-        if human is None:
+        if sample is None or human is None:  # (no sample and no disagreement: refused above)
             raise OptionError("a pilot needs its human labels (--human)")
-        sample_strata(sample, rows)  # type: ignore[arg-type]
+        sample_strata(sample, rows)
         verdicts = rows_by_key(rows)
-        labelled = [t for t in sample.turns if t.key in human]  # type: ignore[union-attr]
+        labelled = [t for t in sample.turns if t.key in human]
         if len(labelled) < 2:
             raise OptionError("the pilot has fewer than two labelled turns; label more of it "
                               "first")
@@ -764,11 +770,12 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
         order = np.argsort(-(shares * population - counts), kind="stable")
         counts[order[: population - int(counts.sum())]] += 1
         agree = [(human[t.key], int(verdicts[t.key])) for t in labelled]
-        out["basis"] = {"pilot": sample.path, "labelled": len(agree),  # type: ignore[union-attr]
+        out["basis"] = {"pilot": sample.path, "labelled": len(agree),
                         "disagreement": sum(a != b for a, b in agree) / len(agree)}
-    for key, tuning in (("labels", 0.0), ("ppi", "loo")):
-        n = plan_size(counts, width / 100.0, tuning=tuning, confidence=confidence)  # type: ignore[arg-type]
-        widths = interval_widths(counts, n, tuning=tuning, confidence=confidence)  # type: ignore[arg-type]
+    plans: tuple[tuple[str, Tuning], ...] = (("labels", 0.0), ("ppi", "loo"))
+    for key, tuning in plans:
+        n = plan_size(counts, width / 100.0, tuning=tuning, confidence=confidence)
+        widths = interval_widths(counts, n, tuning=tuning, confidence=confidence)
         out[key] = {"labels_needed": n,
                     "median_width": 100.0 * float(np.median(widths)),
                     "width_at_share": 100.0 * float(np.quantile(widths, PLAN_SHARE))}

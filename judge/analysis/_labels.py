@@ -319,15 +319,16 @@ def pair_by_predictions(files: Sequence[HumanLabels], digests: Sequence[str | No
                 f"then {found[1][:12]}…): give one labels file per run", path=labels.path,
                 line=labels.line_of(index), field="predictions_sha256")
         named.append(found[0] if found else None)
-    if all(named) and all(digests):
+    known = [d for d in named if d]
+    if len(known) == len(named) and all(digests):
         paired: list[HumanLabels | None] = [None] * len(digests)
-        for labels, digest in zip(files, named, strict=True):
-            free = [i for i, d in enumerate(digests) if d == digest and paired[i] is None]
+        for labels, judged in zip(files, known, strict=True):
+            free = [i for i, d in enumerate(digests) if d == judged and paired[i] is None]
             if not free:
                 runs = "; ".join(f"{n}: {d[:12]}…" for n, d in zip(names, digests, strict=True)
                                  if d is not None)
                 raise DataMismatchError(
-                    f"these labels judge predictions {digest[:12]}…, which no run given "  # type: ignore[index]
+                    f"these labels judge predictions {judged[:12]}…, which no run given "
                     f"judged ({runs})", path=labels.path, line=labels.line_of(0),
                     field="predictions_sha256")
             paired[free[0]] = labels

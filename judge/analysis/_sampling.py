@@ -170,9 +170,10 @@ class Sample:
         return self.lines[index] if self.lines else None
 
 
-def turn_domain(row: Mapping[str, Any], gold: str) -> str:
+def turn_domain(row: Mapping[str, Any], gold: str | None) -> str:
     """The domain a turn is about: the one domain of the slots its prediction or gold change
-    sets, ``several`` when they span domains, ``none`` when neither sets anything."""
+    (of RULE version ``gold``, when given) sets, ``several`` when they span domains, ``none``
+    when neither sets anything."""
     slots = list(row.get("pred_turn_state") or {})
     slots += list(((row.get("gold_turn_state") or {}).get(gold)) or {})
     domains = {slot.split("-", 1)[0] for slot in slots}
@@ -296,12 +297,12 @@ def design_strata(rows: Sequence[Mapping[str, Any]], *, design: Design, unit: Un
             if not isinstance(judge, bool):
                 placed[key[0]] = ("excluded", entry[1])
             continue
-        usable = isinstance(judge, bool) and (design != "judge-rule" or isinstance(rule, bool))
-        if not usable:
+        if not isinstance(judge, bool) or (design == "judge-rule" and not isinstance(rule, bool)):
             strata.left_out += 1
             continue
         if design == "judge-rule":
-            name = f"judge={_verdict(judge)}, RULE-{gold}={_verdict(rule)}"  # type: ignore[arg-type]
+            # both verdicts are booleans here (checked just above)
+            name = f"judge={_verdict(judge)}, RULE-{gold}={_verdict(bool(rule))}"
             if by_domain:
                 name += f", domain={domain}"
         elif design == "domain":
@@ -374,23 +375,25 @@ def draw_sample(rows: Sequence[Mapping[str, Any]], *, n: int, gold: str | None =
     rng = np.random.default_rng(seed)
     chosen: dict[UnitKey, str] = {}
     for h in sorted(members):
-        picks = rng.choice(sizes[h], size=counts[h], replace=False) if counts[h] else []
-        chosen.update({members[h][int(i)]: h for i in picks})
+        picks: list[int] = (rng.choice(sizes[h], size=counts[h], replace=False).tolist()
+                            if counts[h] else [])
+        chosen.update({members[h][i]: h for i in picks})
     turns = []
     digest = run_turns_digest(rows)
     for index in sorted(i for u in chosen for i in strata.rows[u]):
         row = rows[index]
         key = row_key(row)
         unit_key: UnitKey = key if unit == "turn" else key[0]
-        h = chosen.get(unit_key)
-        if h is None:
+        stratum = chosen.get(unit_key)
+        if stratum is None:
             continue
         judge, rule, domain = strata.verdicts[unit_key]
+        size, drawn = sizes[stratum], counts[stratum]
         turns.append(SampledTurn(
-            dialogue_id=str(row["dialogue_id"]), turn_index=int(row["turn_index"]), stratum=h,
-            judge=judge, rule=rule, domain=domain, stratum_size=sizes[h],
-            stratum_sample=counts[h], inclusion_probability=counts[h] / sizes[h],
-            weight=sizes[h] / counts[h], gold=gold, population=strata.size, seed=seed,
+            dialogue_id=str(row["dialogue_id"]), turn_index=int(row["turn_index"]),
+            stratum=stratum, judge=judge, rule=rule, domain=domain, stratum_size=size,
+            stratum_sample=drawn, inclusion_probability=drawn / size,
+            weight=size / drawn, gold=gold, population=strata.size, seed=seed,
             allocation=allocation, design=design, unit=unit, n=n, procedure=procedure,
             run_turns_sha256=digest, predictions_sha256=predictions_sha256))
     return Sample(turns)

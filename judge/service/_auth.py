@@ -9,6 +9,7 @@ lookup by hash stays one indexed query. The clear token is shown once, when it i
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import secrets
@@ -196,7 +197,7 @@ class TokenBook:
         """The project's tokens (never their hashes), oldest first."""
         return list_tokens(self.db, project)
 
-    def create(self, project: str, scopes: str | list[str], *, name: str | None = None,
+    def create(self, project: str, scopes: str | builtins.list[str], *, name: str | None = None,
                spend_cap_usd: float | None = None) -> tuple[str, dict[str, Any]]:
         """A new token of the project: (its secret, its record)."""
         return create_token(self.db, project, scopes, name=name, spend_cap_usd=spend_cap_usd)
@@ -221,7 +222,7 @@ class TokenBook:
         return sa.select(tokens.c.id).join(same, sa.and_(
             tokens.c.project_id == same.c.project_id, tokens.c.name == same.c.name))
 
-    def of_project(self, project_id: str) -> list[sa.Row[Any]]:
+    def of_project(self, project_id: str) -> builtins.list[sa.Row[Any]]:
         """Id, name, spending cap and revocation time of the project's tokens, oldest
         first (for the usage report)."""
         with self.db.read() as conn:

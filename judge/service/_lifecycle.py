@@ -35,7 +35,9 @@ class JobStatus(str, Enum):
     """Its budget ran out (resumable)."""
 
     __str__ = str.__str__  # "queued" in messages and f-strings on every Python version
-    __format__ = str.__format__
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value, format_spec)
 
     @property
     def final(self) -> bool:

@@ -36,9 +36,10 @@ def first_run(conn: sa.Connection, project_id: str, job_id: str) -> Any | None:
                                                  jobs.c.project_id == project_id)).first()
         if row is None or row.kind != "retry-errors":
             return row
-        job_id = row.inputs.get("run") if isinstance(row.inputs, dict) else None
-        if not isinstance(job_id, str):
+        source = row.inputs.get("run") if isinstance(row.inputs, dict) else None
+        if not isinstance(source, str):
             return None
+        job_id = source
     return None
 
 
@@ -55,7 +56,8 @@ def run_input_files(conn: sa.Connection, project_id: str, run: Any) -> dict[str,
     missing: list[str] = []
     for name, required in JUDGE_INPUTS.items():
         entry = described.get(name)
-        sha256 = entry.get("sha256") if isinstance(entry, dict) else None
+        fields: dict[str, Any] = entry if isinstance(entry, dict) else {}
+        sha256 = fields.get("sha256")
         if not isinstance(sha256, str) or not _SHA256.match(sha256):
             if required or entry is not None:
                 missing.append(f"{name} (the bundle names no sha256 of it)")
@@ -64,7 +66,7 @@ def run_input_files(conn: sa.Connection, project_id: str, run: Any) -> dict[str,
             files.c.project_id == project_id, files.c.kind == name, files.c.sha256 == sha256)
             .order_by(files.c.created_at.desc()).limit(1)).scalar()
         if file_id is None:
-            label = entry.get("name") if isinstance(entry.get("name"), str) else name
+            label = given if isinstance(given := fields.get("name"), str) else name
             missing.append(f"{name} {label[:100]!r} (sha256 {sha256[:12]}…)")
         else:
             found[name] = file_id

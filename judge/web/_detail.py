@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._errors import ServiceError
-from ..service import ServiceDep, job_subject, job_warnings
+from ..service import FINAL, ServiceDep, job_subject, job_warnings
 from ._common import WebRoute, render
 from ._index import (
     DISAGREE_CHOICES,
@@ -21,7 +21,7 @@ from ._index import (
     TurnEntry,
     _entry,
 )
-from ._runs import FINAL, job_label, live_fields
+from ._runs import job_label, live_fields
 from ._session import CurrentViewer
 
 router = APIRouter(route_class=WebRoute)
