@@ -106,7 +106,7 @@ def runs_page(request: Request, viewer: CurrentViewer,
     jobs = jobs[:PAGE]
     items = [{"job": job, "label": job_label(request, viewer, job), "live": live_fields(job),
               "final": job["status"] in FINAL} for job in jobs]
-    watching = [i["job"]["id"] for i in items if not i["final"]]
+    watching = [job["id"] for job in jobs if job["status"] not in FINAL]
     return render(request, "runs.html", items=items, status=status, kind=kind, page=page,
                   more=more, statuses=STATUSES, watching=watching,
                   kinds=("evaluate", "retry-errors", "metrics", "agreement", "compare", "audit"))
