@@ -56,7 +56,7 @@ def _t_less(d: np.ndarray, epsilon: float) -> tuple[float, float | None]:
 
     Differences that never vary leave the t statistic undefined; the p-value is then 0 when
     their common value is below ε and 1 otherwise (no doubt either way on these turns)."""
-    from scipy.stats import t as student  # type: ignore[import-untyped]
+    from scipy.stats import t as student
 
     n = d.size
     spread = float(np.std(d, ddof=1)) if n > 1 else 0.0
@@ -199,7 +199,7 @@ def format_alt_test(block: Mapping[str, Any] | None) -> list[tuple[str, ...]]:
         ci = figure.get("ci")
         return f"{figure['value']:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for e in block["reviewers"]:
         if "note" in e:
             rows.append((e["reviewer"], str(e["shared_turns"]), "—", "—", "—", "—", "—",

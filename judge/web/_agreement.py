@@ -178,7 +178,7 @@ def alt_test_caption(block: dict[str, Any]) -> str:
     if block["enough_overlap"]:
         return (head + f"ω = {block['winning_rate']:.2f}, ρ = "
                 f"{block['average_advantage']:.2f}: {block['verdict']}")
-    return head + block["verdict"]
+    return head + str(block["verdict"])
 
 
 def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...],
