@@ -10,7 +10,12 @@ worker thread, one job at a time) and shows the previous figures marked as updat
 
 The review sample a run's reviewers label is stored in the project's file store (kind
 ``sample``, named after the job), not in this process: every replica, and a restarted one,
-computes the population estimates from the same sample.
+computes the population estimates from the same sample. It is a simple random sample (the
+design estimates need), drawn again and checked against the run before every use, and it is
+the run's *estimate sample*: fixed once any of its turns has a label, so that which labels
+count cannot change after they exist. Another draw is a separate sample, stored under a name
+of its own (``review-sample-<job>-n<n>-seed<seed>.jsonl``); its labels count for agreement,
+not for the estimates.
 """
 
 from __future__ import annotations
@@ -21,14 +26,17 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sklearn.metrics import cohen_kappa_score
 
 from .. import analysis
-from ..service import Service, job_subject
+from .._errors import DSTJudgeError
+from ..data import dialogue_key
+from ..service import Service, job_subject, predictions_sha256
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -51,6 +59,8 @@ class Computed:
     seconds: float
     at: float
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the estimates count and leave out, shown beside them."""
 
 
 def fingerprint(labels: list[dict[str, Any]]) -> tuple[Any, ...]:
@@ -102,32 +112,91 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
             "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}
 
 
-def sample_name(job_id: str) -> str:
-    """The stored name of a run's review sample."""
-    return f"review-sample-{job_id}.jsonl"
+def sample_name(job_id: str, n: int | None = None, seed: int | None = None) -> str:
+    """The stored name of a run's estimate sample, or (with ``n`` and ``seed``) of another
+    draw, separate from it."""
+    if n is None:
+        return f"review-sample-{job_id}.jsonl"
+    return f"review-sample-{job_id}-n{n}-seed{seed}.jsonl"
 
 
-def store_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:
+def index_rows(index: RunIndex) -> list[dict[str, Any]]:
+    """The run's turns with judge and RULE verdicts, as a draw and its check read them."""
+    return [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
+             "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
+
+
+def store_sample(service: Any, project_id: str, job_id: str, sample: Any,
+                 name: str | None = None) -> None:
     """Keep the sample reviewers of this run label in the project's file store, named after
     the run. The store is content-addressed per kind, so a byte-identical sample stored for
     another run (two runs of the same predictions can draw the same turns) would keep that
     run's name: the copy for this run then ends in blank lines (which readers skip)."""
+    name = name or sample_name(job_id)
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
     for padding in range(8):
-        record, _ = service.files.add(project_id, "sample", sample_name(job_id),
+        record, _ = service.files.add(project_id, "sample", name,
                                       io.BytesIO((text + "\n" * padding).encode("utf-8")))
-        if record["name"] == sample_name(job_id):
+        if record["name"] == name:
             return
     log.warning("could not store the review sample of job %s under its own name", job_id)
 
 
-def stored_sample(service: Any, project_id: str, job_id: str) -> tuple[str | None, Any]:
-    """The run's most recently stored review sample (file id and sample), if any."""
+def replace_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:
+    """Make ``sample`` the run's estimate sample (only while no turn of the old one has a
+    label): the old one's records go, so the store holds one."""
     for record in service.files.list(project_id, kind="sample", limit=100):
         if record["name"] == sample_name(job_id):
+            service.files.delete(project_id, record["id"])
+    store_sample(service, project_id, job_id, sample)
+
+
+def stored_sample(service: Any, project_id: str, job_id: str,
+                  name: str | None = None) -> tuple[str | None, Any]:
+    """The run's estimate sample (or the sample stored as ``name``): file id and sample,
+    whose messages name the stored file, never a server path."""
+    wanted = name or sample_name(job_id)
+    for record in service.files.list(project_id, kind="sample", limit=100):
+        if record["name"] == wanted:
             path = service.files.local_path(record["sha256"])
-            return record["id"], analysis.load_sample(path)
+            sample = analysis.load_sample(path)
+            sample.path = str(record["name"])
+            return record["id"], sample
     return None, None
+
+
+def labelled_turns(labels: Iterable[Mapping[str, Any]]) -> set[tuple[str, int]]:
+    """Turns with any label (turn or slot, any reviewer), as sample turn keys."""
+    return {(dialogue_key(str(i["dialogue_id"])), int(i["turn_index"])) for i in labels}
+
+
+def sample_notes(report: Mapping[str, Any]) -> list[str]:
+    """Beside the figures: what the estimates count and leave out (or why there are none)."""
+    population = report.get("population")
+    if not population:
+        note = report.get("population_note")
+        return [note] if note else []
+    estimation = population.get("estimation") or {}
+    undecided = estimation.get("undecided_sampled_turns") or {}
+    design = estimation.get("design") or {}
+    notes = [
+        f"Estimate sample: {design.get('design')} design, {population['sampled_turns']} "
+        f"sampled turns (seed {design.get('seed')}); {population['labelled_turns']} labelled, "
+        f"{estimation['unlabelled_sampled_turns']['count']} unlabelled, "
+        f"{(undecided.get('tied') or {}).get('count', 0)} tied (reviewers split), "
+        f"{(undecided.get('unsure') or {}).get('count', 0)} unsure; "
+        f"{estimation['left_out']['count']} labelled turns outside the sample are left out "
+        "of the estimates (they count for agreement)."]
+    if undecided.get("count"):
+        notes.append(undecided["treatment"] + ".")
+        for metric, bounds in (undecided.get("bounds") or {}).items():
+            low, high = bounds["lower"]["ppi"]["value"], bounds["upper"]["ppi"]["value"]
+            if low is not None and high is not None:
+                notes.append(f"{metric.upper()} (ppi) if every such turn were wrong: "
+                             f"{low:.1f} %; if every one were correct: {high:.1f} %.")
+    if population.get("sample_check"):
+        notes.append(f"Sample checked: {population['sample_check']}.")
+    return notes
 
 
 class AgreementBoard:
@@ -144,21 +213,26 @@ class AgreementBoard:
         labels = self.service.labels.list(project_id, subject=job_subject(row))
         sample_id, sample = stored_sample(self.service, project_id, job_id)
         mark = (*fingerprint(labels), sample_id)
+        digest = predictions_sha256(job_subject(row))
         with self.lock:
             computed = self.results.get(job_id)
             stale = computed is None or computed.fingerprint != mark
             if stale and job_id not in self.pending and labels:
                 self.pending.add(job_id)
-                self.executor.submit(self._compute, job_id, index, labels, mark, sample)
+                self.executor.submit(self._compute, job_id, index, labels, mark, sample,
+                                     digest)
             updating = job_id in self.pending
         return {"quick": quick_stats(labels, me), "computed": computed,
                 "stale": stale and bool(labels), "updating": updating}
 
     def _compute(self, job_id: str, index: RunIndex, labels: list[dict[str, Any]],
-                 mark: tuple[Any, ...], sample: Any) -> None:
+                 mark: tuple[Any, ...], sample: Any, digest: str | None = None) -> None:
         started = time.perf_counter()
         try:
-            result = compute(index, labels, mark, started, sample)
+            result = compute(index, labels, mark, started, sample, digest)
+        except DSTJudgeError as exc:  # a refused sample or labels: said on the panel
+            result = Computed(mark, [], 0, time.perf_counter() - started, time.time(),
+                              error=str(exc))
         except Exception as exc:  # shown on the panel; the labels themselves are safe
             log.exception("agreement of job %s failed", job_id)
             result = Computed(mark, [], 0, time.perf_counter() - started, time.time(),
@@ -182,17 +256,17 @@ def alt_test_caption(block: dict[str, Any]) -> str:
 
 
 def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...],
-            started: float, sample: Any = None) -> Computed:
+            started: float, sample: Any = None, digest: str | None = None) -> Computed:
     """The library's agreement report on the run's verdicts and the collected labels, as the
-    tables ``dst-judge agreement`` prints (population estimates when a sample is reviewed)."""
-    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
-             "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
+    tables ``dst-judge agreement`` prints (population estimates when a sample is reviewed,
+    drawn again and checked first; ``digest`` is the run's predictions sha256, when known)."""
+    rows = index_rows(index)
     human = human_labels(label_records(labels))
-    labelled = {(d, t) for d, t in ((i["dialogue_id"], int(i["turn_index"])) for i in labels)}
-    if sample is not None and not any((t.dialogue_id, t.turn_index) in labelled
-                                      for t in sample.turns):
+    labelled = labelled_turns(labels)
+    if sample is not None and not any(t.key in labelled for t in sample.turns):
         sample = None  # nothing of the sample is labelled yet
-    report = analysis.agreement_report(rows, human, sample=sample, n_boot=N_BOOT, seed=0)
+    report = analysis.agreement_report(rows, human, sample=sample, n_boot=N_BOOT, seed=0,
+                                       predictions_sha256=digest, run_name="this run")
     tables = [
         Table("Agreement (judge, RULE, humans)", tuple(analysis.AGREEMENT_HEADER[:4]),
               [tuple(r[:4]) for r in analysis.format_agreement(report)]),
@@ -220,4 +294,4 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     return Computed(
         fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),
-        seconds=time.perf_counter() - started, at=time.time())
+        seconds=time.perf_counter() - started, at=time.time(), notes=sample_notes(report))

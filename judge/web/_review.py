@@ -7,11 +7,15 @@ Queues:
 * ``disagreements`` — turns where the judge and a RULE verdict disagree, the direction "judge
   accepts what the annotation rejects" first (the one that most often points at a gold
   error), then by how many annotation versions disagree, then in run order;
-* ``sample`` — a seeded sample stratified by judge verdict × RULE verdict, equal numbers per
-  stratum (``judge.analysis.draw_sample``, as ``dst-judge labels sample``), for measuring
-  agreement without the bias of labelling disagreements only; the agreement panel then adds
-  the population estimates of that sample (and the judge, labels-only and prediction-powered
-  TSA estimates). The sample is kept in the project's file store, so every replica sees it.
+* ``sample`` — a seeded simple random sample of the run's turns (``judge.analysis.draw_sample``
+  with the ``random`` design, as ``dst-judge labels sample`` draws by default), for measuring
+  agreement without the bias of labelling disagreements only and for the estimates; the
+  agreement panel then adds the population estimates of that sample (and the judge,
+  labels-only and prediction-powered TSA estimates). The sample is kept in the project's file
+  store, so every replica sees it, and it is fixed once a turn of it has a label: another
+  ``n`` or ``seed`` then draws a separate sample (see ``_agreement``), whose labels count for
+  agreement but not for the estimates. The disagreement queue stays for finding errors; its
+  labels never make an estimate.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -24,8 +28,9 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -44,8 +49,18 @@ from ..service import (
     ServiceDep,
     attachment,
     job_subject,
+    predictions_sha256,
 )
-from ._agreement import AgreementBoard, label_counts, store_sample
+from ._agreement import (
+    AgreementBoard,
+    index_rows,
+    label_counts,
+    labelled_turns,
+    replace_sample,
+    sample_name,
+    store_sample,
+    stored_sample,
+)
 from ._common import Preparing, WebRoute, plural, render
 from ._detail import turn_view
 from ._index import RunIndex
@@ -55,7 +70,7 @@ from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
 QUEUES = {"disagreements": "judge / RULE disagreements",
-          "sample": "stratified sample (for measuring agreement)",
+          "sample": "random sample (for agreement and estimates)",
           "candidates": "label-error candidates, ranked by evidence"}
 LABELS = ("correct", "incorrect", "unsure")
 DEFAULT_SAMPLE = 100
@@ -81,15 +96,13 @@ def disagreement_queue(index: RunIndex) -> list[QueueItem]:
     return [item for _, item in sorted(ranked)]
 
 
-def draw(index: RunIndex, n: int, seed: int) -> Any:
-    """A stratified sample of the run (``judge.analysis.draw_sample``: judge verdict × RULE
-    verdict of the first annotation version, equal allocation), as ``labels sample`` draws."""
-    if not index.versions:
-        raise ServiceError("the run has no RULE verdicts to stratify by", status=409)
-    rows = [{"dialogue_id": e.dialogue_id, "turn_index": e.turn_index, "verdict": e.verdict,
-             "rule": e.rule_map} for e in index.entries]
+def draw(index: RunIndex, n: int, seed: int, predictions: str | None = None) -> Any:
+    """A simple random sample of the run's judged turns (``judge.analysis.draw_sample``, the
+    ``random`` design), as ``labels sample`` draws by default; ``predictions`` (the sha256 of
+    the predictions file the run judged, when known) is recorded with it."""
     try:
-        return analysis.draw_sample(rows, n=n, gold=index.versions[0], seed=seed)
+        return analysis.draw_sample(index_rows(index), n=n, seed=seed, design="random",
+                                    predictions_sha256=predictions)
     except DSTJudgeError as exc:
         raise ServiceError(str(exc), status=422, field="n") from None
 
@@ -101,6 +114,57 @@ def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
               f"{t.stratum_sample} of {plural(t.stratum_size, 'turn')})") for t in sample.turns]
     random.Random(seed).shuffle(items)
     return items
+
+
+@dataclass
+class SampleChoice:
+    """The sample a queue shows, and whether it is the run's estimate sample."""
+
+    sample: Any
+    n: int
+    seed: int
+    estimate: bool
+    fixed: bool
+    note: str
+
+
+def choose_sample(service: Service, row: Any, index: RunIndex, n: int | None,
+                  seed: int | None, drawn: Callable[[int, int], Any]) -> SampleChoice:
+    """The run's estimate sample when the request names no other (or names its own ``n`` and
+    ``seed``), checked by drawing it again (422 when it differs: a tampered store); else the
+    draw ``drawn(n, seed)``, which replaces the estimate sample while none of its turns has a
+    label, and is stored as a separate sample once one has."""
+    digest = predictions_sha256(job_subject(row))
+    _, current = stored_sample(service, row.project_id, row.id)
+    fixed = False
+    if current is not None:
+        labelled = labelled_turns(service.labels.list(row.project_id,
+                                                      subject=job_subject(row)))
+        fixed = any(t.key in labelled for t in current.turns)
+        first = current.turns[0]
+        own = (first.n or len(current.units()), first.seed)
+        if (n is None and seed is None) or (n, seed) == own:
+            try:
+                analysis.check_sample(current, index_rows(index), predictions_sha256=digest)
+            except DSTJudgeError as exc:
+                raise ServiceError(str(exc), status=422, field="sample") from None
+            state = "fixed: a turn of it has a label" if fixed else "not fixed until a label"
+            return SampleChoice(current, own[0], own[1], True, fixed,
+                                f"the run's estimate sample ({state})")
+    n = DEFAULT_SAMPLE if n is None else n
+    seed = 0 if seed is None else seed
+    sample = drawn(n, seed)
+    if not fixed:
+        replace_sample(service, row.project_id, row.id, sample)
+        return SampleChoice(sample, n, seed, True, False,
+                            "the run's estimate sample (not fixed until a label)")
+    store_sample(service, row.project_id, row.id, sample, name=sample_name(row.id, n, seed))
+    first = current.turns[0]
+    return SampleChoice(sample, n, seed, False, True,
+                        f"a separate sample: the run's estimate sample is fixed (n "
+                        f"{first.n or len(current.units())}, seed {first.seed}) since its "
+                        "first label; labels of this one count for agreement, not for the "
+                        "estimates")
 
 
 def candidate_queue(service: Service, row: Any, index: RunIndex) -> list[QueueItem]:
@@ -150,6 +214,7 @@ class Queues:
         self.reads = reads
         self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
+        self.draws: dict[tuple[Any, ...], Any] = {}
         self.ranking: dict[tuple[Any, ...], Future[list[QueueItem]]] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
@@ -166,33 +231,53 @@ class Queues:
             self.ranking.pop(key, None)
         return future.result()  # a failure is raised once, then tried again on reload
 
-    def get(self, row: Any, index: RunIndex, kind: str, n: int, seed: int) -> list[QueueItem]:
-        key = (row.id, index.key, kind, n if kind == "sample" else 0,
-               seed if kind == "sample" else 0)
+    def sample(self, row: Any, index: RunIndex, n: int | None,
+               seed: int | None) -> SampleChoice:
+        """The sample queue's sample (:func:`choose_sample`), decided on every request: which
+        sample is the estimate sample depends on the labels, which change."""
+        def drawn(n: int, seed: int) -> Any:
+            key = (row.id, index.key, "draw", n, seed)
+            with self.lock:
+                found = self.draws.get(key)
+            if found is None:  # seeded: the same on every replica
+                found = draw(index, n, seed, predictions_sha256(job_subject(row)))
+                with self.lock:
+                    if len(self.draws) > 32:
+                        self.draws.clear()
+                    self.draws[key] = found
+            return found
+
+        return choose_sample(self.service, row, index, n, seed, drawn)
+
+    def get(self, row: Any, index: RunIndex, kind: str, n: int | None = None,
+            seed: int | None = None) -> tuple[list[QueueItem], SampleChoice | None]:
+        if kind == "sample":
+            choice = self.sample(row, index, n, seed)
+            return sample_queue(choice.sample, choice.seed), choice
+        key = (row.id, index.key, kind, 0, 0)
         found = self.items.get(key)
         if found is None:
-            if kind == "sample":
-                sample = draw(index, n, seed)  # seeded: the same on every replica
-                store_sample(self.service, row.project_id, row.id, sample)
-                found = sample_queue(sample, seed)
-            elif kind == "candidates":
+            if kind == "candidates":
                 found = self._candidates(key, row, index)
             else:
                 found = disagreement_queue(index)
             if len(self.items) > 32:
                 self.items.clear()
             self.items[key] = found
-        return found
+        return found, None
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _params(queue: str, n: int, seed: int) -> dict[str, Any]:
-    chosen = queue if queue in QUEUES else "disagreements"
-    params: dict[str, Any] = {"queue": chosen}
-    if chosen == "sample":
-        params.update(n=n, seed=seed)
+def _queue(queue: str) -> str:
+    return queue if queue in QUEUES else "disagreements"
+
+
+def _params(queue: str, choice: SampleChoice | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"queue": _queue(queue)}
+    if choice is not None:
+        params.update(n=choice.n, seed=choice.seed)
     return params
 
 
@@ -251,13 +336,14 @@ def review_index(request: Request, viewer: CurrentViewer, service: ServiceDep) -
 @router.get("/review/{job_id}")
 def review_page(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
                 queue: str = "disagreements",
-                n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
+                n: Annotated[int | None, Query(ge=1, le=5000)] = None, seed: int | None = None,
                 pos: Annotated[int | None, Query(ge=0)] = None) -> Response:
     row, index = _judge_run(request, service, viewer, job_id)
-    params = _params(queue, n, seed)
-    items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
+    items, choice = request.app.state.web.queues.get(row, index, _queue(queue), n, seed)
+    params = _params(queue, choice)
     start = pos if pos is not None else _first_open(request, service, viewer, row, items)
     context = _item_context(request, service, viewer, row, index, items, start, params)
+    context["sample_note"] = choice.note if choice is not None else None
     job = service.jobs.get(viewer.project_id, job_id)
     panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "review.html", **context, job=job,
@@ -268,11 +354,11 @@ def review_page(request: Request, viewer: CurrentViewer, service: ServiceDep, jo
 @router.get("/review/{job_id}/item")
 def review_item(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
                 queue: str = "disagreements",
-                n: Annotated[int, Query(ge=1, le=5000)] = DEFAULT_SAMPLE, seed: int = 0,
+                n: Annotated[int | None, Query(ge=1, le=5000)] = None, seed: int | None = None,
                 pos: Annotated[int, Query(ge=0)] = 0) -> Response:
     row, index = _judge_run(request, service, viewer, job_id)
-    params = _params(queue, n, seed)
-    items = request.app.state.web.queues.get(row, index, params["queue"], n, seed)
+    items, choice = request.app.state.web.queues.get(row, index, _queue(queue), n, seed)
+    params = _params(queue, choice)
     context = _item_context(request, service, viewer, row, index, items, pos, params)
     return render(request, "_review_item.html", **context, labels=LABELS)
 

@@ -171,29 +171,33 @@ def test_unsure_labels_are_never_checked():
 
 
 def test_queue_parameters_fall_back_to_disagreements_and_carry_n_and_seed_for_samples():
-    assert _review._params("sample", 12, 4) == {"queue": "sample", "n": 12, "seed": 4}
-    assert _review._params("candidates", 12, 4) == {"queue": "candidates"}
-    assert _review._params("disagreements", 12, 4) == {"queue": "disagreements"}
-    assert _review._params("nonsense", 12, 4) == {"queue": "disagreements"}
+    choice = _review.SampleChoice(None, 12, 4, True, False, "note")
+    assert _review._params("sample", choice) == {"queue": "sample", "n": 12, "seed": 4}
+    assert _review._params("candidates", None) == {"queue": "candidates"}
+    assert _review._params("disagreements", None) == {"queue": "disagreements"}
+    assert _review._params("nonsense", None) == {"queue": "disagreements"}
 
 
 def test_queues_are_cached_per_kind_and_a_sample_per_size_and_seed(web, synthetic_run):
     """A sample queue is its own per (n, seed), drawn as ``draw``/``sample_queue`` and stored
-    in the file store under the run's name; the disagreements queue ignores n and seed."""
+    in the file store under the run's name while no turn of it has a label; the disagreements
+    queue ignores n and seed."""
     queues = web["app"].state.web.queues
     row, index = _run(web, synthetic_run)
-    one = queues.get(row, index, "sample", 6, 1)
+    one, choice = queues.get(row, index, "sample", 6, 1)
     assert one == _review.sample_queue(_review.draw(index, 6, 1), 1) and len(one) == 6
-    assert queues.get(row, index, "sample", 6, 1) is one
-    assert queues.get(row, index, "sample", 6, 2) == _review.sample_queue(
+    assert choice.estimate and not choice.fixed
+    assert queues.get(row, index, "sample", 6, 1)[0] == one
+    assert queues.get(row, index, "sample")[0] == one  # no n, seed: the run's sample
+    assert queues.get(row, index, "sample", 6, 2)[0] == _review.sample_queue(
         _review.draw(index, 6, 2), 2)
-    assert queues.get(row, index, "sample", 7, 1) == _review.sample_queue(
+    assert queues.get(row, index, "sample", 7, 1)[0] == _review.sample_queue(
         _review.draw(index, 7, 1), 1)
     names = [f["name"] for f in web["service"].files.list(row.project_id, kind="sample")]
-    assert sample_name(synthetic_run) in names
-    first = queues.get(row, index, "disagreements", 6, 1)
-    assert first == _review.disagreement_queue(index) and first
-    assert queues.get(row, index, "disagreements", 9, 3) is first
+    assert names.count(sample_name(synthetic_run)) == 1  # replaced while unlabelled
+    first, none = queues.get(row, index, "disagreements", 6, 1)
+    assert first == _review.disagreement_queue(index) and first and none is None
+    assert queues.get(row, index, "disagreements", 9, 3)[0] is first
 
 
 def test_the_queue_cache_is_emptied_once_it_holds_more_than_32(web, synthetic_run):
@@ -203,7 +207,11 @@ def test_the_queue_cache_is_emptied_once_it_holds_more_than_32(web, synthetic_ru
     queues.items.update({("filler", i): [] for i in range(32)})
     queues.get(row, index, "disagreements", 1, 0)
     assert len(queues.items) == 33  # 32 before: kept
-    queues.get(row, index, "sample", 5, 0)
+    queues.get(row, index, "disagreements", 1, 0)
+    assert len(queues.items) == 33  # a hit adds nothing
+    queues.items[("filler", 99)] = []
+    queues.items.pop((row.id, index.key, "disagreements", 0, 0))
+    queues.get(row, index, "disagreements", 1, 0)
     assert len(queues.items) == 1  # 33 before: emptied, then the new queue
 
 

@@ -1,0 +1,129 @@
+"""The web's estimate sample: a simple random sample, drawn again and checked before use (a
+tampered one is a 422 naming its first differing line, and the panel says why it shows no
+estimate), fixed once a turn of it has a label (another draw is a separate sample), and the
+counts the estimates leave out shown beside them (issue 34, items 1, 5 and 7)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from judge.web._agreement import sample_name, stored_sample
+
+
+def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
+    response = client.post(f"/ui/review/{job_id}/labels", json=body,
+                           headers={"X-CSRF-Token": csrf, "Accept": "application/json"})
+    assert response.status_code == 200, response.text
+    return response
+
+
+def _panel(client: Any, job_id: str, needle: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        html = client.get(f"/ui/review/{job_id}/agreement").text
+        if 'data-updating="false"' in html and needle in html:
+            return html
+        assert time.monotonic() < deadline, html
+        time.sleep(0.1)
+
+
+def _project(web: dict[str, Any]) -> str:
+    return web["service"].tokens.resolve_token(web["tokens"]["alice"]).project_id
+
+
+def _upload_as_run_sample(web, job_id, records) -> None:
+    """What any submitter can do: upload a sample file under the run's sample name."""
+    import io
+
+    service, project = web["service"], _project(web)
+    for record in service.files.list(project, kind="sample", limit=100):
+        if record["name"] == sample_name(job_id):
+            service.files.delete(project, record["id"])
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    service.files.add(project, "sample", sample_name(job_id), io.BytesIO(text.encode()))
+
+
+def test_the_estimate_sample_is_random_and_fixed_once_labelled(web, synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    assert page.status_code == 200 and "the run&#39;s estimate sample (not fixed" in page.text
+    service, project = web["service"], _project(web)
+    _, first = stored_sample(service, project, synthetic_run)
+    assert first.design == "random" and len(first.turns) == 12
+    # before any label another draw replaces it
+    client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4")
+    _, replaced = stored_sample(service, project, synthetic_run)
+    assert len(replaced.turns) == 10
+    turn = replaced.turns[0]
+    _label(client, csrf, synthetic_run, dialogue_id=turn.dialogue_id,
+           turn_index=turn.turn_index, label="correct")
+    # once a turn has a label the sample is fixed: another draw is a separate sample
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    assert page.status_code == 200 and "a separate sample" in page.text
+    assert "fixed (n 10, seed 4)" in page.text
+    _, still = stored_sample(service, project, synthetic_run)
+    assert still.turns == replaced.turns
+    _, separate = stored_sample(service, project, synthetic_run,
+                                sample_name(synthetic_run, 12, 4))
+    assert separate is not None and len(separate.turns) == 12
+    # the queue without n and seed is the estimate sample again
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
+    assert "the run&#39;s estimate sample (fixed" in page.text
+    assert 'name="n" value="10"' in page.text
+
+
+def test_a_tampered_estimate_sample_is_refused(web, synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=8&seed=2").status_code == 200
+    service, project = web["service"], _project(web)
+    _, genuine = stored_sample(service, project, synthetic_run)
+    records = [t.model_dump() for t in genuine.turns]
+    drawn = {t.key for t in genuine.turns}
+    index = web["app"].state.web.index.ready(service.jobs.row(project, synthetic_run))
+    others = [e for e in index.entries if e.verdict is not None
+              and (e.dialogue_id.lower().removesuffix(".json"), e.turn_index) not in drawn]
+    # hand-picked turns under the genuine header
+    picked = [{**records[0], "dialogue_id": e.dialogue_id, "turn_index": e.turn_index}
+              for e in others[:8]]
+    _upload_as_run_sample(web, synthetic_run, picked)
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
+    assert page.status_code == 422, page.text[:300]
+    assert f"{sample_name(synthetic_run)}:1" in page.text
+    assert "not drawn by the recorded design random" in page.text
+    assert "/data/" not in page.text
+    # one turn id edited: the panel refuses the estimates and says why
+    edited = [dict(r) for r in records]
+    edited[3].update(dialogue_id=others[0].dialogue_id, turn_index=others[0].turn_index)
+    _upload_as_run_sample(web, synthetic_run, edited)
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
+    assert page.status_code == 422 and "edited: that design draws" in page.text
+    _label(client, csrf, synthetic_run, dialogue_id=edited[0]["dialogue_id"],
+           turn_index=edited[0]["turn_index"], label="correct")
+    html = _panel(client, synthetic_run, "The statistics failed")
+    assert f"{sample_name(synthetic_run)}:4" in html and "Estimates of TSA" not in html
+
+
+def test_the_panel_states_unlabelled_tied_and_unsure_turns(web, synthetic_run):
+    alice, bob = web["client"](), web["client"]()
+    csrf_a = alice.login(web["tokens"]["alice"])
+    csrf_b = bob.login(web["tokens"]["bob"])
+    assert alice.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=1").status_code == 200
+    _, sample = stored_sample(web["service"], _project(web), synthetic_run)
+    turns = sample.turns
+    for turn in turns[:6]:
+        _label(alice, csrf_a, synthetic_run, dialogue_id=turn.dialogue_id,
+               turn_index=turn.turn_index, label="correct")
+    # bob splits with alice on two turns, and is unsure of one alice did not label
+    for turn in turns[:2]:
+        _label(bob, csrf_b, synthetic_run, dialogue_id=turn.dialogue_id,
+               turn_index=turn.turn_index, label="incorrect")
+    _label(bob, csrf_b, synthetic_run, dialogue_id=turns[6].dialogue_id,
+           turn_index=turns[6].turn_index, label="unsure")
+    html = _panel(alice, synthetic_run, "estimate-notes")
+    assert "4 labelled, 3 unlabelled, 2 tied (reviewers split), 1 unsure" in html
+    assert "left out of the estimates" in html and "if every such turn were wrong" in html
+    assert "Sample checked: drawn again from this run" in html
