@@ -48,7 +48,7 @@ from ...analysis import (
     run_differences,
 )
 from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
-from ...method import default_rules, load_rules
+from ...method import default_rules, load_rules, packaged_rules_path
 from ...metrics import MetricOptions, compute_metrics
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, evaluate_async
@@ -200,10 +200,27 @@ class Inputs:
         return path, row
 
     def clean(self, text: str) -> str:
-        """Upload names instead of server paths."""
+        """Upload names instead of server paths; then what is left of this machine's paths
+        (the built-in rules, the data directory, the installation) named, not shown."""
         for path, name in self.names.items():
             text = text.replace(path, name)
+        for path, name in server_paths(self.store.root.parent):
+            text = text.replace(path, name)
         return text
+
+
+@functools.lru_cache(maxsize=8)
+def server_paths(data_dir: Path) -> tuple[tuple[str, str], ...]:
+    """The paths of the server's machine a job's results and messages could name (a default
+    rule set's source, a run directory, a file of the installation), longest first, each
+    with what a client is shown instead: none of them is the client's business."""
+    rules = packaged_rules_path()
+    install = Path(__file__).resolve().parents[3]  # the folder holding the judge package
+    found = {str(rules): f"built-in {rules.name}", str(rules.resolve()): f"built-in {rules.name}"}
+    for path, name in ((data_dir, "<data dir>"), (install, "<dst-judge>")):
+        found.setdefault(str(path), name)
+        found.setdefault(str(path.resolve()), name)
+    return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
 
 
 class ParsedFiles:
