@@ -187,12 +187,12 @@ def service(report: dict) -> None:
                 print(f"  {case:<34} {row['packed_kb']:>6} KB  {row['status']}  "
                       f"{row['seconds']:6.3f} s  RSS +{row['rss_growth_mb']:5.1f} MB  "
                       f"wrote {row['written_mb']:6.2f} MB")
-            before = hostile.received_bytes(server.url)
+            before = hostile.received_bytes(server.url, server.admin_token())
             status, first, sent = hostile.announced_upload(
                 server.port, "POST", "/v1/files", length=150 << 20,
                 headers={"Content-Type": "multipart/form-data; boundary=b"}, send_for=5.0)
             time.sleep(0.2)
-            received = hostile.received_bytes(server.url) - before
+            received = hostile.received_bytes(server.url, server.admin_token()) - before
             unauthenticated = {"status": status, "answer_seconds": round(first or -1, 3),
                                "client_sent_mb": round(sent / 2 ** 20, 2),
                                "server_received_kb": round(received / 1024, 1)}

@@ -137,13 +137,16 @@ class TokenRequest(RequestModel):
 
 
 class Health(ApiModel):
-    """Liveness: the process answers (``status`` is always ``ok``); what it can reach besides."""
+    """Liveness: the process answers (``status`` is always ``ok``); to an admin token, also
+    what it can reach besides."""
 
     status: Literal["ok"]
-    version: str
-    database: Literal["ok", "unreachable"]
-    worker: dict[str, Any] | None = Field(description=(
-        "This replica's worker (id, mode, alive, draining...), null on an API-only replica."))
+    version: str | None = Field(None, description="Only for a token with the admin scope.")
+    database: Literal["ok", "unreachable"] | None = Field(
+        None, description="Only for a token with the admin scope.")
+    worker: dict[str, Any] | None = Field(None, description=(
+        "This replica's worker (id, mode, alive, draining...), null on an API-only replica; "
+        "only for a token with the admin scope."))
 
 
 class Readiness(ApiModel):

@@ -7,15 +7,19 @@ from ._auth import (
     SCOPES,
     Principal,
     create_token,
+    end_session,
     ensure_project,
     has_tokens_table,
     list_tokens,
+    open_session,
     revoke_token,
     rotate_token,
+    session_alive,
 )
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
+from ._guard import Gate, Refusal, note_auth_failure
 from ._jobs import EXIT_MEANINGS
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
@@ -54,12 +58,14 @@ __all__ = [
     "STATUSES",
     "Database",
     "EndpointConfig",
+    "Gate",
     "GzipResponse",
     "JobRequest",
     "JobStatus",
     "JudgmentReads",
     "NDJSONResponse",
     "Principal",
+    "Refusal",
     "ServerEvent",
     "Service",
     "ServiceDep",
@@ -72,6 +78,7 @@ __all__ = [
     "create_app",
     "create_token",
     "default_data_dir",
+    "end_session",
     "ensure_project",
     "event_stream",
     "export_bundle",
@@ -82,6 +89,8 @@ __all__ = [
     "json_lines",
     "list_tokens",
     "listening_socket",
+    "note_auth_failure",
+    "open_session",
     "predictions_sha256",
     "read_endpoints_file",
     "replay_endpoint",
@@ -90,4 +99,5 @@ __all__ = [
     "run_server",
     "run_workers",
     "server_sent_events",
+    "session_alive",
 ]

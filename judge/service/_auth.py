@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from .._api_models import Scope
 from .._errors import OptionError, ServiceError
-from ._db import Database, now, projects, tokens
+from ._db import Database, now, projects, tokens, web_sessions
 
 SCOPES: tuple[Scope, ...] = ("read", "submit", "review", "admin")
 _IMPLIED: dict[Scope, set[str]] = {"admin": set(SCOPES), "submit": {"read", "submit"},
@@ -176,6 +176,41 @@ def revoke_token(db: Database, token_id: str, *, project_id: str | None = None) 
         return conn.execute(query.values(revoked_at=now())).rowcount > 0
 
 
+# --- browser sessions ----------------------------------------------------------------------
+
+
+def open_session(db: Database, token_id: str, seconds: float) -> str:
+    """A new browser session of ``token_id`` for ``seconds``; returns its id (for the
+    cookie; only its hash is stored). Sessions long expired are deleted on the way."""
+    session_id = secrets.token_urlsafe(32)
+    moment = now()
+    with db.write() as conn:
+        conn.execute(web_sessions.delete().where(web_sessions.c.expires_at < moment - 86_400))
+        conn.execute(web_sessions.insert().values(
+            id=hash_token(session_id), token_id=token_id, created_at=moment,
+            expires_at=moment + seconds))
+    return session_id
+
+
+def session_alive(db: Database, session_id: str, token_id: str) -> bool:
+    """Whether the session is one of ``token_id``'s, not ended (logged out) and not expired:
+    asked on every request, so an ended session is refused by every replica at once."""
+    with db.query() as conn:
+        row = conn.execute(sa.select(web_sessions.c.token_id, web_sessions.c.expires_at,
+                                     web_sessions.c.ended_at)
+                           .where(web_sessions.c.id == hash_token(session_id))).first()
+    return (row is not None and row.token_id == token_id and row.ended_at is None
+            and row.expires_at > now())
+
+
+def end_session(db: Database, session_id: str) -> bool:
+    """End a session (logging out); False when it had ended already or never was."""
+    with db.write() as conn:
+        return conn.execute(web_sessions.update().where(
+            web_sessions.c.id == hash_token(session_id), web_sessions.c.ended_at.is_(None))
+            .values(ended_at=now())).rowcount > 0
+
+
 _BY_HASH = (sa.select(tokens, projects.c.name.label("project_name"))
             .join(projects, projects.c.id == tokens.c.project_id)
             .where(tokens.c.hash == sa.bindparam("hash", type_=sa.String)))
@@ -253,3 +288,14 @@ class TokenBook:
                              .values(last_used_at=moment))
         return Principal(row.id, row.name, row.project_id, row.project_name,
                          stored_scopes(str(row.scopes)), row.spend_cap_usd)
+
+    # browser sessions (the web interface's), kept beside the tokens they stand for
+
+    def open_session(self, token_id: str, seconds: float) -> str:
+        return open_session(self.db, token_id, seconds)
+
+    def session_alive(self, session_id: str, token_id: str) -> bool:
+        return session_alive(self.db, session_id, token_id)
+
+    def end_session(self, session_id: str) -> bool:
+        return end_session(self.db, session_id)

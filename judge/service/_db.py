@@ -55,6 +55,18 @@ tokens = sa.Table(
              postgresql_where=sa.text("revoked_at IS NULL")),
 )
 
+web_sessions = sa.Table(
+    "web_sessions", metadata,
+    # the sha256 of the session id the browser's cookie holds (encrypted): a copied database
+    # opens no session
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("token_id", sa.String(40), sa.ForeignKey("tokens.id"), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float),
+    sa.Index("ix_web_sessions_expires", "expires_at"),
+)
+
 blobs = sa.Table(
     "blobs", metadata,
     sa.Column("sha256", sa.String(64), primary_key=True),

@@ -1,14 +1,22 @@
 """The front door of every request: a pure ASGI middleware that answers what it can from the
 headers alone, before a byte of the body is read.
 
-For ``/v1``: the bearer token and the scope its route needs (taken from the route's own
-dependency, so the two cannot drift apart) are checked first, then the per-address limit on
-failed authentications and the per-token request rate (429 with ``Retry-After``; both per
-replica), then ``Content-Length`` against the limit (413). While the body arrives it is counted
-(413 the moment it passes the limit, chunked or not) and timed (408 for a client that stalls or
-takes too long; event streams and downloads are not bodies and have no such limit). A JSON body
-is read whole (it is small) and refused with 422 naming the field when it holds NaN, Infinity
-or an integer no database column holds; integer query and path parameters get the same check.
+Every route of the app, the web interface's included, is looked up in one table read from the
+app at run time (:func:`route_table`), so a route added tomorrow gets the same rules: the
+caller first (a ``/v1`` route, or any route whose dependency names a scope: the bearer token
+and that scope; a route whose dependency carries a :class:`Gate`: the gate's check, a browser
+session say), then the per-token request rate (429 with ``Retry-After``, per replica), then
+``Content-Length`` against the route's body cap (413): uploads up to the upload limit on the
+routes that take files, everything else up to the JSON limit. Failed authentications are
+counted per client address; once an address has none left its failed attempts (and its
+requests without credentials) get 429, while a valid token from the same address still
+passes: one careless client behind a proxy locks out nobody but itself.
+
+While the body arrives it is counted (413 the moment it passes the limit, chunked or not)
+and timed (408 for a client that stalls or takes too long; event streams and downloads are
+not bodies and have no such limit). A ``/v1`` JSON body is read whole (it is small) and
+refused with 422 naming the field when it holds NaN, Infinity or an integer no database
+column holds; integer query and path parameters get the same check.
 
 Every response carries ``X-Request-ID`` (the client's when it is sane, else a new one) and
 ``X-Content-Type-Options: nosniff``; ``/v1`` responses ``Cache-Control: no-store``; HSTS when
@@ -29,8 +37,9 @@ import types
 import typing
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl
 
@@ -98,6 +107,37 @@ class Refusal(Exception):
         self.headers = headers or {}
 
 
+Page = Callable[[dict[str, Any], Refusal], Any]
+"""Makes the ASGI response of a refusal for a route that answers in its own form (an HTML
+page, a redirect to the login form) instead of the guard's JSON."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a route outside ``/v1`` asks the guard to check before its body is read, carried
+    as ``guard_gate`` by one of the route's dependencies (the web interface's session check):
+
+    ``check(scope)`` runs in a thread and gives the caller's principal (None: the route has
+    no caller, like a login form) or raises :class:`ServiceError` (401, 403...), which the
+    guard answers at once, through ``page`` when given."""
+
+    check: Callable[[dict[str, Any]], Principal | None]
+    page: Page | None = None
+
+
+FAILURE_KEY = "auth_failure"
+"""``scope["state"][FAILURE_KEY]()``: what a route that checks credentials in its body (the
+login form) calls on a failure; it gives the seconds the address must wait (0: none; the
+route answers 429 then)."""
+
+
+def note_auth_failure(scope: MutableMapping[str, Any]) -> float:
+    """Count a failed authentication of this request's address (the login form's wrong
+    token); returns 0, or the seconds to wait when the address has no failures left."""
+    note = (scope.get("state") or {}).get(FAILURE_KEY)
+    return float(note()) if callable(note) else 0.0
+
+
 # --- rate limits ---------------------------------------------------------------------------
 
 
@@ -137,6 +177,12 @@ class RateLimit:
         return 0.0
 
 
+def _address(scope: dict[str, Any]) -> str:
+    """The client's address (the proxy's forwarded one when the proxy is trusted)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
 def _too_many(wait: float, what: str) -> Refusal:
     seconds = max(1, math.ceil(wait))
     return Refusal(429, f"too many {what}; try again in {seconds} s",
@@ -146,18 +192,53 @@ def _too_many(wait: float, what: str) -> Refusal:
 # --- which scope a route needs -------------------------------------------------------------
 
 
-def route_scope(route: Any) -> str | None:
-    """The scope the route's caller dependency requires (its ``required_scope``), None when
-    the route has none."""
+def _dependency_calls(route: Any) -> Iterator[Any]:
+    """The callables of every dependency of ``route``, dependencies of dependencies too."""
     dependant = getattr(route, "dependant", None)
     stack = list(getattr(dependant, "dependencies", []) or [])
     while stack:
         dependency = stack.pop()
-        scope = getattr(dependency.call, "required_scope", None)
+        yield dependency.call
+        stack.extend(dependency.dependencies or [])
+
+
+def route_scope(route: Any) -> str | None:
+    """The scope the route's caller dependency requires (its ``required_scope``), None when
+    the route has none."""
+    for call in _dependency_calls(route):
+        scope = getattr(call, "required_scope", None)
         if isinstance(scope, str):
             return scope
-        stack.extend(dependency.dependencies or [])
     return None
+
+
+def route_gate(route: Any) -> Gate | None:
+    """The :class:`Gate` one of the route's dependencies carries (``guard_gate``), if any."""
+    for call in _dependency_calls(route):
+        gate = getattr(call, "guard_gate", None)
+        if isinstance(gate, Gate):
+            return gate
+    return None
+
+
+def takes_uploads(route: Any) -> bool:
+    """Whether the route takes files (multipart bodies up to the upload limit): a parameter
+    of type ``UploadFile``, or a dependency marked ``takes_uploads`` (a form read by hand)."""
+    from starlette.datastructures import UploadFile
+
+    dependant = getattr(route, "dependant", None)
+    for param in getattr(dependant, "body_params", []) or []:
+        annotation = param.field_info.annotation
+        if _mentions(annotation, UploadFile):
+            return True
+    return any(getattr(call, "takes_uploads", False) is True
+               for call in _dependency_calls(route))
+
+
+def _mentions(annotation: Any, kind: type) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, kind):
+        return True
+    return any(_mentions(a, kind) for a in typing.get_args(annotation))
 
 
 def _is_int(annotation: Any) -> bool:
@@ -176,33 +257,48 @@ class RouteInfo:
     scope: str | None
     int_params: tuple[tuple[str, str], ...]
     """(where, name) of the integer parameters: where is ``query`` or ``path``."""
+    gate: Gate | None = None
+    uploads: bool = False
+
+    @property
+    def api(self) -> bool:
+        return str(getattr(self.route, "path", "")).startswith(API_PREFIX + "/")
 
 
 def _flat_routes(routes: Any) -> Iterator[Any]:
-    """The routes themselves, also those of routers the app included (FastAPI keeps an
-    included router as one entry; the service's routers carry their ``/v1`` prefix in each
-    route's path and are included without another)."""
-    for route in routes:
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            yield from _flat_routes(inner.routes)
-        else:
-            yield route
+    """The routes as the app serves them: with their full paths and the dependencies they got
+    from the routers that include them (FastAPI 0.165 keeps an included router as one entry
+    and lists its effective routes through ``iter_route_contexts``; older versions copy the
+    routes into ``app.routes``)."""
+    try:
+        from fastapi.routing import iter_route_contexts  # type: ignore[attr-defined]
+    except ImportError:  # an older FastAPI: the included routes are in app.routes
+        yield from routes
+        return
+    yield from iter_route_contexts(routes)
 
 
-def api_routes(app: Any) -> list[RouteInfo]:
-    """Every ``/v1`` route of ``app`` with the scope it needs and its integer parameters."""
+def route_table(app: Any) -> list[RouteInfo]:
+    """Every route of ``app`` (mounted applications too: static files are public) with what
+    the guard checks before its body: the scope, the gate, whether it takes uploads, and its
+    integer parameters."""
     found = []
     for route in _flat_routes(getattr(app, "routes", [])):
-        if not str(getattr(route, "path", "")).startswith(API_PREFIX + "/"):
+        if not hasattr(route, "matches") or getattr(route, "path", None) is None:
             continue
         dependant = getattr(route, "dependant", None)
         ints = tuple((where, param.alias) for where, params in
                      (("query", getattr(dependant, "query_params", [])),
                       ("path", getattr(dependant, "path_params", [])))
                      for param in params if _is_int(param.field_info.annotation))
-        found.append(RouteInfo(route, route_scope(route), ints))
+        found.append(RouteInfo(route, route_scope(route), ints, route_gate(route),
+                               takes_uploads(route)))
     return found
+
+
+def api_routes(app: Any) -> list[RouteInfo]:
+    """Every ``/v1`` route of ``app`` with the scope it needs and its integer parameters."""
+    return [info for info in route_table(app) if info.api]
 
 
 # --- the body ------------------------------------------------------------------------------
@@ -364,26 +460,27 @@ class RequestGuard:
         scope.setdefault("state", {})["request_id"] = exchange.request_id
         started = time.perf_counter()
         settings = self.service.settings
-        limit = settings.max_upload_bytes if exchange.multipart else settings.max_json_bytes
-        reader = BodyReader(receive, limit, settings.body_idle_seconds,
+        reader = BodyReader(receive, settings.max_json_bytes, settings.body_idle_seconds,
                             settings.body_timeout_seconds)
         guarded_send = self._sender(send, exchange, reader)
+        info: RouteInfo | None = None
         try:
-            await self._gate(scope, exchange, reader)
+            info = self._route(scope)
+            await self._gate(scope, exchange, reader, info)
             await self.app(scope, reader, guarded_send)
         except Refusal as refusal:
-            await self._refuse(send, exchange, refusal, reader.done)
+            await self._refuse(scope, send, exchange, refusal, reader.done, info)
         except Exception as exc:  # the last line of defence: logged, answered 500
             if reader.failure is not None:
-                await self._refuse(send, exchange, reader.failure)
+                await self._refuse(scope, send, exchange, reader.failure, info=info)
             else:
                 self._log_failure(exchange, exc)
-                await self._refuse(send, exchange, Refusal(
+                await self._refuse(scope, send, exchange, Refusal(
                     500, f"internal error in the server (request {exchange.request_id}; "
                     "see its log)"))
         else:
             if reader.failure is not None:
-                await self._refuse(send, exchange, reader.failure)
+                await self._refuse(scope, send, exchange, reader.failure, info=info)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
@@ -392,21 +489,29 @@ class RequestGuard:
 
     # --- before the app ---
 
-    async def _gate(self, scope: dict[str, Any], exchange: Exchange, reader: BodyReader
-                    ) -> None:
+    async def _gate(self, scope: dict[str, Any], exchange: Exchange, reader: BodyReader,
+                    info: RouteInfo | None) -> None:
         """Everything decided before the app runs; raises :class:`Refusal`."""
-        length = exchange.headers.get(b"content-length", b"").strip()
-        if exchange.api:
-            info = self._route(scope)
-            principal = await self._authenticate(scope, exchange, info)
+        settings = self.service.settings
+        if info is not None and info.uploads and exchange.multipart:
+            reader.limit = settings.max_upload_bytes
+        address = _address(scope)
+        scope["state"][FAILURE_KEY] = partial(self.failures.take, address)
+        principal: Principal | None = None
+        if exchange.api or (info is not None and info.scope is not None):
+            principal = await self._authenticate(scope, exchange, info, address)
+        elif info is not None and info.gate is not None:
+            principal = await self._check_gate(scope, info.gate)
+        if principal is not None:
             wait = self.requests.take(principal.token_id)
             if wait:
                 raise _too_many(wait, "requests for this token")
-            if info is not None:
-                problem = _param_problem(info, scope.get("query_string", b"").decode(
-                    "latin-1"), info.route.matches(scope)[1].get("path_params", {}))
-                if problem is not None:
-                    raise problem
+        if info is not None and info.int_params:
+            overflow = _param_problem(info, scope.get("query_string", b"").decode(
+                "latin-1"), info.route.matches(scope)[1].get("path_params", {}))
+            if overflow is not None:
+                raise overflow
+        length = exchange.headers.get(b"content-length", b"").strip()
         if length.isdigit() and int(length) > reader.limit:
             raise Refusal(413, "the request body is larger than the server's limit of "
                           f"{_megabytes(reader.limit)}")
@@ -419,33 +524,44 @@ class RequestGuard:
                     raise Refusal(422, invalid[0], field=invalid[1])
 
     def _route(self, scope: dict[str, Any]) -> RouteInfo | None:
+        """The route that will answer (the first that matches path and method), or None."""
         if self._routes is None:
-            self._routes = api_routes(scope.get("app"))
+            self._routes = route_table(scope.get("app"))
         for info in self._routes:
             if info.route.matches(scope)[0] == Match.FULL:
                 return info
         return None
 
     async def _authenticate(self, scope: dict[str, Any], exchange: Exchange,
-                            info: RouteInfo | None) -> Principal:
-        """The caller, from the Authorization header alone; 401, 403 or 429 otherwise."""
-        client = scope.get("client")
-        address = str(client[0]) if client else "unknown"
-        wait = self.failures.wait(address)
-        if wait:
-            raise _too_many(wait, "failed authentications from this address")
+                            info: RouteInfo | None, address: str) -> Principal:
+        """The caller, from the Authorization header alone; 401, 403 or 429 otherwise. A
+        valid token passes whatever its address did before: only failures (and requests
+        without credentials) meet the address's limit."""
         authorization = exchange.headers.get(b"authorization", b"").decode("latin-1")
         try:
             principal = await asyncio.to_thread(self.service.tokens.resolve, authorization)
-            if info is not None and info.scope is not None:
-                principal.require(info.scope)
         except ServiceError as exc:
-            if exc.status in (401, 403):  # a database outage (503) is no failed login
-                self.failures.take(address)
+            if exc.status == 401:  # a database outage (503) is no failed login
+                wait = self.failures.take(address)
+                if wait:
+                    raise _too_many(wait, "failed authentications from this address") \
+                        from None
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
             raise Refusal(exc.status, exc.reason, headers=headers) from None
+        if info is not None and info.scope is not None:
+            try:
+                principal.require(info.scope)
+            except ServiceError as exc:
+                raise Refusal(exc.status, exc.reason) from None
         scope["state"]["principal"] = principal
         return principal
+
+    @staticmethod
+    async def _check_gate(scope: dict[str, Any], gate: Gate) -> Principal | None:
+        try:
+            return await asyncio.to_thread(gate.check, scope)
+        except ServiceError as exc:
+            raise Refusal(exc.status, exc.reason, field=exc.field) from None
 
     # --- around the app ---
 
@@ -480,14 +596,20 @@ class RequestGuard:
             out.append((b"connection", b"close"))
         return out
 
-    async def _refuse(self, send: Send, exchange: Exchange, refusal: Refusal,
-                      reader_done: bool = False) -> None:
-        """Answer with the guard's own JSON error, unless the response already started."""
+    async def _refuse(self, scope: dict[str, Any], send: Send, exchange: Exchange,
+                      refusal: Refusal, reader_done: bool = False,
+                      info: RouteInfo | None = None) -> None:
+        """Answer with the guard's own JSON error (or the route's own page for it: its gate's
+        ``page``), unless the response already started."""
         if exchange.started:
             return
         exchange.started = True
         exchange.status = refusal.status
         exchange.close = refusal.status >= 500 or (exchange.has_body and not reader_done)
+        page = info.gate.page if info is not None and info.gate is not None else None
+        if page is not None and refusal.status < 500:
+            await self._send_page(scope, send, exchange, page(scope, refusal))
+            return
         body = json.dumps({"error": {"status": refusal.status, "message": refusal.message,
                                      "field": refusal.field}}).encode()
         headers = [(b"content-type", b"application/json"),
@@ -496,6 +618,22 @@ class RequestGuard:
         await send({"type": "http.response.start", "status": refusal.status,
                     "headers": self._headers(headers, exchange)})
         await send({"type": "http.response.body", "body": body})
+
+    async def _send_page(self, scope: dict[str, Any], send: Send, exchange: Exchange,
+                         response: Any) -> None:
+        """Run the route's ASGI response for a refusal, with the guard's headers and no body
+        read (its ``receive`` says the client left)."""
+        async def nothing() -> Message:
+            return {"type": "http.disconnect"}
+
+        async def framed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                exchange.status = int(message["status"])
+                message = {**message, "headers": self._headers(
+                    list(message.get("headers") or []), exchange)}
+            await send(message)
+
+        await response(scope, nothing, framed)
 
     @staticmethod
     def _log_failure(exchange: Exchange, exc: Exception) -> None:

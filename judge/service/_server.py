@@ -18,6 +18,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .._errors import OptionError
 from ._app import create_app
 from ._guard import ReceivedBytes
+from ._logs import redact_logs
 from ._settings import ServiceSettings
 
 
@@ -114,4 +115,5 @@ def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int 
                             access_log=access_log, timeout_graceful_shutdown=5,
                             lifespan="on", http=protocol, proxy_headers=bool(trusted),
                             forwarded_allow_ips=",".join(trusted) or None)
+    redact_logs("uvicorn", "uvicorn.error", "uvicorn.access")  # after uvicorn's own set-up
     _Server(config, app.state.service).run(sockets=[sock])

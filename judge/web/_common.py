@@ -211,6 +211,14 @@ class WebRoute(APIRoute):
         return guarded
 
 
+def takes_uploads() -> None:
+    """A dependency marking a route whose form carries files: the request guard lets its
+    multipart body grow to the upload limit (other routes' bodies stop at the JSON limit)."""
+
+
+takes_uploads.takes_uploads = True  # type: ignore[attr-defined]
+
+
 class SecurityHeaders:
     """ASGI middleware: the headers above on every response of the interface (pages, static
     files, downloads, event streams), without touching the API's responses."""

@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -41,7 +41,7 @@ from ..service import (
     json_lines,
     server_sent_events,
 )
-from ._common import PREFIX, WebRoute, plural, render
+from ._common import PREFIX, WebRoute, plural, render, takes_uploads
 from ._session import CurrentViewer, Viewer, needs
 
 router = APIRouter(route_class=WebRoute)
@@ -290,7 +290,7 @@ def submit_page(request: Request, viewer: CurrentViewer, service: ServiceDep) ->
     return render(request, "submit.html", **_form_context(request, service, viewer, {}, {}, {}))
 
 
-@router.post("/runs/new", dependencies=[needs("submit")])
+@router.post("/runs/new", dependencies=[needs("submit"), Depends(takes_uploads)])
 async def submit(request: Request, viewer: CurrentViewer, service: ServiceDep) -> Response:
     form = await request.form()
     errors: dict[str, str] = {}

@@ -4,16 +4,21 @@ A person logs in once with their bearer token; the server answers with a session
 is HttpOnly (scripts cannot read it), SameSite=Strict (other sites cannot send it), limited
 to the interface's path and Secure behind HTTPS. The cookie holds the token and a CSRF secret,
 encrypted and authenticated with Fernet (AES-CBC + HMAC, with its issue time), so a copied
-cookie expires after :data:`SESSION_SECONDS`, never shows the token, and every request still
-resolves the token in the database: a revoked token ends its sessions at once. Scopes are the
-API's: ``read`` browses, ``submit`` runs and cancels, ``review`` labels.
+cookie expires after :data:`SESSION_SECONDS` and never shows the token. The cookie also names
+its session, a row of the database: every request resolves the token and the session there,
+so a revoked token or a logged-out session is refused at once, by every replica (a cookie kept
+after logging out opens nothing). Scopes are the API's: ``read`` browses, ``submit`` runs and
+cancels, ``review`` labels.
 
 Every route behind the login gets its checks from the router, not from its own code
 (:func:`guard`, a dependency of the router that holds all of them): the session's viewer
-first (401 without one), then, for every state-changing method, the session's CSRF token (a
-hidden form field, or the ``X-CSRF-Token`` header of the page's scripts; 403 without it).
-Scopes are dependencies of the routes that need them (:func:`needs`). The login form, which
-has no session yet, uses a double-submit cookie.
+first (401 without one; checked by the service's request guard from the cookie alone, before
+a byte of the body is read, through the :class:`Gate` the dependency carries), then, for every
+state-changing method, the session's CSRF token (a hidden form field, or the ``X-CSRF-Token``
+header of the page's scripts; 403 without it). Scopes are dependencies of the routes that need
+them (:func:`needs`). The login form, which has no session yet, uses a double-submit cookie
+(its cookie is checked before the body too), and its wrong tokens count against the address's
+limit of failed authentications, like the API's (429 once it is spent).
 
 The key: ``DST_JUDGE_WEB_SECRET`` when set (give every replica the same value), otherwise a
 random key kept in ``<data dir>/web-secret`` (mode 0600).
@@ -25,11 +30,12 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from fastapi import APIRouter, Depends, Form, Request
@@ -37,8 +43,15 @@ from fastapi.params import Depends as DependsMarker
 from fastapi.responses import RedirectResponse, Response
 
 from .._errors import ServiceError
-from ..service import Principal, Service, ServiceDep
-from ._common import PREFIX, WebRoute, render
+from ..service import (
+    Gate,
+    Principal,
+    Refusal,
+    Service,
+    ServiceDep,
+    note_auth_failure,
+)
+from ._common import PREFIX, WebRoute, error_response, render
 
 COOKIE = "dsj_session"
 LOGIN_COOKIE = "dsj_login"
@@ -76,6 +89,8 @@ class Viewer:
 
     principal: Principal
     csrf: str
+    session: str = ""
+    """The session's id (what logging out ends)."""
 
     @property
     def name(self) -> str:
@@ -102,36 +117,50 @@ class Sessions:
         self.service = service
         self.fernet = Fernet(_fernet_key(load_secret(service.settings.data_dir)))
 
-    def issue(self, token: str) -> str:
-        payload = json.dumps({"t": token, "c": secrets.token_urlsafe(24)}).encode("utf-8")
+    def issue(self, token: str, token_id: str) -> str:
+        """A new session of ``token`` (a row of the database) and its cookie's value."""
+        session = self.service.tokens.open_session(token_id, SESSION_SECONDS)
+        payload = json.dumps({"t": token, "c": secrets.token_urlsafe(24),
+                              "s": session}).encode("utf-8")
         return self.fernet.encrypt(payload).decode("ascii")
 
-    def open(self, cookie: str | None) -> tuple[str, str] | None:
+    def open(self, cookie: str | None) -> tuple[str, str, str] | None:
+        """(token, CSRF token, session id) of a cookie this server issued in the last
+        :data:`SESSION_SECONDS`, else None (a cookie of an older version has no session id
+        and opens nothing)."""
         if not cookie:
             return None
         try:
             data = json.loads(self.fernet.decrypt(cookie.encode("ascii"), ttl=SESSION_SECONDS))
         except (InvalidToken, ValueError, UnicodeEncodeError):
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("t"), str):
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str)
+                                                 for k in ("t", "c", "s")):
             return None
-        return data["t"], str(data.get("c"))
+        return data["t"], data["c"], data["s"]
+
+    def resolve(self, cookie: str | None) -> Viewer:
+        """The viewer of a session cookie, or 401: no session, a revoked token, a session
+        that was logged out or expired."""
+        opened = self.open(cookie)
+        if opened is None:
+            raise ServiceError("please log in with your token", status=401)
+        token, csrf, session = opened
+        try:
+            principal = self.service.tokens.resolve_token(token)
+        except ServiceError:
+            raise ServiceError("your token was revoked; log in with another", status=401) \
+                from None
+        if not self.service.tokens.session_alive(session, principal.token_id):
+            raise ServiceError("please log in with your token", status=401)
+        return Viewer(principal, csrf, session)
 
     def viewer(self, request: Request) -> Viewer:
         """The request's viewer, or 401 (the route class turns that into the login page)."""
         known: Viewer | None = getattr(request.state, "viewer", None)
         if known is not None:
             return known
-        opened = self.open(request.cookies.get(COOKIE))
-        if opened is None:
-            raise ServiceError("please log in with your token", status=401)
-        token, csrf = opened
-        try:
-            principal = self.service.tokens.resolve_token(token)
-        except ServiceError:
-            raise ServiceError("your token was revoked; log in with another", status=401) \
-                from None
-        viewer = Viewer(principal, csrf)
+        viewer = self.resolve(request.cookies.get(COOKIE))
         request.state.viewer = viewer
         return viewer
 
@@ -162,6 +191,25 @@ async def guard(request: Request, viewer: CurrentViewer) -> None:
         value = (await request.form()).get("csrf")  # parsed once; the handler reuses it
         given = value if isinstance(value, str) else None
     check_csrf(viewer, given)
+
+
+def _session_gate(scope: dict[str, Any]) -> Principal:
+    """The request guard's check of a page's session, from the cookie alone (before the
+    body): the viewer is kept for the route, which then does not look it up again."""
+    request = Request(scope)
+    viewer = request.app.state.web.sessions.viewer(request)
+    return viewer.principal
+
+
+def _refusal_page(scope: dict[str, Any], refusal: Refusal) -> Response:
+    """A refusal of the guard as the interface answers it: the login page for a browser
+    without a session, a page or JSON otherwise."""
+    response = error_response(Request(scope), refusal.status, refusal.message, refusal.field)
+    response.headers.update(refusal.headers)
+    return response
+
+
+guard.guard_gate = Gate(_session_gate, _refusal_page)  # type: ignore[attr-defined]
 
 
 def needs(scope: str) -> DependsMarker:
@@ -206,23 +254,56 @@ def login_page(request: Request, next: str | None = None) -> Response:
     return response
 
 
-@public.post("/login")
+EXPIRED_FORM = "The login form expired; please try again."
+
+
+def _login_form_gate(scope: dict[str, Any]) -> None:
+    """The login form's double-submit cookie, checked by the request guard before the body
+    (without it the form's answer is 403 whatever the body holds)."""
+    if not Request(scope).cookies.get(LOGIN_COOKIE):
+        raise ServiceError(EXPIRED_FORM, status=403)
+
+
+def _login_refusal_page(scope: dict[str, Any], refusal: Refusal) -> Response:
+    request = Request(scope)
+    response = _login_again(request, _safe_next(request.query_params.get("next")),
+                            refusal.message, refusal.status)
+    response.headers.update(refusal.headers)
+    return response
+
+
+def login_form() -> None:
+    """The login route's dependency that carries its :class:`Gate` (no work of its own)."""
+
+
+login_form.guard_gate = Gate(_login_form_gate, _login_refusal_page)  # type: ignore[attr-defined]
+
+
+@public.post("/login", dependencies=[Depends(login_form)])
 def login(request: Request, service: ServiceDep, token: Annotated[str, Form()] = "",
           csrf: Annotated[str, Form()] = "", next: Annotated[str, Form()] = "") -> Response:
     expected = request.cookies.get(LOGIN_COOKIE) or ""
     target = _safe_next(next)
     if not expected or not hmac.compare_digest(csrf.encode(), expected.encode()):
-        return _login_again(request, target, "The login form expired; please try again.", 403)
+        return _login_again(request, target, EXPIRED_FORM, 403)
     token = token.strip()
     try:
         principal = service.tokens.resolve_token(token) if token else None
     except ServiceError:
         principal = None
     if principal is None:
+        wait = note_auth_failure(request.scope)
+        if wait:
+            seconds = max(1, math.ceil(wait))
+            response = _login_again(request, target, "Too many failed logins from this "
+                                    f"address; try again in {seconds} s.", 429)
+            response.headers["Retry-After"] = str(seconds)
+            return response
         return _login_again(request, target, "That token is not valid (or was revoked).", 401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, _sessions(request).issue(token), max_age=SESSION_SECONDS,
-                        httponly=True, samesite="strict", secure=_secure(request), path=PREFIX)
+    response.set_cookie(COOKIE, _sessions(request).issue(token, principal.token_id),
+                        max_age=SESSION_SECONDS, httponly=True, samesite="strict",
+                        secure=_secure(request), path=PREFIX)
     response.delete_cookie(LOGIN_COOKIE, path=PREFIX)
     return response
 
@@ -237,7 +318,10 @@ def _login_again(request: Request, target: str, message: str, status: int) -> Re
 
 
 @router.post("/logout")
-def logout() -> Response:
+def logout(viewer: CurrentViewer, service: ServiceDep) -> Response:
+    """End the session in the database (every replica refuses its cookie from now on) and
+    drop the cookie."""
+    service.tokens.end_session(viewer.session)
     response = RedirectResponse(PREFIX + "/login", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX)
     return response

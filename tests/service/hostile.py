@@ -130,10 +130,13 @@ def row_counts(db_path: Path) -> dict[str, int]:
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
-def received_bytes(url: str) -> float:
-    """Bytes the server process received on its sockets (its own count, in /metrics)."""
+def received_bytes(url: str, admin_token: str) -> float:
+    """Bytes the server process received on its sockets (its own count, in /metrics, which
+    answers a token with the admin scope)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url + "/metrics", timeout=10) as response:
+    request = urllib.request.Request(url + "/metrics",
+                                     headers={"Authorization": f"Bearer {admin_token}"})
+    with opener.open(request, timeout=10) as response:
         text = response.read().decode()
     found = re.search(r"^dst_judge_http_received_bytes_total (\S+)$", text, re.M)
     return float(found.group(1)) if found else float("nan")

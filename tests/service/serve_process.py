@@ -75,6 +75,7 @@ class ServeProcess:
         self.port = free_port()
         self.log = log or data_dir / f"serve-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self._admin: str | None = None
 
     @property
     def url(self) -> str:
@@ -112,10 +113,21 @@ class ServeProcess:
                            f"status ok within {timeout} s:\n"
                            + self.log.read_text(errors="replace")[-3000:])
 
-    def health(self) -> dict[str, Any]:
+    def health(self, details: bool = False) -> dict[str, Any]:
+        """``/healthz``; with ``details`` as an admin token sees it (version, database, this
+        replica's worker), which the server shows no one else."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(self.url + "/healthz", timeout=2) as response:
+        headers = {"Authorization": f"Bearer {self.admin_token()}"} if details else {}
+        request = urllib.request.Request(self.url + "/healthz", headers=headers)
+        with opener.open(request, timeout=2) as response:
             return json.loads(response.read())
+
+    def admin_token(self) -> str:
+        """A token with the admin scope (project ``ops``), made on first use: what a probe or
+        a Prometheus scrape of the details needs."""
+        if self._admin is None:
+            self._admin = create_token(self.data_dir, "ops", "admin", db=self.db)
+        return self._admin
 
     def terminate(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait (the drain); returns the exit code."""

@@ -114,7 +114,7 @@ def test_a_job_running_past_its_lease_is_not_taken_over_while_its_worker_lives(t
                 "--grace", "1"]
         with ServeProcess(data, endpoints={"fake": {"base_url": model.url}},
                           args=args) as server:
-            processes = server.health()["worker"].get("processes") or []
+            processes = server.health(details=True)["worker"].get("processes") or []
             assert len(processes) == 2 and all(p["alive"] for p in processes), processes
             client = judge.Client(server.url, token)
             job_id = client.submit("evaluate", _inputs(client),

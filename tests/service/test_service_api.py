@@ -276,9 +276,14 @@ def test_labels_round_trip_to_the_labels_file_format(service_env, tmp_path):
 def test_health_metrics_openapi_and_me(service_env):
     api = service_env["api"]
     health = api.get("/healthz", token="")
-    assert health.status_code == 200 and health.json()["database"] == "ok"
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert api.get("/healthz").json() == {"status": "ok"}  # a token without the admin scope
+    details = api.get("/healthz", token=service_env["tokens"]["admin"])
+    assert details.status_code == 200 and details.json()["database"] == "ok"
     _evaluate(service_env)
-    text = api.get("/metrics", token="").text
+    assert api.get("/metrics", token="").status_code == 401
+    assert api.get("/metrics").status_code == 403  # a token without the admin scope
+    text = api.get("/metrics", token=service_env["tokens"]["admin"]).text
     assert 'dst_judge_jobs{status="succeeded"} 1.0' in text
     assert 'dst_judge_http_requests_total{method="POST",route="/v1/jobs",status="201"}' in text
     assert "dst_judge_workers 1.0" in text

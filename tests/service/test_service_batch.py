@@ -345,7 +345,7 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
             client = judge.Client(survivor.url, token)
             job = client.wait(job_id, timeout=120)
             rows = list(client.judgments(job_id))
-            survivor_id = survivor.health()["worker"]["id"]
+            survivor_id = survivor.health(details=True)["worker"]["id"]
         stats = model.snapshot()
         created = _batches(model)
     assert batches is not None and submitted_before == batches.files >= 2

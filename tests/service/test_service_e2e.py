@@ -121,7 +121,7 @@ def test_two_worker_processes_share_the_slots_and_each_takes_jobs(tmp_path):
         endpoints = {"fake": {"base_url": model.url, "api_key_env": "NO_SUCH_KEY"}}
         args = ["--jobs", "2", "--worker-processes", "2"]
         with ServeProcess(data, endpoints=endpoints, args=args) as server:
-            worker = server.health()["worker"]
+            worker = server.health(details=True)["worker"]
             assert len(worker["processes"]) == 2 and worker["alive"]
             client = judge.Client(server.url, token)
             files = _upload(client)

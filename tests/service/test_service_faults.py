@@ -47,7 +47,7 @@ def test_kill_9_of_one_replica_loses_no_job_and_repays_only_calls_in_flight(
                                               client.upload(path, "dialogues").id},
                                  {"model": "m", "concurrency": CONCURRENCY}).id
                    for path in dialogues]
-            a_id = replica_a.health()["worker"]["id"]
+            a_id = replica_a.health(details=True)["worker"]["id"]
             deadline = time.monotonic() + 120
             while True:  # wait until the doomed replica is in the middle of some jobs
                 jobs = client.jobs(limit=100)

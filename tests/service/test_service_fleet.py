@@ -91,12 +91,12 @@ def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
             while client.job(job_id).progress.done < 2:
                 assert time.monotonic() < deadline, "the job never started"
                 time.sleep(0.05)
-            before = server.health()["worker"]
+            before = server.health(details=True)["worker"]
             assert before["alive"] and before["restarts"] == 0
             os.kill(before["pid"], signal.SIGKILL)
             killed = time.monotonic()
             while True:
-                now = server.health()["worker"]
+                now = server.health(details=True)["worker"]
                 if now["alive"] and now["pid"] != before["pid"]:
                     break
                 assert time.monotonic() - killed < 5.0, f"no new worker after 5 s: {now}"
@@ -104,7 +104,7 @@ def test_a_killed_worker_process_is_replaced_within_5_s_and_its_job_succeeds(
             replaced_after = time.monotonic() - killed
             done = client.wait(job_id, timeout=90)
             status, ready = get_text(server.url + "/readyz")
-            _, metrics = get_text(server.url + "/metrics")
+            _, metrics = get_text(server.url + "/metrics", token=server.admin_token())
     print(f"new worker process after {replaced_after:.2f} s")
     assert now["restarts"] == 1
     assert done.status == "succeeded" and done.exit_code == 0, (done, server.errors())
@@ -148,7 +148,7 @@ def test_a_job_that_kills_its_worker_every_time_fails_after_the_cap_and_another_
             # counter may lag the job's end by a moment (bounded)
             settle = time.monotonic() + 30
             while True:
-                _, metrics = get_text(server.url + "/metrics")
+                _, metrics = get_text(server.url + "/metrics", token=server.admin_token())
                 restarts = _metric(metrics, "dst_judge_worker_restarts_total")
                 if restarts >= len(killed) or time.monotonic() > settle:
                     break
@@ -180,7 +180,7 @@ def test_an_api_replica_and_two_worker_commands_run_a_queue_together(tmp_path, p
                           args=["--no-worker", "--requests-per-minute", "0"],
                           max_seconds=220) as api, \
                 workers[0], workers[1]:
-            assert api.health()["worker"] is None
+            assert api.health(details=True)["worker"] is None
             assert get_text(api.url + "/readyz")[0] == 200
             _wait_for_claim_loops(postgres_db, 2, workers)
             client = judge.Client(api.url, token)

@@ -507,21 +507,26 @@ def test_the_session_secret_comes_from_the_environment_or_a_private_file(tmp_pat
 
 def test_a_session_cookie_opens_to_its_token_and_csrf_only_when_genuine(web):
     sessions = web["app"].state.web.sessions
-    cookie = sessions.issue("tok-1")
-    token, csrf = sessions.open(cookie)
+    token_id = web["service"].tokens.resolve_token(web["tokens"]["runner"]).token_id
+    cookie = sessions.issue("tok-1", token_id)
+    token, csrf, session = sessions.open(cookie)
     assert token == "tok-1" and len(csrf) >= 24 and "tok-1" not in cookie
-    assert sessions.open(sessions.issue("tok-1"))[1] != csrf  # a new CSRF secret each time
+    again = sessions.open(sessions.issue("tok-1", token_id))
+    assert again[1] != csrf and again[2] != session  # a new CSRF secret and session each time
     assert sessions.open(None) is None and sessions.open("") is None
     assert sessions.open("garbage") is None and sessions.open("é") is None
     assert sessions.open(cookie[:-4] + "AAAA") is None
-    for payload in (b"[1]", b'{"c": "x"}', b'{"t": 5}', b"not json"):
+    for payload in (b"[1]", b'{"c": "x"}', b'{"t": 5}', b"not json", b'{"t": "x"}',
+                    b'{"t": "x", "c": "y"}'):  # a cookie without a session opens nothing
         assert sessions.open(sessions.fernet.encrypt(payload).decode()) is None, payload
-    assert sessions.open(sessions.fernet.encrypt(b'{"t": "x"}').decode()) == ("x", "None")
+    assert sessions.open(sessions.fernet.encrypt(b'{"t": "x", "c": "y", "s": "z"}').decode()
+                         ) == ("x", "y", "z")
 
 
 def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     sessions = web["app"].state.web.sessions
-    cookie = sessions.issue(web["tokens"]["runner"])
+    runner = web["service"].tokens.resolve_token(web["tokens"]["runner"]).token_id
+    cookie = sessions.issue(web["tokens"]["runner"], runner)
     request = SimpleNamespace(cookies={_session.COOKIE: cookie}, state=SimpleNamespace())
     viewer = sessions.viewer(request)
     assert (viewer.name, viewer.project) == ("runner", "lab")
@@ -534,7 +539,7 @@ def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     viewer.require("read")
     empty = SimpleNamespace(cookies={}, state=SimpleNamespace())
     assert _refusal(sessions.viewer, empty) == (401, None, "please log in with your token")
-    revoked = SimpleNamespace(cookies={_session.COOKIE: sessions.issue("dsj_nope")},
+    revoked = SimpleNamespace(cookies={_session.COOKIE: sessions.issue("dsj_nope", runner)},
                               state=SimpleNamespace())
     assert _refusal(sessions.viewer, revoked) == (
         401, None, "your token was revoked; log in with another")

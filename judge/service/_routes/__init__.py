@@ -14,7 +14,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     results.router, bundles.router, labels.router)
 
 TAGS = [
-    {"name": "service", "description": "Health and metrics (no token)."},
+    {"name": "service", "description": "Liveness and readiness (no token); the details and "
+     "metrics (a token with the admin scope)."},
     {"name": "tokens", "description": "Who is calling, the project's tokens and its usage."},
     {"name": "endpoints", "description": "The model endpoints a job may choose."},
     {"name": "files", "description": "Inputs: schema, dialogues, predictions, labels, rules."},

@@ -1,26 +1,49 @@
 """``/healthz`` (liveness), ``/readyz`` (readiness) and ``/metrics``: for process supervisors,
-load balancers and Prometheus, no token."""
+load balancers and Prometheus.
+
+What a probe without a token may learn is whether the process answers (``/healthz``: its
+status only) and whether it should get traffic (``/readyz``). The rest names things of the
+machine or of every project (the worker's host and process id, the database's state, job
+counts across all projects): ``/healthz`` adds it for a token with the ``admin`` scope, and
+``/metrics`` answers only such a token (a Prometheus scrape sends it as a bearer token)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from ..._api_models import Health, Readiness
+from ..._errors import ServiceError
 from ..._version import __version__
+from .._service import Service
 from ..queue import readiness
-from ._common import ServiceDep
+from ._common import Admin, ServiceDep, errors
 
 router = APIRouter(tags=["service"])
 
 
 @router.get("/healthz", response_model=Health)
-def get_health(service: ServiceDep) -> Health:
-    """Liveness: 200 while the process answers. Whether it can do work is ``/readyz``."""
+def get_health(request: Request, service: ServiceDep) -> Health | JSONResponse:
+    """Liveness: 200 while the process answers, whatever the token. Without a token that has
+    the ``admin`` scope only ``status``; with one also the version, the database and this
+    replica's worker. Whether it can do work is ``/readyz``."""
+    if not _admin(service, request.headers.get("authorization")):
+        return JSONResponse({"status": "ok"})
     ok = service.db.ping()
     worker = service.worker
     return Health(status="ok", version=__version__, database="ok" if ok else "unreachable",
                   worker=None if worker is None else worker.status())
+
+
+def _admin(service: Service, authorization: str | None) -> bool:
+    """Whether the header holds a live token with the admin scope (a probe's liveness never
+    depends on it: no token, a wrong one or an outage all mean the short answer)."""
+    if not authorization:
+        return False
+    try:
+        return service.tokens.resolve(authorization).allows("admin")
+    except ServiceError:
+        return False
 
 
 @router.get("/readyz", response_model=Readiness,
@@ -38,9 +61,9 @@ def get_readiness(service: ServiceDep) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse,
             responses={200: {"description": "Prometheus text: requests and latency by route, "
                              "jobs by status, live workers, this replica's running jobs, calls "
-                             "in flight, pool grants."}})
-def get_metrics(service: ServiceDep) -> Response:
-    """Prometheus text: requests and latency by route, jobs by status, live workers, this
-    replica's running jobs, calls in flight, pool grants."""
+                             "in flight, pool grants."}, **errors(401, 403, 429)})
+def get_metrics(service: ServiceDep, _caller: Admin) -> Response:
+    """Prometheus text (a token with the ``admin`` scope): requests and latency by route, jobs
+    by status, live workers, this replica's running jobs, calls in flight, pool grants."""
     data, content_type = service.metrics.render()
     return Response(data, media_type=content_type)

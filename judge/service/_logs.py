@@ -1,0 +1,58 @@
+"""No log line carries a secret: a filter on the server's log handlers that blanks the values
+of credential-like query parameters (``?access_token=``, ``?api_key=``...) in any URL a line
+holds, and anything shaped like one of our tokens (``dsj_...``) or an OpenAI-style key
+(``sk-...``), whichever logger wrote it (uvicorn's access log writes the request line as the
+client sent it, query string included)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+REDACTED = "[redacted]"
+
+SECRET_PARAMS = ("access_token", "token", "api_key", "apikey", "api-key", "key", "secret",
+                 "client_secret", "password", "passwd", "auth", "authorization", "session",
+                 "dsj_session", "csrf", "signature", "sig", "code", "refresh_token",
+                 "id_token", "credential", "credentials")
+"""Query parameters whose values are credentials (compared case-insensitively; a name that
+ends in one of these after ``_`` or ``-``, such as ``x_api_key``, counts too)."""
+
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&;](?:[^=&;\s\"'#]*[_-])?(?:" + "|".join(re.escape(p) for p in SECRET_PARAMS)
+    + r")=)(?P<value>[^&;\s\"'#]*)", re.IGNORECASE)
+_TOKEN_SHAPES = re.compile(r"\b(?P<prefix>dsj_|sk-)[A-Za-z0-9_\-]{8,}")
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential-like query value and token-shaped word blanked."""
+    text = _QUERY_SECRET.sub(lambda m: m.group("head") + REDACTED, text)
+    return _TOKEN_SHAPES.sub(lambda m: m.group("prefix") + REDACTED, text)
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter: the record's message and arguments redacted before formatting."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redacted(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: _redacted(v) for k, v in record.args.items()}
+        return True
+
+
+def _redacted(value: Any) -> Any:
+    return redact(value) if isinstance(value, str) else value
+
+
+def redact_logs(*names: str) -> None:
+    """Put :class:`RedactSecrets` on every handler of the root logger and of ``names`` (and
+    on those loggers themselves, for handlers added later); once each."""
+    for name in ("", *names):
+        logger = logging.getLogger(name)
+        for target in (logger, *logger.handlers):
+            if not any(isinstance(f, RedactSecrets) for f in target.filters):
+                target.addFilter(RedactSecrets())
