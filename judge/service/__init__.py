@@ -19,7 +19,7 @@ from ._auth import (
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
-from ._guard import Gate, Refusal, note_auth_failure
+from ._guard import Gate, Refusal, gated, note_auth_failure, uploading
 from ._jobs import EXIT_MEANINGS
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
@@ -82,6 +82,7 @@ __all__ = [
     "ensure_project",
     "event_stream",
     "export_bundle",
+    "gated",
     "get_service",
     "has_tokens_table",
     "job_subject",
@@ -100,4 +101,5 @@ __all__ = [
     "run_workers",
     "server_sent_events",
     "session_alive",
+    "uploading",
 ]

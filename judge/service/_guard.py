@@ -125,6 +125,21 @@ class Gate:
     page: Page | None = None
 
 
+Call = typing.TypeVar("Call", bound=Callable[..., Any])
+
+
+def gated(call: Call, gate: Gate) -> Call:
+    """``call`` (a route dependency) carrying ``gate`` for the guard to find."""
+    vars(call)["guard_gate"] = gate
+    return call
+
+
+def uploading(call: Call) -> Call:
+    """``call`` (a route dependency) marking its routes as taking files."""
+    vars(call)["takes_uploads"] = True
+    return call
+
+
 FAILURE_KEY = "auth_failure"
 """``scope["state"][FAILURE_KEY]()``: what a route that checks credentials in its body (the
 login form) calls on a failure; it gives the seconds the address must wait (0: none; the
@@ -271,7 +286,7 @@ def _flat_routes(routes: Any) -> Iterator[Any]:
     and lists its effective routes through ``iter_route_contexts``; older versions copy the
     routes into ``app.routes``)."""
     try:
-        from fastapi.routing import iter_route_contexts  # type: ignore[attr-defined]
+        from fastapi.routing import iter_route_contexts
     except ImportError:  # an older FastAPI: the included routes are in app.routes
         yield from routes
         return

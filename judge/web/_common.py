@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._errors import ServiceError
 from .._version import __version__
+from ..service import uploading
 
 PREFIX = "/ui"
 PACKAGE = Path(__file__).parent
@@ -211,12 +212,12 @@ class WebRoute(APIRoute):
         return guarded
 
 
-def takes_uploads() -> None:
+def _takes_uploads() -> None:
     """A dependency marking a route whose form carries files: the request guard lets its
     multipart body grow to the upload limit (other routes' bodies stop at the JSON limit)."""
 
 
-takes_uploads.takes_uploads = True  # type: ignore[attr-defined]
+takes_uploads = uploading(_takes_uploads)
 
 
 class SecurityHeaders:

@@ -49,6 +49,7 @@ from ..service import (
     Refusal,
     Service,
     ServiceDep,
+    gated,
     note_auth_failure,
 )
 from ._common import PREFIX, WebRoute, error_response, render
@@ -197,7 +198,7 @@ def _session_gate(scope: dict[str, Any]) -> Principal:
     """The request guard's check of a page's session, from the cookie alone (before the
     body): the viewer is kept for the route, which then does not look it up again."""
     request = Request(scope)
-    viewer = request.app.state.web.sessions.viewer(request)
+    viewer: Viewer = request.app.state.web.sessions.viewer(request)
     return viewer.principal
 
 
@@ -209,7 +210,7 @@ def _refusal_page(scope: dict[str, Any], refusal: Refusal) -> Response:
     return response
 
 
-guard.guard_gate = Gate(_session_gate, _refusal_page)  # type: ignore[attr-defined]
+gated(guard, Gate(_session_gate, _refusal_page))
 
 
 def needs(scope: str) -> DependsMarker:
@@ -276,7 +277,7 @@ def login_form() -> None:
     """The login route's dependency that carries its :class:`Gate` (no work of its own)."""
 
 
-login_form.guard_gate = Gate(_login_form_gate, _login_refusal_page)  # type: ignore[attr-defined]
+gated(login_form, Gate(_login_form_gate, _login_refusal_page))
 
 
 @public.post("/login", dependencies=[Depends(login_form)])

@@ -38,6 +38,7 @@ from judge.service._guard import (
     ReceivedBytes,
     RequestGuard,
     api_routes,
+    uploading,
 )
 from judge.service._ledger import DatabaseLedger, batch_owner, purge_ledger
 
@@ -489,7 +490,7 @@ def _takes_uploads() -> None:
     """Marks a route that takes files (its form read by hand)."""
 
 
-_takes_uploads.takes_uploads = True  # type: ignore[attr-defined]
+uploading(_takes_uploads)
 
 
 def _guarded_app(**settings: Any) -> tuple[FastAPI, Any]:
