@@ -22,7 +22,7 @@ from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
 from ._agreement import Bootstrap, compare_raters, read_ratings
 from ._estimates import Tuning, sample_estimates
-from ._labels import TurnKey, row_key
+from ._labels import Resolution, TurnKey, row_key
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
 from ._sampling import Sample, sample_strata
 
@@ -112,7 +112,8 @@ def sampled_run(runs: Sequence[Run], sample: Sample,
 
 def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]],
                     sample: Sample, *, confidence: float = 0.95,
-                    tuning: Tuning = "loo", drawn_from: int | None = None
+                    tuning: Tuning = "loo", drawn_from: int | None = None,
+                    resolutions: Sequence[Resolution] | None = None
                     ) -> list[dict[str, Any]]:
     """Every pair of runs (systems judged on the same dialogues, each labelled on the turns of
     one shared ``sample``; ``humans[i]`` are the labels of run i's predictions): judge,
@@ -120,7 +121,8 @@ def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]]
     only when the PPI interval of the difference excludes 0. Every pair uses the strata of the
     run the sample was drawn from (``drawn_from``, its position; default
     :func:`sampled_run`), so any number of runs works on a random or domain design (a
-    judge-rule sample is refused: it cannot serve a difference)."""
+    judge-rule sample is refused: it cannot serve a difference). ``resolutions[i]`` say how
+    run i's labels were reached (ties and unsure turns named, with bounds)."""
     if len(runs) < 2:
         raise DataMismatchError("a difference needs two runs")
     if len(humans) != len(runs):
@@ -133,7 +135,9 @@ def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]]
             a, b = str(runs[i].path), str(runs[j].path)
             result = sample_estimates(sample, [runs[i].rows, runs[j].rows],
                                       [humans[i], humans[j]], confidence=confidence,
-                                      tuning=tuning, names=[a, b], drawn_from=source)
+                                      tuning=tuning, names=[a, b], drawn_from=source,
+                                      resolutions=[resolutions[i], resolutions[j]]
+                                      if resolutions else None)
             out.append({"a": a, "b": b, **result,
                         "verdict": difference_verdict(result["estimates"]["tsa"]["ppi"], a, b,
                                                       confidence)})

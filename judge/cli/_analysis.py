@@ -99,7 +99,8 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         table["sample_check"] = check_sample(sample, runs[drawn].rows,
                                              predictions_sha256=digests[drawn])
         table["differences"] = run_differences(runs, labels, sample, drawn_from=drawn,
-                                               confidence=args.confidence, tuning=args.tuning)
+                                               confidence=args.confidence, tuning=args.tuning,
+                                               resolutions=[h.resolve() for h in loaded])
     print_methods(table, console)
     if warning:
         say(console, f"warning: {warning}")

@@ -22,6 +22,7 @@ from ..analysis import (
     load_labels,
     load_sample,
     pair_by_predictions,
+    sampled_run,
 )
 from ..pipeline import Run
 from ._files import FileStore
@@ -41,6 +42,8 @@ class EstimateInputs:
     labels: list[HumanLabels] = field(default_factory=list)
     sample: Sample | None = None
     sample_check: str | None = None
+    drawn_from: int = 0
+    """The position of the run the sample was drawn from."""
     pairing: str | None = None
     """A warning when labels files were paired with runs by order."""
     paths: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -112,8 +115,10 @@ def _check(found: EstimateInputs, kind: str) -> None:
     elif labels:
         found.labels, found.pairing = pair_by_predictions(labels, digests, names)
     if found.sample is not None:
-        found.sample_check = check_sample(found.sample, runs[0].rows,
-                                          predictions_sha256=digests[0])
+        if kind == "compare":  # the run it was drawn from, at any position
+            found.drawn_from = sampled_run(runs, found.sample, digests)
+        found.sample_check = check_sample(found.sample, runs[found.drawn_from].rows,
+                                          predictions_sha256=digests[found.drawn_from])
 
 
 def check_estimate_job(jobs: JobStore, store: FileStore, project_id: str, kind: str,

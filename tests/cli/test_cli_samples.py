@@ -305,3 +305,27 @@ def test_ties_and_unsure_turns_are_stated_with_bounds(runs, tmp_path, capsys):
     assert data["population"]["estimates"]["tsa"]["labels"]["value"] == pytest.approx(50.0)
     code, out = agreement(runs["good"], adjudicated, sample, capsys, "--adjudicator", "zed")
     assert code == 2 and "no labels by adjudicator 'zed'" in out
+
+
+def test_compare_states_ties_and_bounds_the_difference(runs, tmp_path, capsys):
+    sample = tmp_path / "shared.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--n", "11", "--out",
+                 str(sample)]) == 0
+    keys = list(rows_of(runs["good"]))
+    good = stamped(tmp_path / "good.jsonl", runs["good"], keys)
+    weak = stamped(tmp_path / "weak.jsonl", runs["weak"], keys)
+    split = json.loads(weak.read_text().splitlines()[0])  # a second reviewer splits on it
+    weak.write_text(weak.read_text() + json.dumps(
+        split | {"reviewer": "ben", "label": 1 - split["label"]}) + "\n")
+    table = tmp_path / "t.json"
+    capsys.readouterr()
+    assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
+                 "--human", str(good), str(weak), "--json", str(table)]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "1 sampled turn(s) without a label because the reviewers split evenly" in out
+    undecided = json.loads(table.read_text())["differences"][0]["undecided_sampled_turns"]
+    assert undecided["tied"]["count"] == 1 and "first run's favour" in undecided["treatment"]
+    bounds = undecided["bounds"]["tsa"]
+    # labels alone over 11 turns: the tied turn moves the difference by 100/11 each way
+    assert (bounds["upper"]["labels"]["value"] - bounds["lower"]["labels"]["value"]
+            == pytest.approx(100 / 11))

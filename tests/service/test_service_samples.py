@@ -153,6 +153,14 @@ def test_compare_job_takes_a_sample_and_pairs_labels_by_their_predictions(servic
         values.append(table["differences"][0]["estimates"]["tsa"]["labels"]["value"])
     expected = 100 * (sum(truth["good"].values()) - sum(truth["weak"].values())) / len(keys)
     assert values[0] == values[1] == expected > 0
+    # the sample was drawn from the good run, here the second: found at any position
+    response = api.post("/v1/jobs", json={"kind": "compare", "inputs": {
+        "runs": [weak, good], "human": [labels["good"], labels["weak"]], "sample": sample}})
+    assert response.status_code == 201, response.text
+    done = api.wait(response.json()["id"])
+    assert done["status"] == "succeeded", done
+    table = api.get(f"/v1/jobs/{done['id']}/results").json()
+    assert table["differences"][0]["estimates"]["tsa"]["labels"]["value"] == -expected
     stranger = _upload_jsonl(api, tmp_path, "stranger.jsonl", "labels", [
         {"dialogue_id": d, "turn_index": t, "label": 1, "predictions_sha256": "e" * 64}
         for d, t in keys])

@@ -620,6 +620,9 @@ class AnalysisRunner:
             if found.sample is not None:
                 table["sample_check"] = found.sample_check
                 table["differences"] = run_differences(found.runs, labels, found.sample,
+                                                       drawn_from=found.drawn_from,
+                                                       resolutions=[h.resolve() for h in
+                                                                    found.labels],
                                                        **job.options)
             return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(table, inputs))
         if job.kind == "audit":
