@@ -337,3 +337,45 @@ def test_buttons_of_the_review_and_run_pages_are_on_screen_and_clear_of_the_side
         watched.clean()
     finally:
         context.close()
+
+
+def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_out(watched,
+                                                                                    live):
+    """The sample queue says it is the run's estimate sample; once labelled it is fixed (the
+    page says so), and the panel shows the labelled, unlabelled, tied and unsure counts and
+    the bounds beside the estimates (issue 34, items 5 and 7)."""
+    token = live.token("sam", "read,submit,review", project="samples")
+    other = live.token("tess", "review", project="samples")
+    job_id = live.import_bundle(token, bundle(synthetic_rows(60, seed=4)))
+    page = log_in(watched, live, token)
+    page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=8&seed=2")
+    note = page.locator("#sample-note")
+    sync_api.expect(note).to_contain_text("Random sample of 8 (seed 2)")
+    sync_api.expect(note).to_contain_text("estimate sample (not fixed until a label)")
+    item = page.locator("#review-item .review-item")
+    labelled = []
+    for position, key in enumerate("cccc"):
+        sync_api.expect(item).to_have_attribute("data-pos", str(position))
+        labelled.append((item.get_attribute("data-dialogue"),
+                         int(item.get_attribute("data-turn"))))
+        page.keyboard.press(key)
+    sync_api.expect(item).to_have_attribute("data-pos", "4")
+    unsure = (item.get_attribute("data-dialogue"), int(item.get_attribute("data-turn")))
+    with live.api(other) as api:  # tess splits with sam on two turns, is unsure of a fifth
+        for (dialogue_id, turn_index), label in ((labelled[0], "incorrect"),
+                                                 (labelled[1], "incorrect"),
+                                                 (unsure, "unsure")):
+            done = api.put("/v1/labels", json={"dialogue_id": dialogue_id,
+                                               "turn_index": turn_index, "label": label,
+                                               "job_id": job_id})
+            assert done.status_code == 200, done.text
+    page.reload()
+    sync_api.expect(note).to_contain_text("fixed: a turn of it has a label")
+    notes = page.locator("#agreement #estimate-notes")
+    sync_api.expect(notes).to_contain_text(
+        "2 labelled, 3 unlabelled, 2 tied (reviewers split), 1 unsure", timeout=30_000)
+    sync_api.expect(notes).to_contain_text("if every such turn were wrong")
+    # another draw is a separate sample and says so
+    page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=9&seed=3")
+    sync_api.expect(note).to_contain_text("a separate sample")
+    watched.clean()
