@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ._errors import InputError, OptionError
 from ._io import loads, read_text
+from ._validation import first_problem
 
 Method = Literal["two-dim", "two-dim-cot", "direct", "cot"]
 METHODS: tuple[Method, ...] = ("two-dim", "two-dim-cot", "direct", "cot")
@@ -238,8 +239,7 @@ def load_config(cli_values: dict[str, Any] | None = None,
     try:
         return JudgeConfig(**values)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        name = str(first["loc"][0]) if first["loc"] else "option"
-        raise OptionError(f"{name}: {first['msg']}") from None
+        problem = first_problem(exc)
+        raise OptionError(f"{problem.path or 'option'}: {problem.message}") from None
     finally:
         _FILE_VALUES.reset(token)

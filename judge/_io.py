@@ -24,6 +24,7 @@ from typing import IO, Any, TextIO
 from pydantic import BaseModel, ValidationError
 
 from ._errors import InputError, JSONTooDeep, OutputError
+from ._validation import first_problem
 
 _GZIP_MAGIC = b"\x1f\x8b"
 MAX_JSON_DEPTH = 200
@@ -234,33 +235,21 @@ def read_json(path: str | Path) -> Any:
         raise InputError("JSON nested too deeply to read", path=path) from None
 
 
-def format_loc(loc: tuple[Any, ...]) -> str:
-    """Render a pydantic error location as a JSON path: ``turns[3].pred_state.hotel-stars``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def validation_error(exc: ValidationError, *, path: str | Path, line: int | None) -> InputError:
-    """Turn the first pydantic error into an :class:`InputError` naming file, line and field."""
-    first = exc.errors(include_url=False)[0]
-    loc = tuple(p for p in first["loc"] if p not in ("function-after", "function-before"))
-    message = first["msg"]
-    extra = len(exc.errors()) - 1
-    if first.get("type") == "json_invalid":
-        message = f"invalid JSON ({first.get('ctx', {}).get('error', message)})"
-    elif "input" in first and first["type"] not in ("missing",):
-        shown = repr(first["input"])
+    """Turn the first pydantic error into an :class:`InputError` naming file, line and field
+    (see :func:`judge._validation.first_problem`), with the value it found."""
+    problem = first_problem(exc)
+    message = problem.message
+    if problem.kind == "json_invalid":
+        message = f"invalid JSON ({problem.context.get('error', message)})"
+    elif problem.kind != "missing":
+        shown = repr(problem.value)
         if len(shown) > 60:
             shown = shown[:57] + "..."
         message += f" (got {shown})"
-    if extra > 0:
-        message += f"; {plural(extra, 'more problem', 'more problems')} on this line"
-    return InputError(message, path=path, line=line, field=format_loc(loc) or None)
+    if problem.more > 0:
+        message += f"; {plural(problem.more, 'more problem', 'more problems')} on this line"
+    return InputError(message, path=path, line=line, field=problem.path or None)
 
 
 def parse_line(model: type[BaseModel], text: str, *, path: str | Path, line: int) -> Any:
@@ -268,7 +257,7 @@ def parse_line(model: type[BaseModel], text: str, *, path: str | Path, line: int
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
-        if exc.errors(include_url=False)[0].get("type") == "json_invalid":
+        if first_problem(exc).kind == "json_invalid":
             try:  # the standard parser's account of the same error: column, a line cut off
                 loads(text)
             except json.JSONDecodeError as bad:

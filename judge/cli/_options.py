@@ -18,6 +18,7 @@ from rich.console import Console
 from .._config import JudgeConfig, load_config
 from .._errors import OptionError
 from .._io import write_text
+from .._validation import first_problem
 from ..data import DialogueSet, PredictionSet, Schema, read_id_list
 from ..metrics import MetricOptions
 from ._convert import load_dialogues_noted, load_schema_noted
@@ -179,9 +180,10 @@ def metric_options(**values: object) -> MetricOptions:
     try:
         return MetricOptions.model_validate(values)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        name = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
-        raise OptionError(f"{name}: {first['msg']}") from None
+        problem = first_problem(exc)
+        flag = ("--" + str(problem.location[0]).replace("_", "-") if problem.location
+                else "option")
+        raise OptionError(f"{flag}: {problem.message}") from None
 
 
 def write_json(path: str | None, data: Any, console: Console) -> None:

@@ -38,6 +38,7 @@ from .._api_models import (
     Usage,
 )
 from .._errors import ServiceError
+from .._validation import first_problem
 
 Model = TypeVar("Model", bound=BaseModel)
 INPUTS_FILE = "inputs.json"
@@ -76,7 +77,7 @@ class Client:
             return model.model_validate_json(response.content)
         except ValidationError as exc:
             raise ServiceError(f"{method} {path}: the server's answer is not a "
-                               f"{model.__name__}: {exc.errors()[0]['msg']}",
+                               f"{model.__name__}: {first_problem(exc)}",
                                status=response.status_code) from None
 
     def close(self) -> None:

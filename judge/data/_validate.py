@@ -15,8 +15,9 @@ from typing import Any, Literal
 import jsonschema
 
 from .._errors import InputError, OptionError
-from .._io import format_loc, iter_jsonl_lines, json_error_message, loads, read_json
+from .._io import iter_jsonl_lines, json_error_message, loads, read_json
 from .._resources import package_dir
+from .._validation import schema_problem
 
 FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample", "corrections"]
 FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample",
@@ -71,8 +72,9 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
     def check(record: Any, line: int | None) -> None:
         for error in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path)):
             if len(problems) < limit:
-                problems.append(InputError(error.message, path=path, line=line,
-                                           field=format_loc(tuple(error.absolute_path)) or None))
+                problem = schema_problem(error)
+                problems.append(InputError(problem.message, path=path, line=line,
+                                           field=problem.path or None))
 
     foreign = _foreign_records(kind, path)
     if foreign is not None:

@@ -18,8 +18,9 @@ from typing import Any, Literal
 import jsonschema
 
 from .._errors import InputError, OptionError
-from .._io import format_loc, read_json
+from .._io import read_json
 from .._resources import package_dir
+from .._validation import schema_problem
 from ..data import Schema, normalize_key
 
 Semantics = Literal["default", "paper"]
@@ -107,8 +108,9 @@ def _validate(data: Any, path: str | Path) -> None:
     validator = jsonschema.Draft202012Validator(rules_json_schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
-        raise InputError(f"invalid rule file: {error.message}", path=path,
-                         field=format_loc(tuple(error.absolute_path)) or None)
+        problem = schema_problem(error)
+        raise InputError(f"invalid rule file: {problem.message}", path=path,
+                         field=problem.path or None)
 
 
 def _value_rule(raw: dict[str, Any], index: int, path: str | Path) -> ValueRule:

@@ -14,7 +14,6 @@ has the API key removed before it can reach a file or a terminal.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from .._config import JudgeConfig
 from .._errors import ReplyError
-from .._io import format_loc, nesting_exceeds
+from .._io import nesting_exceeds
+from .._validation import first_problem
 
 REDACTED = "<redacted>"
 _MAX_COUNT = 2**31 - 1
@@ -139,8 +139,6 @@ class _Record(_Strict):
     system_fingerprint: StrictStr | None = None
 
 
-_UNION_TAG = re.compile(r"^(str|int|float|bool|none|list\[.*\]|dict\[.*\]|_[A-Za-z]+|"
-                        r"literal\[.*\]|function-\w+)$")
 _JSON_TYPES = {"str": "a string", "int": "a number", "float": "a number", "bool": "a boolean",
                "NoneType": "null", "list": "an array", "dict": "an object"}
 
@@ -148,18 +146,15 @@ _JSON_TYPES = {"str": "a string", "int": "a number", "float": "a number", "bool"
 def _first_problem(exc: ValidationError) -> str:
     """The first validation problem as ``field: message``, naming the JSON type that was
     found but never the value (it may be huge or hold the key)."""
-    first = exc.errors(include_url=False)[0]
-    if first["type"] == "json_invalid":
-        return f"the server's reply is not JSON ({first.get('ctx', {}).get('error', '?')})"
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p)))
-    where = format_loc(loc) or "the reply"
-    message = first["msg"]
-    if len(loc) < len(first["loc"]):  # a union: say what was there instead of each option
-        found = _JSON_TYPES.get(type(first.get("input")).__name__, "something else")
-        message = f"has the wrong type ({found})"
-        return f"field '{where}': {message}"
-    more = len(exc.errors()) - 1
-    return f"field '{where}': {message}" + (f" (and {more} more)" if more > 0 else "")
+    problem = first_problem(exc)
+    if problem.kind == "json_invalid":
+        return f"the server's reply is not JSON ({problem.context.get('error', '?')})"
+    where = problem.path or "the reply"
+    if problem.union:  # say what was there instead of each option
+        found = _JSON_TYPES.get(type(problem.value).__name__, "something else")
+        return f"field '{where}': has the wrong type ({found})"
+    more = f" (and {problem.more} more)" if problem.more > 0 else ""
+    return f"field '{where}': {problem.message}{more}"
 
 
 def _completion(reply: _ChatCompletion, limits: ReplyLimits, secret: str | None) -> Completion:
@@ -193,10 +188,10 @@ def _completion(reply: _ChatCompletion, limits: ReplyLimits, secret: str | None)
 
 def _not_completion(exc: ValidationError, secret: str | None) -> ReplyError:
     problem = _first_problem(exc)
-    first = exc.errors()[0]
-    if first["type"] == "model_type" and not first["loc"]:
+    first = first_problem(exc)
+    if first.kind == "model_type" and not first.location:
         problem = "the server's reply is not a chat completion object"
-    elif first["type"] != "json_invalid":
+    elif first.kind != "json_invalid":
         problem = f"the server's reply is not a usable chat completion: {problem}"
     return ReplyError(redact(problem, secret) or "")
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._config import JudgeConfig
 from .._errors import DSTJudgeError, ServiceError
+from .._validation import first_problem
 from ..analysis import check_tuning
 from ..metrics import MetricOptions
 from ._replaying import recorded_models
@@ -396,6 +397,6 @@ def _agreement_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _option_error(exc: ValidationError) -> ServiceError:
-    first = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    return ServiceError(first["msg"], status=422, field=f"options.{loc}" if loc else "options")
+    problem = first_problem(exc)
+    return ServiceError(problem.message, status=422,
+                        field=f"options.{problem.path}" if problem.location else "options")

@@ -29,6 +29,7 @@ from pydantic import (
 
 from .._config import DEFAULT_BASE_URL
 from .._errors import InputError, OptionError
+from .._validation import first_problem
 from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
 DEFAULT_PORT = 8765
@@ -306,10 +307,8 @@ def build_settings(values: dict[str, Any]) -> ServiceSettings:
     try:
         settings = ServiceSettings(**given)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "settings"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise OptionError(f"{where}: {message}") from None
+        problem = first_problem(exc)
+        raise OptionError(f"{problem.path or 'settings'}: {problem.message}") from None
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._errors import ServiceError
+from .._validation import REQUEST_PARTS, first_problem
 from .._version import __version__
 from ..service import uploading
 
@@ -202,10 +203,8 @@ class WebRoute(APIRoute):
             except Preparing as exc:
                 return preparing_response(request, exc.what)
             except RequestValidationError as exc:
-                first = exc.errors()[0] if exc.errors() else {}
-                where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-                return error_response(request, 422, str(first.get("msg", "invalid request")),
-                                      where)
+                problem = first_problem(exc.errors(), skip=REQUEST_PARTS)
+                return error_response(request, 422, problem.message, problem.path or None)
             except StarletteHTTPException as exc:
                 return error_response(request, exc.status_code, str(exc.detail))
 

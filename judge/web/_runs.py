@@ -26,6 +26,7 @@ from starlette.datastructures import UploadFile
 
 from .._config import JudgeConfig
 from .._errors import ServiceError
+from .._validation import first_problem
 from ..service import (
     FINAL,
     STATUSES,
@@ -327,8 +328,8 @@ async def submit(request: Request, viewer: CurrentViewer, service: ServiceDep) -
     except ServiceError as exc:
         errors[_form_field(exc.field)] = exc.reason
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        errors[_form_field(".".join(map(str, first["loc"])))] = first["msg"]
+        problem = first_problem(exc)
+        errors[_form_field(problem.path)] = problem.message
     if not errors:  # the run page shows the submission's warnings (slot names, as the API)
         return RedirectResponse(f"{PREFIX}/runs/{submitted.job['id']}", status_code=303)
     context = await run_in_threadpool(_form_context, request, service, viewer, values, errors,

@@ -5,7 +5,7 @@ from fastapi import APIRouter
 
 from . import bundles, endpoints, events, files, health, jobs, labels, results, tokens
 from ._common import Admin, Reader, Reviewer, ServiceDep, Submitter, require_scope
-from ._handlers import install_error_handlers, json_path
+from ._handlers import install_error_handlers
 from ._openapi import build_openapi, operation_id, scopes_of
 from .docs import install_docs
 
@@ -36,7 +36,6 @@ __all__ = [
     "build_openapi",
     "install_docs",
     "install_error_handlers",
-    "json_path",
     "operation_id",
     "require_scope",
     "scopes_of",

@@ -5,8 +5,7 @@ service, request validation, HTTP errors of the framework (404 of unknown paths,
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -17,26 +16,10 @@ from starlette.routing import BaseRoute
 
 from ..._api_models import error_body
 from ..._errors import ServiceError
+from ..._validation import REQUEST_PARTS, first_problem
 
 log = logging.getLogger("dst_judge.service")
 ExceptionHandler = Callable[[Request, Exception], Awaitable[JSONResponse]]
-
-
-def _type_part(part: Any) -> bool:
-    """A location step pydantic adds for a union member (``str``, ``list[str]``)."""
-    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part)
-
-
-def json_path(location: Sequence[Any]) -> str | None:
-    """A validation error's location as a JSON path into the request (``options.top_p``,
-    ``inputs.runs[1]``), without ``body``/``query``/... in front."""
-    parts = [p for p in location if not _type_part(p)]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:] or parts
-    field = ""
-    for part in parts:
-        field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
-    return field or None
 
 
 async def service_error(request: Request, exc: Exception) -> JSONResponse:
@@ -48,14 +31,14 @@ async def service_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = exc.errors()
-    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-    if first.get("type") == "json_invalid":  # its location is a character, not a field
-        position = (first.get("loc") or ("", "?"))[-1]
+    # the request's field as a JSON path (``options.top_p``, ``inputs.runs[1]``), without
+    # ``body``/``query``/... in front
+    problem = first_problem(exc.errors(), skip=REQUEST_PARTS)
+    if problem.kind == "json_invalid":  # its location is a character, not a field
+        position = problem.location[-1] if problem.location else "?"
         return JSONResponse(error_body(422, f"the body is not valid JSON (at character "
                                             f"{position})"), status_code=422)
-    return JSONResponse(error_body(422, str(first.get("msg")), json_path(first.get("loc", ()))),
-                        status_code=422)
+    return JSONResponse(error_body(422, problem.message, problem.path or None), status_code=422)
 
 
 def allowed_methods(routes: Iterable[BaseRoute], path: str) -> set[str]:
