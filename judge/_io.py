@@ -196,6 +196,8 @@ def _is_gzip(path: Path) -> bool:
 def open_text(path: str | Path) -> TextIO:
     """Open a text file for reading, transparently decompressing gzip (detected by content)."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError("is a directory, not a file", path=path)
     if not path.is_file():
         raise InputError("file not found", path=path)
     if _is_gzip(path):

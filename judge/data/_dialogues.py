@@ -471,8 +471,10 @@ def _canonical_turns(pred: PredDialogue, schema: Schema, renamed: Counter[str]) 
 
 
 def _count_out_of_schema(pred: PredDialogue, schema: Schema, counter: Counter[str]) -> None:
+    """Per turn, each name outside the schema that its state or its turn state holds (the
+    judge reads the turn state: a name only there is still a wrong prediction)."""
     for turn in pred.turns:
-        for slot in turn.pred_state or {}:
+        for slot in {*(turn.pred_state or {}), *(turn.pred_turn_state or {})}:
             if slot not in schema.slots:
                 counter[slot] += 1
 

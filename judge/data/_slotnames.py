@@ -31,7 +31,7 @@ class OutOfSchemaSlot:
 
     name: str
     turns: int
-    """Turns whose predicted state holds the name."""
+    """Turns whose predicted state or turn state holds the name."""
     suggestion: str | None
     """The most similar schema slot name, or None when nothing is close."""
 
@@ -72,9 +72,11 @@ def describe_out_of_schema(slots: Iterable[OutOfSchemaSlot], *, shown: int = 5) 
 
 
 def predicted_slot_names(path: str | Path) -> Counter[str]:
-    """Slot name → number of turns whose ``pred_state`` holds it, read straight from a native
-    predictions file (JSON Lines) that has already been validated. Records or turns of another
-    shape are skipped: validation reports those."""
+    """Slot name → number of turns whose ``pred_state`` or ``pred_turn_state`` holds it, read
+    straight from a native predictions file (JSON Lines) that has already been validated. A
+    turn without ``pred_state`` (a file of turn states only) holds what the turns before it
+    held as well, as the loader integrates it. Records or turns of another shape are skipped:
+    validation reports those."""
     counts: Counter[str] = Counter()
     for _, text in iter_jsonl_lines(path):
         try:
@@ -82,8 +84,14 @@ def predicted_slot_names(path: str | Path) -> Counter[str]:
         except ValueError:
             continue
         turns = record.get("turns") if isinstance(record, dict) else None
+        held: set[str] = set()
         for turn in turns if isinstance(turns, list) else ():
-            state = turn.get("pred_state") if isinstance(turn, dict) else None
-            if isinstance(state, dict):
-                counts.update(str(name) for name in state)
+            if not isinstance(turn, dict):
+                continue
+            state, update = turn.get("pred_state"), turn.get("pred_turn_state")
+            names = {str(n) for n in state} if isinstance(state, dict) else set(held)
+            if isinstance(update, dict):
+                names.update(str(n) for n in update)
+            counts.update(names)
+            held = names
     return counts

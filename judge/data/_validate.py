@@ -15,7 +15,7 @@ from typing import Any, Literal
 import jsonschema
 
 from .._errors import InputError, OptionError
-from .._io import iter_jsonl_lines, json_error_message, loads, read_json
+from .._io import iter_jsonl_lines, json_error_message, loads, read_json, read_text
 from .._resources import package_dir
 from .._validation import schema_problem
 
@@ -41,13 +41,16 @@ def _foreign_records(kind: FileKind, path: str | Path) -> tuple[str, Any] | None
     from .._errors import FormatError
     from ._convert import read_foreign
 
+    folder = Path(path).is_dir()  # only foreign formats are folders: their error is the one
     try:
         found, _, read = read_foreign(path, kind)
     except FormatError as exc:
-        if exc.reason.startswith("this is a "):
+        if exc.reason.startswith("this is a ") or folder:
             raise  # another kind of file: say so instead of listing every mismatch
         return None  # closest to no other format: the native checks list every problem
     except InputError:
+        if folder:
+            raise
         return None  # not even JSON: the line-by-line checks below list the problems
     if found.name in ("native", "native-schema"):
         return None
@@ -66,8 +69,11 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
     if limit < 1:
         raise OptionError(f"the problem limit must be at least 1, got {limit} (a limit of 0 "
                           "would report every file as valid)")
-    validator = jsonschema.Draft202012Validator(json_schema(kind))
+    validator = _validator(kind)
     problems: list[InputError] = []
+    where = Path(path)
+    if where.is_dir() and kind not in ("dialogues", "predictions"):
+        raise InputError(f"is a directory, not a {kind} file", path=path)
 
     def check(record: Any, line: int | None) -> None:
         for error in sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path)):
@@ -94,9 +100,13 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
             problems.append(exc)
         return problems
     if kind == "schema":
+        if not read_text(path).strip():
+            raise InputError("file is empty: no schema", path=path)
         check(read_json(path), None)
         return problems
+    records = 0
     for line, text in iter_jsonl_lines(path):
+        records += 1
         try:
             record = loads(text)
         except json.JSONDecodeError as exc:
@@ -105,7 +115,37 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
         except RecursionError:
             problems.append(InputError("JSON nested too deeply to read", path=path, line=line))
             continue
+        if records == 1:
+            other = _other_kind(kind, record)
+            if other is not None:  # one sentence, not every field the other kind lacks
+                return [InputError(f"this is a {other} file, not {kind}", path=path,
+                                   line=line)]
         check(record, line)
         if len(problems) >= limit:
             break
+    if not records:  # what every loader refuses
+        blank = where.is_file() and where.stat().st_size > 0
+        problems.append(InputError(f"file {'holds only blank lines' if blank else 'is empty'}"
+                                   f": no {_NOUNS[kind]}", path=path))
     return problems
+
+
+@cache
+def _validator(kind: FileKind) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json_schema(kind))
+
+
+_NOUNS = {"dialogues": "dialogues", "predictions": "predictions", "labels": "labels",
+          "sample": "sampled turns", "corrections": "corrections", "schema": "schema"}
+_RECORD_KINDS: tuple[FileKind, ...] = ("predictions", "dialogues", "labels", "sample",
+                                       "corrections")
+"""Most specific first: a predictions record fits the dialogues schema too."""
+
+
+def _other_kind(kind: FileKind, record: Any) -> FileKind | None:
+    """The kind of file whose schema ``record`` (a first record) fits while it does not fit
+    ``kind``'s; None when it fits ``kind`` or no kind at all."""
+    if _validator(kind).is_valid(record):
+        return None
+    return next((other for other in _RECORD_KINDS
+                 if other != kind and _validator(other).is_valid(record)), None)

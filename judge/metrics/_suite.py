@@ -209,8 +209,10 @@ def _input_counts(prepared: Sequence[Prepared], predictions: PredictionSet, sche
             slot.name: slot.suggestion
             for slot in out_of_schema_slots(predictions.out_of_schema, schema)},
         "renamed_slots": dict(predictions.renamed.most_common()),
-        "turns_with_out_of_schema_slots": sum(
-            1 for d in prepared for p in d.pred if any(s not in schema.slots for s in p)),
+        "turns_with_out_of_schema_slots": sum(  # in the state or the turn state, as counted
+            1 for d in predictions.dialogues.values() for t in d.turns
+            if any(s not in schema.slots for s in {*(t.pred_state or {}),
+                                                   *(t.pred_turn_state or {})})),
         "integration_mismatches": len(issues),
         "integration_examples": [i.describe() for i in issues[:_ISSUES_SHOWN]],
     }

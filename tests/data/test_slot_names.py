@@ -90,3 +90,42 @@ def test_the_example_predictions_use_only_schema_slots(name):
     schema = load_schema(EXAMPLES / "schema.json")
     counts = predicted_slot_names(EXAMPLES / name)
     assert counts and out_of_schema_slots(counts, schema) == []
+
+
+def _rewritten(tmp_path, name, change):
+    """The example predictions with ``change(record)`` applied to each record."""
+    records = [json.loads(line) for line in
+               (EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    for record in records:
+        change(record)
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _plant_in_first_turn_state(record):
+    record["turns"][0]["pred_turn_state"]["hotel-pricerang"] = "cheap"
+
+
+def _turn_states_only(record):
+    for turn in record["turns"]:
+        turn.pop("pred_state", None)
+    _plant_in_first_turn_state(record)
+
+
+@pytest.mark.parametrize("change", [_turn_states_only, _plant_in_first_turn_state],
+                         ids=["turn-states-only", "only-in-pred_turn_state"])
+def test_validate_finds_names_outside_the_schema_in_turn_states(change, tmp_path, capsys):
+    """A file of turn states only, and a name that only ``pred_turn_state`` holds (what the
+    judge reads): validate names them, as metrics does, with the same turn count."""
+    path = _rewritten(tmp_path, "turns.jsonl", change)
+    schema = str(EXAMPLES / "schema.json")
+    assert main(["validate", "predictions", str(path), "--schema", schema, "--strict"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "hotel-pricerang (" in err and "closest schema slot: hotel-pricerange" in err
+    turns = int(err.split("hotel-pricerang (")[1].split(" turn")[0])
+    assert turns >= 1
+    assert main(["metrics", "--schema", schema, "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                 "--predictions", str(path), "--gold", "2.4"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"1 predicted slot name outside the schema in {turns} turns" in out
