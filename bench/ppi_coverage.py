@@ -1,3 +1,43 @@
+"""Benchmark: coverage and width of the labels-only and prediction-powered (PPI) intervals,
+on every design and unit, and whether ``labels plan`` keeps its promise.
+
+A simulation on the shared MultiWOZ data with exact match standing in for both sides: per turn,
+the RULE verdict (exact match of the predicted turn state) against the 2.1 annotation plays the
+judge, the same against 2.4 plays the person. The three shared systems are the populations
+(7,368 turns each); the estimand is each system's "human" TSA over its own turns. Noisier
+stand-in judges flip the 2.1 verdict on a random 10 %, 20 % and 30 % of turns.
+
+Tables (every estimate computed by ``judge.analysis.design_estimate``, the code the reports
+use, on ``--samples`` random samples per row):
+
+* one system, turns as units: designs ``random`` (simple random), ``domain`` (strata by domain,
+  proportional, at least two per stratum; the domain named from the prediction and the 2.1
+  turn change, the "judge" side) and ``judge-rule`` (strata judge verdict × RULE-2.1 verdict,
+  equal allocation), at n = 50, 100, 200 (and 20, 30 on simple random samples, to find the
+  smallest size at which the interval holds);
+* the difference of two systems labelled on one shared sample, strata from the first system's
+  run (the judge is the 10 %-flipped stand-in, so that judge and RULE differ as a real judge
+  does), every design at n = 50, 100, 200 (judge-rule measured to show why ``compare``
+  refuses it, and left out of the targets);
+* whole dialogues (simple random): TSA and JGA as ratios over turns with intervals clustered
+  by dialogue, dialogue success, and the difference of two systems, at 5, 10, 25, 50 dialogues;
+* the planner: for assumed disagreement rates 0-20 % (a population in which the judge is the
+  person's verdict flipped on exactly that share of turns) and the 2.1 stand-in itself, the n
+  ``plan_labels`` suggests for a width, and the share of samples of that n whose interval is
+  at most that wide (the promise: at least 80 %), with their coverage.
+
+Targets (issue 34): coverage >= 93 % for every labels and PPI interval from 50 turns, every
+served design (one system and differences); whole dialogues >= 93 % from 25 and >= 90 % at 10;
+no zero-width interval; the planner's n reaches the width in >= 80 % of samples. With 2,000
+samples (the default) a coverage near 95 % has a simulation error of 0.5 points (±1 at 95 %
+confidence).
+
+    python bench/ppi_coverage.py [--data ../shared/data/multiwoz] [--samples 2000]
+
+The figures go to ``bench/results/ppi_coverage.json`` (``write_results``), which
+docs/ESTIMATES.md renders.
+"""
+
 from __future__ import annotations
 
 import argparse
@@ -308,7 +348,8 @@ def simulate_planner(population: dict[str, dict[str, Any]], samples: int, seed: 
 def check_targets(results: dict[str, Any]) -> list[str]:
     """Every missed target, in words (empty when all are met)."""
     misses = []
-    for entry in [*results["systems"], *results["differences"]]:
+    served = [e for e in results["differences"] if e["design"] != "judge-rule"]
+    for entry in [*results["systems"], *served]:  # compare refuses judge-rule differences
         name = (f"{entry['design']} n={entry['n']} "
                 + (f"{entry['system']} flip {entry['flip']:.0%}" if "system" in entry
                    else f"{entry['a']} - {entry['b']}"))
@@ -368,6 +409,8 @@ def tables(results: dict[str, Any], samples: int) -> list[dict[str, Any]]:
     }, {
         "title": ("Difference of two systems labelled on one shared sample (strata from the "
                   f"first system's run; {DIFFERENCE_FLIP:.0%}-flipped stand-in judges)"),
+        "note": ("The judge-rule rows show why `compare` refuses that design for a "
+                 "difference: they are measured, not served."),
         "columns": ["design", "n", "a − b", "truth (points)", *cover],
         "rows": [[e["design"], e["n"], f"{e['a']} − {e['b']}", _pct(e["truth"]), *figures(e)]
                  for e in results["differences"]],
@@ -410,7 +453,7 @@ def report(figures: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=default_data())
-    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not (args.data / "dialogues.jsonl.gz").exists():

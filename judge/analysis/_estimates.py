@@ -237,7 +237,12 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         terms = yh - lam_h * (fh - rho * th)
         theta = terms.sum(-1) / th.sum(-1)
         residual = terms - theta[..., None] * th
-        squares, dof = (residual ** 2).sum(-1), m - 1.0
+        # each squared residual over its shrinkage: a unit of size t has leverage t/Σt in the
+        # ratio fit, so (m − 1)/m / (1 − t/Σt) is 1 for equal sizes (the usual ddof-1
+        # variance) and larger for big units, whose residuals the fit pulls in most
+        leverage = th / th.sum(-1, keepdims=True)
+        shrink = (m - 1.0) / m / np.maximum(1.0 - leverage, 1e-12) if m >= 2 else 1.0
+        squares, dof = (residual ** 2 * shrink).sum(-1), m - 1.0
         if corners is not None and m >= 2:
             pseudo = pseudo_units * m / labelled
             for corner_y, corner_f, corner_share in corners:
@@ -635,6 +640,11 @@ PLAN_SHARE = 0.8
 PLAN_SAMPLES = 600
 """Simulated samples per candidate size when planning (a fixed seed: the plan is repeatable)."""
 
+PLAN_AIM = 0.85
+"""The share the planner's own simulation aims at: above :data:`PLAN_SHARE` by about three
+standard errors of a share estimated from :data:`PLAN_SAMPLES` samples, so that the promise
+holds in fresh samples too, not only in the ones the planner drew."""
+
 MIN_TURNS = 50
 """The smallest simple random sample of turns for which the bench (``bench/ppi_coverage.py``)
 shows the 95 % intervals to hold (coverage ≥ 93 % on the shared data at every judge quality).
@@ -676,7 +686,7 @@ def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: f
 
 
 def plan_size(counts: np.ndarray, width: float, *, tuning: Tuning, confidence: float = 0.95,
-              minimum: int = MIN_TURNS, share: float = PLAN_SHARE) -> int:
+              minimum: int = MIN_TURNS, share: float = PLAN_AIM) -> int:
     """The smallest n (at least ``minimum``, at most the population) whose interval is at most
     ``width`` (a share) wide in at least ``share`` of simulated simple random samples."""
     population = int(np.sum(counts))
@@ -727,7 +737,8 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
     ``disagreement`` rate (the share of turns where judge and people differ, alike for either
     verdict of the judge). Each candidate n is simulated (:func:`interval_widths`) and the
     smallest n whose interval is at most ``width`` wide in :data:`PLAN_SHARE` of samples is
-    suggested, never below :data:`MIN_TURNS`. A median-based figure would reach the width in
+    suggested (the search aims at :data:`PLAN_AIM`, a margin for the simulation's own
+    noise), never below :data:`MIN_TURNS`. A median-based figure would reach the width in
     only about half the samples; a disagreement of 0 still needs labels, because the interval
     must allow for disagreements the sample happened not to show.
     """

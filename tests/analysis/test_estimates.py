@@ -90,7 +90,8 @@ def test_labels_only_is_the_textbook_stratified_estimate():
 
 
 def test_clustered_labels_only_is_the_ratio_estimator():
-    """Dialogues as units: Σ y / Σ t with the linearised variance of a ratio."""
+    """Dialogues as units: Σ y / Σ t with the linearised variance of a ratio, each squared
+    residual divided by its shrinkage 1 − t/Σt (the ddof-1 variance when sizes are equal)."""
     y = np.array([3.0, 1.0, 4.0, 0.0, 2.0])
     t = np.array([4.0, 2.0, 5.0, 3.0, 2.0])
     population = Stratum(units=50, turns=180.0, judge=120.0, judge_spread=1.0)
@@ -98,9 +99,14 @@ def test_clustered_labels_only_is_the_ratio_estimator():
     ratio = y.sum() / t.sum()
     residual = y - ratio * t
     mean_size = 180.0 / 50
-    variance = (1 - 5 / 50) * np.var(residual, ddof=1) / (5 * mean_size ** 2)
+    spread = np.sum(residual ** 2 / (1 - t / t.sum())) / 5
+    variance = (1 - 5 / 50) * spread / (5 * mean_size ** 2)
     assert float(estimate.value) == pytest.approx(ratio)
     assert float(estimate.se) == pytest.approx(np.sqrt(variance))
+    assert estimate.df == 4
+    equal = design_estimate(y, y, np.full(5, 3.0), [slice(None)], [population], tuning=0.0)
+    plain = (1 - 5 / 50) * np.var(y - y.mean(), ddof=1) / (5 * mean_size ** 2)
+    assert float(equal.se) == pytest.approx(np.sqrt(plain))
 
 
 def test_leave_one_out_lambda_leaves_each_unit_out():

@@ -1,7 +1,7 @@
 """The PPI simulation on the shared MultiWOZ stand-ins, small: the stand-in judge agrees with
 the stand-in person on about 89-90 % of turns, and a few hundred simple random samples give
 intervals that cover and are narrower than labels alone, and no design gives a zero-width
-interval. (The full figures, 1,000 samples per setting, come from bench/ppi_coverage.py.)"""
+interval. (The full figures, 2,000 samples per setting, come from bench/ppi_coverage.py.)"""
 
 from __future__ import annotations
 
