@@ -379,3 +379,67 @@ def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_o
     page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=9&seed=3")
     sync_api.expect(note).to_contain_text("a separate sample")
     watched.clean()
+
+
+FITS_JS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const scrolled = (e) => { for (let p = e.parentElement; p; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX;
+      if (o === 'auto' || o === 'scroll') return true; }
+    return false; };
+  const outside = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    // a box inside its own scrolling region (a wide table or chart) scrolls there
+    if (!r.width || e.closest('.skip, .sr') || scrolled(e)) continue;
+    if (r.left < -0.5 || r.right > vw + 0.5)
+      outside.push(`${e.tagName}.${e.className}#${e.id}: ${Math.round(r.left)}..`
+                   + `${Math.round(r.right)}`);
+  }
+  const fonts = Array.from(document.querySelectorAll('svg.bars text'))
+    .filter(t => t.getClientRects().length)
+    .map(t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);
+  return {overflow: document.documentElement.scrollWidth - vw, outside: outside.slice(0, 8),
+          selects: document.querySelectorAll('main select').length,
+          labels: fonts.length, smallest: fonts.length ? Math.min(...fonts) : null};
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 768, 375])
+def test_the_new_evaluation_form_and_the_compare_page_fit_the_screen(browser, live, width):
+    """With long file and system names, the form's file selects and the compare page's run
+    list stay inside the viewport, the page never scrolls sideways, and chart labels stay
+    readable (a chart wider than a phone scrolls in its own box instead of shrinking)."""
+    token = live.token(f"fit-{width}", "read,submit,review", project=f"fit{width}")
+    runs = [live.import_bundle(token, bundle(
+        synthetic_rows(40, seed=n), system=f"a-system-with-a-rather-long-name-number-{n}",
+        predictions_sha256=f"{width + n:064d}")) for n in (1, 2, 3)]
+    with live.api(token) as client:
+        for kind, name in (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
+                           ("predictions", "predictions.jsonl")):
+            with (EXAMPLES / name).open("rb") as handle:
+                client.post("/v1/files", data={"kind": kind,
+                                               "name": f"a-rather-long-upload-name-{name}"},
+                            files={"file": (name, handle)}).raise_for_status()
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    watched = Watched(page, live.url)
+    try:
+        page.goto(live.url + "/ui/login")
+        page.get_by_label("Token").fill(token)
+        page.get_by_role("button", name="Log in").click()
+        sync_api.expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        page.goto(live.url + "/ui/runs/new")
+        sync_api.expect(page.locator("#predictions_id")).to_contain_text("a-rather-long-upload")
+        fit = page.evaluate(FITS_JS)
+        assert fit["selects"] >= 4, fit
+        assert fit["overflow"] <= 0 and fit["outside"] == [], (width, "form", fit)
+        page.goto(live.url + "/ui/compare?" + "&".join(f"run={r}" for r in runs))
+        sync_api.expect(page.locator(".pick")).to_contain_text("number-3")
+        fit = page.evaluate(FITS_JS)
+        assert fit["overflow"] <= 0 and fit["outside"] == [], (width, "compare", fit)
+        assert fit["labels"] >= 10 and fit["smallest"] >= 10, (width, "chart labels", fit)
+        watched.clean()
+    finally:
+        context.close()
