@@ -679,10 +679,17 @@ def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: f
     p = judge / population
     stratum = Stratum(population, float(population), judge,
                       p * (1 - p) * population / max(1, population - 1))
-    y, f = _cell_sample(counts, n, samples, np.random.default_rng(seed))
-    estimate = design_estimate(y, f, None, [slice(None)], [stratum], tuning=tuning,
-                               corners=CORNERS)
-    return 2.0 * estimate.quantile(confidence) * estimate.se
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, samples, _PLAN_BATCH):  # batches bound the memory of a large n
+        y, f = _cell_sample(counts, n, min(_PLAN_BATCH, samples - start), rng)
+        estimate = design_estimate(y, f, None, [slice(None)], [stratum], tuning=tuning,
+                                   corners=CORNERS)
+        out.append(2.0 * estimate.quantile(confidence) * estimate.se)
+    return np.concatenate(out)
+
+
+_PLAN_BATCH = 150
 
 
 def plan_size(counts: np.ndarray, width: float, *, tuning: Tuning, confidence: float = 0.95,
