@@ -474,7 +474,7 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
     estimated; their turns are reported as not covered.
 
     ``estimates`` holds the metric estimates side by side (``judge``, ``labels``, ``ppi``, see
-    :func:`judge.analysis.sample_estimates`), with their normal-approximation intervals.
+    :func:`judge.analysis.sample_estimates`), with their Student-t intervals.
     """
     checked = check_sample(sample, rows, predictions_sha256=predictions_sha256)
     estimation = sample_estimates(sample, [rows], [human], confidence=boot.confidence,
