@@ -143,7 +143,9 @@ def choose_sample(service: Service, row: Any, index: RunIndex, n: int | None,
         fixed = any(t.key in labelled for t in current.turns)
         first = current.turns[0]
         own = (first.n or len(current.units()), first.seed)
-        if (n is None and seed is None) or (n, seed) == own:
+        wanted = own if n is None and seed is None else (
+            DEFAULT_SAMPLE if n is None else n, 0 if seed is None else seed)
+        if wanted == own:
             try:
                 analysis.check_sample(current, index_rows(index), predictions_sha256=digest)
             except DSTJudgeError as exc:

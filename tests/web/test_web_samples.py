@@ -127,3 +127,18 @@ def test_the_panel_states_unlabelled_tied_and_unsure_turns(web, synthetic_run):
     assert "4 labelled, 3 unlabelled, 2 tied (reviewers split), 1 unsure" in html
     assert "left out of the estimates" in html and "if every such turn were wrong" in html
     assert "Sample checked: drawn again from this run" in html
+
+
+def test_the_same_draw_asked_again_is_the_estimate_sample(web, synthetic_run):
+    """The review index asks for ``n`` alone: the fixed sample drawn with that n and the default
+    seed is the estimate sample, not a separate copy of it."""
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=6").status_code == 200
+    _, sample = stored_sample(web["service"], _project(web), synthetic_run)
+    _label(client, csrf, synthetic_run, dialogue_id=sample.turns[0].dialogue_id,
+           turn_index=sample.turns[0].turn_index, label="incorrect")
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=6")
+    assert "the run&#39;s estimate sample (fixed" in page.text
+    names = [f["name"] for f in web["service"].files.list(_project(web), kind="sample")]
+    assert names == [sample_name(synthetic_run)]
