@@ -26,6 +26,7 @@ from ._labels import job_subject, predictions_sha256
 from ._lifecycle import ACTIVE, FINAL, STATUSES, JobStatus
 from ._reads import JudgmentReads
 from ._routes._common import ServiceDep, get_service
+from ._rows import JobRow
 from ._server import listening_socket, run_server
 from ._service import Service, SubmittedJob
 from ._settings import (
@@ -61,6 +62,7 @@ __all__ = [
     "Gate",
     "GzipResponse",
     "JobRequest",
+    "JobRow",
     "JobStatus",
     "JudgmentReads",
     "NDJSONResponse",

@@ -13,6 +13,7 @@ import builtins
 import hashlib
 import math
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,7 +151,7 @@ def rotate_token(db: Database, project: str, name: str) -> tuple[str, dict[str, 
     return token, public_token(record | {"project": project, "replaces": old.id})
 
 
-def public_token(row: Any) -> dict[str, Any]:
+def public_token(row: sa.Row[Any] | Mapping[str, Any]) -> dict[str, Any]:
     data = dict(row._mapping) if hasattr(row, "_mapping") else dict(row)
     data.pop("hash", None)
     data["scopes"] = str(data["scopes"]).split(",")

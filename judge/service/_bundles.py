@@ -15,7 +15,7 @@ import json
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -121,7 +121,7 @@ def _json(data: Any) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _lines(rows: Any) -> bytes:
+def _lines(rows: Iterable[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 

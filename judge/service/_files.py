@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -200,7 +200,7 @@ def _gunzip_to(packed: bytes, target: Path) -> None:
             pending = unpacker.unused_data
 
 
-def public_file(row: Any) -> dict[str, Any]:
+def public_file(row: sa.Row[Any] | Mapping[str, Any]) -> dict[str, Any]:
     data = dict(row._mapping) if hasattr(row, "_mapping") else dict(row)
     return {k: data[k] for k in ("id", "kind", "name", "sha256", "size", "info", "created_at")}
 
@@ -291,7 +291,7 @@ def _describe_predictions(path: Path) -> dict[str, Any]:
             "slot_names": upload_slot_names(path)}
 
 
-def _converted(model: Any, record: Any, where: str, path: Path) -> Any:
+def _converted(model: Any, record: object, where: str, path: Path) -> Any:
     try:
         return model.model_validate(record)
     except ValidationError as exc:

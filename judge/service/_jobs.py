@@ -27,7 +27,7 @@ from ._db import (
     now,
 )
 from ._jobspec import JobSpec
-from ._labels import job_subject
+from ._labels import subject_key
 from ._lifecycle import (
     ACTIVE,
     CANCELLABLE_AT_ONCE,
@@ -38,6 +38,7 @@ from ._lifecycle import (
     move,
     new_job_status,
 )
+from ._rows import JobRow
 
 EXIT_MEANINGS = {
     0: "every turn judged",
@@ -57,9 +58,9 @@ def iso(moment: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{millis:03d}Z"
 
 
-def public_job(row: Any) -> dict[str, Any]:
+def public_job(row: JobRow) -> dict[str, Any]:
     """A job as the API shows it: no lease internals, no manifest paths, no server URLs."""
-    data = dict(row._mapping)
+    data = vars(row)
     progress = dict(data.get("progress") or {})
     summary = data.get("summary") or {}
     headline = None
@@ -129,7 +130,8 @@ class JobStore:
             if spec.kind == "retry-errors":
                 source = conn.execute(sa.select(jobs.c.id, jobs.c.subject).where(
                     jobs.c.id == spec.inputs["run"], jobs.c.project_id == project_id)).first()
-                return job_subject(source) if source is not None else None
+                return subject_key(source.id, source.subject) if source is not None \
+                    else None
         return None
 
     def check_references(self, project_id: str, spec: JobSpec) -> None:
@@ -186,20 +188,20 @@ class JobStore:
                                                     jobs.c.token_id.in_(reviewer)))
                                       ).scalar() or 0.0)
 
-    def row(self, project_id: str, job_id: str) -> Any:
+    def row(self, project_id: str, job_id: str) -> JobRow:
         with self.db.read() as conn:
             row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id,
                                                      jobs.c.project_id == project_id)).first()
         if row is None:
             raise ServiceError(f"no job {job_id!r} in this project", status=404)
-        return row
+        return JobRow.of(row)
 
     def get(self, project_id: str, job_id: str) -> dict[str, Any]:
         with self.db.query() as conn:
             row = conn.execute(_GET, {"job": job_id, "project": project_id}).first()
         if row is None:
             raise ServiceError(f"no job {job_id!r} in this project", status=404)
-        return public_job(row)
+        return public_job(JobRow.of(row))
 
     def list(self, project_id: str, *, status: str | None = None, kind: str | None = None,
              limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
@@ -210,7 +212,7 @@ class JobStore:
         if kind:
             query = query.where(jobs.c.kind == kind)
         with self.db.query() as conn:
-            return [public_job(row) for row in conn.execute(query)]
+            return [public_job(JobRow.of(row)) for row in conn.execute(query)]
 
     def cancel(self, project_id: str, job_id: str) -> dict[str, Any]:
         row = self.row(project_id, job_id)
@@ -243,7 +245,8 @@ class JobStore:
             move(conn, job_id, RESUMABLE, JobStatus.QUEUED, **values)
             notify_queue(conn)
             # read in the same transaction: the job as resumed, not as a worker took it since
-            return public_job(conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one())
+            return public_job(JobRow.of(conn.execute(sa.select(jobs).where(
+                jobs.c.id == job_id)).one()))
 
     def delete(self, project_id: str, job_id: str) -> None:
         row = self.row(project_id, job_id)

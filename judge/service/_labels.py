@@ -22,16 +22,22 @@ import sqlalchemy as sa
 from .._errors import ServiceError
 from ._auth import Principal
 from ._db import Database, files, jobs, labels, now
+from ._rows import JobRow
 
 _BINARY = {"correct": 1, "incorrect": 0}
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 JUDGE_RUNS = ("evaluate", "retry-errors")
 
 
-def job_subject(row: Any) -> str:
+def job_subject(row: JobRow) -> str:
     """What a judge run's labels are about: the predictions sha256 recorded with the job, or
     the job itself when its predictions are unknown (an imported bundle that did not say)."""
-    return str(row.subject) if row.subject else f"job:{row.id}"
+    return subject_key(row.id, row.subject)
+
+
+def subject_key(job_id: str, subject: str | None) -> str:
+    """:func:`job_subject` from the two columns it reads."""
+    return str(subject) if subject else f"job:{job_id}"
 
 
 def predictions_sha256(subject: str) -> str | None:
@@ -53,7 +59,7 @@ class LabelStore:
         if row.kind not in JUDGE_RUNS:
             raise ServiceError(f"job {job_id!r} is a {row.kind} job; labels judge the "
                                "predictions of a judge run", status=422, field=field)
-        return job_subject(row)
+        return subject_key(row.id, row.subject)
 
     def subject_of_file(self, project_id: str, file_id: str, *,
                         field: str = "predictions") -> str:
@@ -133,7 +139,7 @@ class LabelStore:
         return out
 
 
-def _public(row: Any) -> dict[str, Any]:
+def _public(row: sa.Row[Any]) -> dict[str, Any]:
     data = dict(row._mapping)
     data.pop("project_id", None)
     return data

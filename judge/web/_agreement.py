@@ -36,7 +36,7 @@ from sklearn.metrics import cohen_kappa_score
 from .. import analysis
 from .._errors import DSTJudgeError
 from ..data import dialogue_key
-from ..service import Service, job_subject, predictions_sha256
+from ..service import JobRow, Service, job_subject, predictions_sha256
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -207,7 +207,7 @@ class AgreementBoard:
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-agreement")
 
-    def panel(self, project_id: str, row: Any, index: RunIndex, me: str) -> dict[str, Any]:
+    def panel(self, project_id: str, row: JobRow, index: RunIndex, me: str) -> dict[str, Any]:
         """The panel of a judge run (its job row): the labels of its predictions only."""
         job_id = row.id
         labels = self.service.labels.list(project_id, subject=job_subject(row))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis import audit_items
-from ..service import JudgmentReads
+from ..service import JobRow, JudgmentReads
 from ._common import Preparing
 
 DISAGREE_CHOICES = {
@@ -263,10 +263,10 @@ class IndexCache:
         self.building: dict[str, threading.Lock] = {}
         self.warming: set[str] = set()
 
-    def _key(self, row: Any) -> Any:
+    def _key(self, row: JobRow) -> Any:
         return (row.updated_at, row.status)
 
-    def peek(self, row: Any) -> RunIndex | None:
+    def peek(self, row: JobRow) -> RunIndex | None:
         with self.lock:
             index = self.items.get(row.id)
             if index is not None and index.key == self._key(row):
@@ -274,7 +274,7 @@ class IndexCache:
                 return index
         return None
 
-    def get(self, row: Any) -> RunIndex:
+    def get(self, row: JobRow) -> RunIndex:
         """The index of job ``row`` (a jobs-table row of the viewer's project)."""
         index = self.peek(row)
         if index is not None:
@@ -295,11 +295,11 @@ class IndexCache:
         return index
 
     @staticmethod
-    def large(row: Any) -> bool:
+    def large(row: JobRow) -> bool:
         """Whether the run is indexed in the background (more than :data:`SYNC_INDEX`)."""
         return int((row.summary or {}).get("turns") or 0) > SYNC_INDEX
 
-    def ready(self, row: Any) -> RunIndex:
+    def ready(self, row: JobRow) -> RunIndex:
         """The index of a finished run for a page that needs it: built here for a small run,
         in the background for a large one (:class:`Preparing` until it is there)."""
         index = self.peek(row)
@@ -310,7 +310,7 @@ class IndexCache:
         self.warm(row)
         raise Preparing(f"the turn index of run {row.id}")
 
-    def ready_all(self, rows: list[Any]) -> list[RunIndex]:
+    def ready_all(self, rows: list[JobRow]) -> list[RunIndex]:
         """:meth:`ready` for several runs: every missing index starts building at once."""
         found: list[RunIndex] = []
         waiting: list[str] = []
@@ -324,7 +324,7 @@ class IndexCache:
                             f"{'run' if len(waiting) == 1 else 'runs'} ({', '.join(waiting)})")
         return found
 
-    def warm(self, row: Any) -> None:
+    def warm(self, row: JobRow) -> None:
         """Start building the index in the background (the page does not wait for it)."""
         with self.lock:
             if row.id in self.warming:
@@ -337,7 +337,7 @@ class IndexCache:
         threading.Thread(target=self._warm, args=(row,), daemon=True,
                          name=f"web-index-{row.id}").start()
 
-    def _warm(self, row: Any) -> None:
+    def _warm(self, row: JobRow) -> None:
         # a job deleted meanwhile fails here; the next request for it says so
         try:
             with contextlib.suppress(Exception):

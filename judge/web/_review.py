@@ -43,6 +43,7 @@ from .._errors import DSTJudgeError, ServiceError
 from ..data import load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import (
+    JobRow,
     JobStatus,
     JudgmentReads,
     Service,
@@ -128,7 +129,7 @@ class SampleChoice:
     note: str
 
 
-def choose_sample(service: Service, row: Any, index: RunIndex, n: int | None,
+def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
                   seed: int | None, drawn: Callable[[int, int], Any]) -> SampleChoice:
     """The run's estimate sample when the request names no other (or names its own ``n`` and
     ``seed``), checked by drawing it again (422 when it differs: a tampered store); else the
@@ -169,7 +170,7 @@ def choose_sample(service: Service, row: Any, index: RunIndex, n: int | None,
                         "estimates")
 
 
-def candidate_queue(service: Service, row: Any, index: RunIndex) -> list[QueueItem]:
+def candidate_queue(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
     """Turns of ranked label-error candidates (judge.analysis.find_candidates)."""
     inputs = row.inputs or {}
     if not isinstance(inputs.get("dialogues"), str):
@@ -197,7 +198,7 @@ def candidate_queue(service: Service, row: Any, index: RunIndex) -> list[QueueIt
     return [(d, t, why) for (d, t), why in items.items()]
 
 
-def _ranked(service: Service, row: Any, index: RunIndex) -> list[QueueItem]:
+def _ranked(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
     try:
         return candidate_queue(service, row, index)
     except ServiceError:
@@ -221,7 +222,7 @@ class Queues:
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
 
-    def _candidates(self, key: tuple[Any, ...], row: Any, index: RunIndex) -> list[QueueItem]:
+    def _candidates(self, key: tuple[Any, ...], row: JobRow, index: RunIndex) -> list[QueueItem]:
         with self.lock:
             future = self.ranking.get(key)
             if future is None:
@@ -233,7 +234,7 @@ class Queues:
             self.ranking.pop(key, None)
         return future.result()  # a failure is raised once, then tried again on reload
 
-    def sample(self, row: Any, index: RunIndex, n: int | None,
+    def sample(self, row: JobRow, index: RunIndex, n: int | None,
                seed: int | None) -> SampleChoice:
         """The sample queue's sample (:func:`choose_sample`), decided on every request: which
         sample is the estimate sample depends on the labels, which change."""
@@ -251,7 +252,7 @@ class Queues:
 
         return choose_sample(self.service, row, index, n, seed, drawn)
 
-    def get(self, row: Any, index: RunIndex, kind: str, n: int | None = None,
+    def get(self, row: JobRow, index: RunIndex, kind: str, n: int | None = None,
             seed: int | None = None) -> tuple[list[QueueItem], SampleChoice | None]:
         if kind == "sample":
             choice = self.sample(row, index, n, seed)
@@ -291,7 +292,7 @@ def _judge_run(request: Request,
     return row, request.app.state.web.index.ready(row)
 
 
-def _item_context(request: Request, service: Service, viewer: Viewer, row: Any, index: RunIndex,
+def _item_context(request: Request, service: Service, viewer: Viewer, row: JobRow, index: RunIndex,
                   queue: list[QueueItem], pos: int, params: dict[str, Any]) -> dict[str, Any]:
     if not queue:
         return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
@@ -309,7 +310,7 @@ def _item_context(request: Request, service: Service, viewer: Viewer, row: Any, 
 
 
 def _first_open(request: Request,
-                service: Service, viewer: Viewer, row: Any, queue: list[QueueItem]) -> int:
+                service: Service, viewer: Viewer, row: JobRow, queue: list[QueueItem]) -> int:
     """The first queue position this reviewer has not labelled (at the turn level)."""
     done = {(i["dialogue_id"], i["turn_index"]) for i in service.labels.list(
         viewer.project_id, subject=job_subject(row), reviewer=viewer.name) if not i["slot"]}

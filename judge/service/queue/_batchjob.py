@@ -61,6 +61,7 @@ from .._db import Database, job_batches, jobs, now
 from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
 from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
 from .._lifecycle import JobStatus
+from .._rows import JobRow
 from ._runners import (
     EvaluateRunner,
     Inputs,
@@ -147,7 +148,7 @@ class BatchRunner:
         self.queue = tools.queue
         self.evaluator = evaluator
 
-    async def run(self, job: Any, context: RunContext) -> Outcome | Park:
+    async def run(self, job: JobRow, context: RunContext) -> Outcome | Park:
         live = context.live
         if not isinstance(live, BatchLive):
             raise TypeError("a batch job keeps BatchLive counters")
@@ -177,7 +178,7 @@ class BatchRunner:
         live.batches.pop("retries", None)
         return outcome
 
-    def config(self, job: Any) -> tuple[str, JudgeConfig]:
+    def config(self, job: JobRow) -> tuple[str, JudgeConfig]:
         """The job's judge configuration, as a live job of the same options would have it."""
         name, endpoint = endpoint_for(job.endpoint, self.settings)
         values = {k: v for k, v in dict(job.options).items()
@@ -188,7 +189,7 @@ class BatchRunner:
                       use_cache=False)
         return name, load_config(values)
 
-    async def _visit(self, job: Any, worker_id: str, live: BatchLive, inputs: Inputs,
+    async def _visit(self, job: JobRow, worker_id: str, live: BatchLive, inputs: Inputs,
                      cancel_requested: Callable[[], bool]) -> Outcome | Park:
         endpoint_name, config = self.config(job)
         rows = await asyncio.to_thread(batch_rows, self.db, job.id)
@@ -228,12 +229,12 @@ class BatchRunner:
             loaded["answered"] = set((planned or {}).get("answered") or ())
         return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
 
-    def _ledger(self, job: Any) -> DatabaseLedger:
+    def _ledger(self, job: JobRow) -> DatabaseLedger:
         """The project's ledger, as the owner of this batch job's claims."""
         return self.evaluator.ledger(job, owner=batch_owner(job.id),
                                      lease=BATCH_CLAIM_SECONDS)
 
-    async def _claim(self, job: Any, keys: dict[str, str]) -> set[str]:
+    async def _claim(self, job: JobRow, keys: dict[str, str]) -> set[str]:
         """Claim in the project's ledger the requests this job will submit; returns the calls
         (custom ids) that need no line: the ledger holds their reply, or another
         job holds their request (a live one on the wire, or another batch). A batch job is
@@ -243,7 +244,7 @@ class BatchRunner:
                                        until=now() + BATCH_CLAIM_SECONDS)
         return {custom for custom, key in keys.items() if key not in ours}
 
-    async def _release(self, job: Any) -> None:
+    async def _release(self, job: JobRow) -> None:
         """Give up the job's claims (it ends without its batches' replies): nobody waits on
         them any longer."""
         try:
@@ -255,7 +256,7 @@ class BatchRunner:
         if released:
             log.info("job %s: released %d ledger claim(s)", job.id, released)
 
-    async def _load(self, job: Any, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
+    async def _load(self, job: JobRow, inputs: Inputs, config: JudgeConfig) -> dict[str, Any]:
         """The job's inputs and plan, read and made in one thread hop, and each call's key in
         the ledger (custom id → key: worked out once, as it hashes the whole request body)."""
         def load() -> dict[str, Any]:
@@ -269,7 +270,7 @@ class BatchRunner:
 
         return await asyncio.to_thread(load)
 
-    def _over_budget(self, job: Any, loaded: dict[str, Any]) -> str | None:
+    def _over_budget(self, job: JobRow, loaded: dict[str, Any]) -> str | None:
         """Why the job may not submit its batches, if its estimated Batch API cost exceeds
         its budget (capped by its token's spending cap). A batch is paid as a whole once it
         runs, so the budget is checked before anything goes out, on the estimate's figures
@@ -288,7 +289,7 @@ class BatchRunner:
 
     # --- submission ---------------------------------------------------------------------------
 
-    async def _submit(self, job: Any, worker_id: str, config: JudgeConfig,
+    async def _submit(self, job: JobRow, worker_id: str, config: JudgeConfig,
                       loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
                       cancel_requested: Callable[[], bool]) -> Outcome | Park | None:
         """Write the request files and submit each one no recorded batch carries (their
@@ -430,7 +431,7 @@ class BatchRunner:
                         status=row["status"], completed=row["completed"],
                         failed=row["failed"], updated_at=row["updated_at"]))
 
-    async def _cancel(self, config: JudgeConfig, job: Any, rows: list[dict[str, Any]],
+    async def _cancel(self, config: JudgeConfig, job: JobRow, rows: list[dict[str, Any]],
                       live: BatchLive) -> Outcome:
         """Cancel every batch still running at the API, then the job."""
         problems = []
@@ -448,7 +449,7 @@ class BatchRunner:
         log.info("job %s: cancelled with its %d batch(es)%s", job.id, len(rows), note)
         return Outcome(JobStatus.CANCELLED, None, "cancelled on request" + note)
 
-    async def _collect(self, job: Any, config: JudgeConfig, endpoint_name: str,
+    async def _collect(self, job: JobRow, config: JudgeConfig, endpoint_name: str,
                        loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
                        inputs: Inputs) -> Outcome | Park:
         folder = self.evaluator.run_dir(job.id) / "batch" / "output"

@@ -3,8 +3,7 @@ runner (``run(job, context)``) and a line here."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._rows import JobRow
 from ._batchjob import BatchRunner
 from ._runners import AnalysisRunner, EvaluateRunner, Runner, Toolkit
 
@@ -29,7 +28,7 @@ def build_runners(tools: Toolkit) -> tuple[Runners, EvaluateRunner]:
     return table, evaluate
 
 
-def runner_for(runners: Runners, job: Any) -> Runner | None:
+def runner_for(runners: Runners, job: JobRow) -> Runner | None:
     """The runner of a job, or None for a kind this worker does not know (a newer server
     queued it)."""
     return runners.get((job.kind, job.mode or "live"))

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from .._db import Database, artifacts, job_calls, jobs, judgments, notify_queue, now
 from .._lifecycle import CLAIMABLE, FINAL, JobStatus, delete_jobs, move
-from .._rows import judgment_row
+from .._rows import JobRow, judgment_row
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
 """Run-log records of running jobs: (job id, manifest) pairs and (job id, logged call) pairs."""
@@ -41,7 +41,7 @@ class JobQueue:
         self.max_attempts = max_attempts
         self.counts: Counter[str] = Counter()
 
-    def claim(self, worker_id: str, lease_seconds: float) -> Any | None:
+    def claim(self, worker_id: str, lease_seconds: float) -> JobRow | None:
         """Take the oldest queued job, a running one whose lease expired, or a waiting one
         due for its next poll; None if none. A poll is not a new attempt.
 
@@ -65,19 +65,20 @@ class JobQueue:
                 self.counts["lease_expiries"] += takeover
                 self.counts["retries"] += row is not None and row.attempts > 1 \
                     and picked.status != JobStatus.WAITING
-                return row
+                return None if row is None else JobRow.of(row)
         return None
 
-    def keep(self, job_id: str, worker_id: str, lease_seconds: float) -> Any | None:
+    def keep(self, job_id: str, worker_id: str, lease_seconds: float) -> JobRow | None:
         """Take up again a job this worker paused for a database outage: same attempt, a new
         lease; None when another worker took it over meanwhile (or it was cancelled)."""
         moment = now()
         with self.db.write() as conn:
-            return conn.execute(jobs.update().where(
+            row = conn.execute(jobs.update().where(
                 jobs.c.id == job_id, jobs.c.lease_owner == worker_id,
                 jobs.c.status == _RUNNING).values(
                     lease_expires=moment + lease_seconds, updated_at=moment)
                 .returning(*jobs.c)).first()
+        return None if row is None else JobRow.of(row)
 
     def _give_up(self, conn: sa.Connection, job_id: str, attempts: int, moment: float) -> None:
         """A job whose worker died on each of its last attempts: failed, for good (its paid

@@ -63,6 +63,7 @@ from .._lifecycle import JobStatus
 from .._limits import JobLimiter
 from .._replaying import replay_transport_for
 from .._reruns import run_input_files
+from .._rows import JobRow
 from .._settings import ServiceSettings
 from ._lease import JobQueue, Records
 
@@ -164,7 +165,7 @@ class Runner(Protocol):
         """The counters a run of this kind keeps (a class attribute of the runner)."""
         ...
 
-    async def run(self, job: Any, context: RunContext) -> Outcome | Park: ...
+    async def run(self, job: JobRow, context: RunContext) -> Outcome | Park: ...
 
 
 class Inputs:
@@ -306,7 +307,7 @@ class EvaluateRunner:
         operator shares them (a hit then reveals that another project sent the request)."""
         return SHARED_SCOPE if self.settings.share_cache_across_projects else project_id
 
-    def ledger(self, job: Any, *, owner: str | None = None,
+    def ledger(self, job: JobRow, *, owner: str | None = None,
                lease: float | None = None) -> DatabaseLedger:
         """The job's view of the ledger in the service database, the one record of paid replies
         every job and replica of the scope shares. Its claims are the job's own (a second job
@@ -366,7 +367,7 @@ class EvaluateRunner:
     def run_dir(self, job_id: str) -> Path:
         return self.settings.data_dir / "runs" / job_id
 
-    def prepare_run_dir(self, job: Any, seed_calls: list[dict[str, Any]],
+    def prepare_run_dir(self, job: JobRow, seed_calls: list[dict[str, Any]],
                         manifest: dict[str, Any] | None) -> bool:
         """Rebuild the run directory from what the database holds (and what a previous
         attempt on this machine left); returns whether there is something to resume."""
@@ -389,7 +390,7 @@ class EvaluateRunner:
         part.replace(run.log_path)
         return True
 
-    async def run(self, job: Any, context: RunContext) -> Outcome:
+    async def run(self, job: JobRow, context: RunContext) -> Outcome:
         source, seed_job = job, None
         if job.kind == "retry-errors":
             seed_job = source = self.jobs.row(job.project_id, job.inputs["run"])
@@ -410,7 +411,7 @@ class EvaluateRunner:
         except DSTJudgeError as exc:
             return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
 
-    async def _run(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
+    async def _run(self, job: JobRow, source: Any, seed_job: Any, options: dict[str, Any],
                    inputs: Inputs, context: RunContext) -> Outcome:
         live, journal = context.live, context.journal
         start = await asyncio.to_thread(self._start, job, source, seed_job, options, inputs)
@@ -465,7 +466,7 @@ class EvaluateRunner:
         outcome.wrap_up = wrap_up
         return outcome
 
-    def _start(self, job: Any, source: Any, seed_job: Any, options: dict[str, Any],
+    def _start(self, job: JobRow, source: Any, seed_job: Any, options: dict[str, Any],
                inputs: Inputs) -> _Start:
         """Everything a job needs before its first call, in one thread hop: its inputs read
         and parsed, its configuration, its run directory rebuilt from the database, its
@@ -510,7 +511,7 @@ class EvaluateRunner:
                 self._configs[key] = config
         return config
 
-    def budget(self, job: Any) -> float | None:
+    def budget(self, job: JobRow) -> float | None:
         """The job's budget, capped by what its token may still spend (looked up in the
         thread that prepares the job: no hop of its own)."""
         budget: float | None = job.budget_usd
@@ -592,7 +593,7 @@ class AnalysisRunner:
         self.store = tools.store
         self.jobs = tools.jobs
 
-    async def run(self, job: Any, context: RunContext) -> Outcome:
+    async def run(self, job: JobRow, context: RunContext) -> Outcome:
         inputs = Inputs(self.db, self.store, job.project_id)
         try:
             return await asyncio.to_thread(self._run, job, inputs)
@@ -601,7 +602,7 @@ class AnalysisRunner:
         except DSTJudgeError as exc:
             return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
 
-    def _run(self, job: Any, inputs: Inputs) -> Outcome:
+    def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
         if job.kind == "metrics":
             return self._metrics(job, inputs)
         if job.kind == "agreement":
@@ -629,7 +630,7 @@ class AnalysisRunner:
             return self._audit(job)
         raise ServiceError(f"unknown job kind {job.kind!r}", status=500)
 
-    def _metrics(self, job: Any, inputs: Inputs) -> Outcome:
+    def _metrics(self, job: JobRow, inputs: Inputs) -> Outcome:
         options = dict(job.options)
         gold = options.pop("gold", None)
         subset = {k: options.pop(k) for k in ("limit", "dialogue_ids") if k in options}
@@ -647,7 +648,7 @@ class AnalysisRunner:
         report = compute_metrics(dialogues, systems, schema, MetricOptions(**options), gold=gold)
         return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report.to_dict(), inputs))
 
-    def _estimate_inputs(self, job: Any, inputs: Inputs) -> EstimateInputs:
+    def _estimate_inputs(self, job: JobRow, inputs: Inputs) -> EstimateInputs:
         """The runs, labels and sample of an agreement or compare job, checked as at
         submission; their upload names stand for server paths in every message."""
         found = read_estimate_inputs(self.jobs, self.store, job.project_id, job.kind,
@@ -662,7 +663,7 @@ class AnalysisRunner:
             raise InputError(f"job {job_id} holds no judgments")
         return Run(Path(job_id), dict(row.summary), rows)
 
-    def _audit(self, job: Any) -> Outcome:
+    def _audit(self, job: JobRow) -> Outcome:
         run = self._run_of(job.project_id, job.inputs["run"])
         ignore_none = "nospace" in str(run.summary.get("rule_match") or "")
         items = audit_items(run.rows, ignore_none_pairs=ignore_none)

@@ -36,6 +36,7 @@ from .._jobs import JobStore
 from .._ledger import purge_ledger
 from .._lifecycle import JobStatus
 from .._limits import EndpointPool, JobLimiter
+from .._rows import JobRow
 from .._settings import ServiceSettings
 from ._journal import CallJournal
 from ._kinds import build_runners, runner_for
@@ -56,7 +57,7 @@ def new_worker_id(pid: int | None = None, suffix: str | None = None) -> str:
 
 @dataclass
 class Running:
-    job: Any
+    job: JobRow
     task: asyncio.Task[Any] | None = None
     live: Live = field(default_factory=Live)
     limiters: list[JobLimiter] = field(default_factory=list)
@@ -230,7 +231,7 @@ class Worker:
         if self._wake is not None:
             self._wake.set()
 
-    def _launch(self, row: Any) -> None:
+    def _launch(self, row: JobRow) -> None:
         mine = self.running.get(row.id)
         if mine is not None and mine.task is not None and not mine.task.done():
             # our own job, whose lease lapsed while we were busy (a stalled heartbeat): the
@@ -342,7 +343,7 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await within(self._wake.wait(), 1.0)
 
-    def _pause(self, job: Any, exc: DatabaseUnavailable) -> None:
+    def _pause(self, job: JobRow, exc: DatabaseUnavailable) -> None:
         self.database_lost(exc)
         self.paused[job.id] = job
         log.debug("job %s paused for the database", job.id)
