@@ -30,7 +30,7 @@ from ._jobs import JobStore
 from ._jobspec import check_bundle_options
 from ._labels import predictions_sha256
 from ._lifecycle import WITH_RESULTS, JobStatus, new_job_status
-from ._rows import judgment_row
+from ._rows import JudgmentRecord, judgment_row
 from ._settings import ServiceSettings, UploadCaps
 
 
@@ -197,7 +197,7 @@ def _job_record(principal: Principal, meta: dict[str, Any], summary: dict[str, A
 def _insert_rows(conn: Any, job_id: str, judged: Path, calls: Path | None,
                  last_of: dict[str, int]) -> None:
     """The judgments and the calls (the last line of each custom_id), a batch at a time."""
-    batch: list[dict[str, Any]] = []
+    batch: list[JudgmentRecord] = []
     for seq, row in enumerate(_rows(judged, "judgments.jsonl", check=True)):
         batch.append(judgment_row(job_id, seq, row))
         if len(batch) >= _BATCH:
@@ -205,16 +205,16 @@ def _insert_rows(conn: Any, job_id: str, judged: Path, calls: Path | None,
             batch = []
     if batch:
         conn.execute(judgments.insert(), batch)
-    batch = []
+    logged: list[dict[str, Any]] = []
     for line, call in enumerate(_rows(calls, "calls.jsonl", check=False), start=1):
         if last_of.get(call["custom_id"]) != line:
             continue
-        batch.append({"job_id": job_id, "custom_id": call["custom_id"], "record": call})
-        if len(batch) >= _BATCH:
-            conn.execute(job_calls.insert(), batch)
-            batch = []
-    if batch:
-        conn.execute(job_calls.insert(), batch)
+        logged.append({"job_id": job_id, "custom_id": call["custom_id"], "record": call})
+        if len(logged) >= _BATCH:
+            conn.execute(job_calls.insert(), logged)
+            logged = []
+    if logged:
+        conn.execute(job_calls.insert(), logged)
 
 
 def _last_calls(calls: Path | None) -> dict[str, int]:

@@ -96,7 +96,7 @@ class LabelStore:
             else:
                 label_id = found.id
                 conn.execute(labels.update().where(labels.c.id == found.id).values(**data))
-            row = conn.execute(sa.select(labels).where(labels.c.id == label_id)).first()
+            row = conn.execute(sa.select(labels).where(labels.c.id == label_id)).one()
         return _public(row)
 
     def list(self, project_id: str, *, subject: str | None = None,

@@ -633,7 +633,8 @@ class AnalysisRunner:
     def _metrics(self, job: JobRow, inputs: Inputs) -> Outcome:
         options = dict(job.options)
         gold = options.pop("gold", None)
-        subset = {k: options.pop(k) for k in ("limit", "dialogue_ids") if k in options}
+        subset: dict[str, Any] = {k: options.pop(k) for k in ("limit", "dialogue_ids")
+                                  if k in options}
         schema = load_schema(inputs.path(job.inputs["schema"])[0])
         dialogues = _subset(load_dialogues(inputs.path(job.inputs["dialogues"])[0]), subset)
         systems = []
