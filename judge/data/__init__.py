@@ -67,6 +67,7 @@ from ._slotnames import (
 )
 from ._states import (
     NONE,
+    STORED_DELETIONS,
     State,
     apply_turn_state,
     cumulative_states,
@@ -87,6 +88,7 @@ __all__ = [
     "FORMAT_NAMES",
     "KINDS",
     "NONE",
+    "STORED_DELETIONS",
     "Conflict",
     "Context",
     "Conversion",

@@ -62,9 +62,15 @@ def judged_turn_states(pred_states: Sequence[State], given: Sequence[State | Non
             for own, derived in zip(given, turn_states(pred_states), strict=True)]
 
 
+STORED_DELETIONS: tuple[str | None, ...] = (NONE, "", None)
+"""Deletions as stored rows of a run may hold them: ``none``, and an empty or null value
+(a page showing a run's rows integrates them with these)."""
+
+
 def apply_turn_state(previous: State, update: State, *,
-                     none_values: Iterable[str] = (NONE,)) -> State:
-    """The cumulative state after applying a turn state: set each slot, delete on ``none``."""
+                     none_values: Iterable[str | None] = (NONE,)) -> State:
+    """The cumulative state after applying a turn state: set each slot, delete on a value of
+    ``none_values`` (``none``; :data:`STORED_DELETIONS` adds empty and null values)."""
     nones = set(none_values)
     state = dict(previous)
     for slot, value in update.items():
@@ -75,13 +81,14 @@ def apply_turn_state(previous: State, update: State, *,
     return state
 
 
-def cumulative_states(updates: Sequence[State], *,
-                      none_values: Iterable[str] = (NONE,)) -> list[State]:
-    """Cumulative states of a dialogue from its turn states (inverse of :func:`turn_states`)."""
+def cumulative_states(updates: Sequence[State | None], *,
+                      none_values: Iterable[str | None] = (NONE,)) -> list[State]:
+    """Cumulative states of a dialogue from its turn states (inverse of :func:`turn_states`);
+    a missing turn state (None) changes nothing."""
     nones = tuple(none_values)
     state: State = {}
     out = []
     for update in updates:
-        state = apply_turn_state(state, update, none_values=nones)
+        state = apply_turn_state(state, update or {}, none_values=nones)
         out.append(state)
     return out

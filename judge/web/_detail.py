@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._errors import ServiceError
+from ..data import STORED_DELETIONS, cumulative_states
 from ..service import FINAL, ServiceDep, job_subject, job_warnings
 from ._common import WebRoute, render
 from ._index import (
@@ -94,16 +95,11 @@ def facets(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id:
                          "kinds": index.kinds, "versions": index.versions})
 
 
-def integrate(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """A cumulative state from turn states (a ``none`` value removes the slot)."""
-    state: dict[str, Any] = {}
-    for turn in states:
-        for slot, value in (turn or {}).items():
-            if value in (None, "none", ""):
-                state.pop(slot, None)
-            else:
-                state[slot] = value
-    return state
+def integrate(states: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """A cumulative state from a run's stored turn states: the data package's integration,
+    with the deletions stored rows hold (``none``, empty, null)."""
+    integrated = cumulative_states(states, none_values=STORED_DELETIONS)
+    return integrated[-1] if integrated else {}
 
 
 def turn_view(rows: list[dict[str, Any]], turn_index: int) -> dict[str, Any]:

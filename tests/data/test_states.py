@@ -60,3 +60,16 @@ def test_integration_report(tmp_path):
     assert [(i.dialogue_id, i.turn_index) for i in issues] == [("D1", 1)]
     assert issues[0].expected == {"hotel-area": "north", "hotel-stars": "4"}
     assert "hotel-stars" in issues[0].describe()
+
+
+def test_stored_rows_integrate_with_empty_and_null_values_as_deletions():
+    """The one integration serves the web's turn page: stored rows may say a slot is gone
+    with ``none``, an empty or a null value, and a turn may have no state at all."""
+    from judge.data import STORED_DELETIONS
+
+    updates = [{"a": "1", "b": "2", "c": "3", "d": "4"}, None,
+               {"a": "none", "b": None, "c": "", "d": "5"}, {}]
+    states = cumulative_states(updates, none_values=STORED_DELETIONS)
+    assert states[-1] == {"d": "5"} and states[1] == states[0]
+    # by default only "none" deletes: an empty value is a value
+    assert cumulative_states([{"a": "1"}, {"a": ""}])[-1] == {"a": ""}
