@@ -602,7 +602,7 @@ def _downloaded(run: Run, name: str) -> Path | None:
     return found if inside and found.is_file() else None
 
 
-def _recorded(run: Run, name: str) -> Path | None:
+def recorded_input(run: Run, name: str) -> Path | None:
     """A data file a judge run recorded (its manifest, else the copy ``dst-judge results``
     downloaded, else its summary), if it still exists."""
     downloaded = _downloaded(run, name)
@@ -651,12 +651,12 @@ def load_audit_inputs(paths: Sequence[str | Path], *, dialogues: str | Path | No
         raise OptionError("the audit needs at least one run directory or predictions file")
     runs = [load_run(p) for p in paths if Path(p).is_dir()]
     dialogues_path = Path(dialogues) if dialogues else next(
-        (found for run in runs if (found := _recorded(run, "dialogues")) is not None), None)
+        (found for run in runs if (found := recorded_input(run, "dialogues")) is not None), None)
     if dialogues_path is None:
         raise OptionError("pass --dialogues FILE: plain predictions files need it, and the "
                           "runs' recorded dialogues file is not found from here")
     schema_path = Path(schema) if schema else next(
-        (found for run in runs if (found := _recorded(run, "schema")) is not None), None)
+        (found for run in runs if (found := recorded_input(run, "schema")) is not None), None)
     loaded_schema = load_schema(schema_path) if schema_path is not None else None
     dialogue_set = load_dialogues(dialogues_path)
     sources: list[AuditSource] = []

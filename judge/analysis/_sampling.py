@@ -508,9 +508,13 @@ def check_sample(sample: Sample, rows: Sequence[Mapping[str, Any]], *,
                             allocation=first.allocation, design=first.design, unit=first.unit,
                             procedure=first.procedure)
     except OptionError as exc:
+        corrected = "+corr:" in str(first.gold or "")
+        hint = ("it was drawn against a corrected gold: pass the corrections it was drawn "
+                "with (--corrections)" if corrected else
+                another or "was it drawn from another run?")
         raise DataMismatchError(
-            f"the sample cannot be drawn again from this run ({exc.args[0]}): "
-            f"{another or 'was it drawn from another run?'}", path=sample.path,
+            f"the sample cannot be drawn again from this run ({exc.args[0]}): {hint}",
+            path=sample.path,
             line=sample.line_of(0), field="design") from None
     redrawn = {turn.key: turn for turn in again.turns}
     listed = {turn.key for turn in sample.turns}

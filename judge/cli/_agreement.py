@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
+from ._gold import add_run_corrections_options, run_rows_corrected
+
 __all__ = ["add_parsers"]
 
 
@@ -41,6 +43,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="alternative-annotator test: how much less often than a reviewer the "
                    "judge may agree with the other reviewers and still stand in (default: 0.1)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
+    add_run_corrections_options(p, drawing=False)
     p.set_defaults(handler=run)
 
 
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from ._report import print_agreement
 
     check_tuning(args.tuning)
-    rows = load_run(args.run).rows
+    rows, _ = run_rows_corrected(load_run(args.run), args.corrections,
+                                 dialogues=args.run_dialogues, schema=args.run_schema)
     human = load_labels(args.human) if args.human else None
     sample = load_sample(args.sample) if args.sample else None
     report = agreement_report(rows, human, sample=sample, n_boot=args.n_boot, seed=args.seed,

@@ -26,7 +26,12 @@ from ..analysis import (
 )
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
-from ._gold import add_corrections_option, read_all
+from ._gold import (
+    add_corrections_option,
+    add_run_corrections_options,
+    read_all,
+    run_rows_corrected,
+)
 from ._options import write_json
 from ._report import print_estimates, print_methods, print_systems, say
 
@@ -54,6 +59,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--tuning", default="loo", metavar="MODE",
                    help="PPI power tuning: loo (default), plain or a fixed λ in [0, 1]")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the table as JSON")
+    add_run_corrections_options(p, drawing=False)
     p.set_defaults(handler=run_compare)
 
     p = commands.add_parser(
@@ -80,6 +86,10 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("--sample needs one --human file per run (the labels of each run's "
                           "predictions on the sampled turns)")
     runs = [load_run(path) for path in args.runs]
+    if args.corrections:
+        runs = [Run(run.path, run.summary, run_rows_corrected(
+            run, args.corrections, dialogues=args.run_dialogues, schema=args.run_schema)[0])
+            for run in runs]
     digests = [recorded_predictions_sha256(path) for path in args.runs]
     names = [f"run {path}" for path in args.runs]
     loaded = [load_labels(path) for path in files]

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InputError, OptionError
 from .._io import plural, printable
 from ..data import CorrectedGold, DialogueSet, Located, Schema, apply_corrections, read_corrections
+
+if TYPE_CHECKING:
+    from ..pipeline import Run
 
 
 def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -98,3 +102,51 @@ def _carried(dialogues: DialogueSet, version: str) -> bool:
     except OptionError:
         return False
     return True
+
+
+def add_run_corrections_options(parser: argparse.ArgumentParser, *, drawing: bool) -> None:
+    """``--corrections`` for a command that reads a judge run's RULE verdicts (with the run's
+    data files, by default the ones it recorded)."""
+    parser.add_argument(
+        "--corrections", action="extend", nargs="+", default=[], metavar="FILE",
+        help=("corrections of the gold: adds the RULE verdicts of the corrected version "
+              "(VERSION+corr:DIGEST) to the run, computed from its judged turns, so --gold can "
+              "name it" if drawing else
+              "the corrections a sample's corrected gold was drawn with (see 'labels sample "
+              "--corrections'): its RULE verdicts are added to the run again"))
+    parser.add_argument("--run-dialogues", metavar="FILE",
+                        help="with --corrections: the run's dialogues file (default: the one "
+                        "it recorded)")
+    parser.add_argument("--run-schema", metavar="FILE",
+                        help="with --corrections: the run's schema (default: the one it "
+                        "recorded)")
+
+
+def run_rows_corrected(run: Run, paths: Sequence[str], *, dialogues: str | None = None,
+                       schema: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """A judge run's rows with the RULE verdicts and gold turn states of each corrected
+    version added (no model call), and the corrected versions' names."""
+    if not paths:
+        return [dict(row) for row in run.rows], []
+    from ..analysis import recorded_input
+    from ..data import load_dialogues, load_schema
+    from ..pipeline import with_gold_versions
+
+    located = read_all(paths)
+    dialogues_path = dialogues or recorded_input(run, "dialogues")
+    schema_path = schema or recorded_input(run, "schema")
+    if dialogues_path is None or schema_path is None:
+        missing = "dialogues" if dialogues_path is None else "schema"
+        raise OptionError(f"--corrections needs the run's {missing} file, and the one run "
+                          f"{run.path} recorded is not found from here: pass --run-{missing}")
+    loaded_schema = load_schema(schema_path)
+    loaded = load_dialogues(dialogues_path, schema=loaded_schema)
+    names = []
+    for version in dict.fromkeys(c.correction.gold for c in located):
+        result = apply_corrections(loaded, version, located, schema=loaded_schema)
+        _note(result, paths)
+        loaded = result.dialogues
+        names.append(result.name)
+    rows = with_gold_versions(run.rows, loaded, loaded_schema,
+                              run.summary.get("rule_match"), names)
+    return rows, names

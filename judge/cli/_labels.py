@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._io import plural
+from ._gold import add_run_corrections_options, run_rows_corrected
 
 __all__ = ["add_parsers"]
 
@@ -57,6 +58,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                         "taken whole) or proportional to stratum size (domain's default)")
     sample.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     sample.add_argument("--out", required=True, metavar="FILE", help="sample (JSON Lines)")
+    add_run_corrections_options(sample, drawing=True)
     sample.set_defaults(handler=run_sample)
     plan = sub.add_parser(
         "plan", help="how many labels give a TSA interval of a given width, labels alone vs "
@@ -94,8 +96,14 @@ def run_sample(args: argparse.Namespace, console: Console) -> int:
     from ..analysis import draw_sample, recorded_predictions_sha256, write_sample
     from ..pipeline import load_run
 
-    rows = load_run(args.run).rows
-    sample = draw_sample(rows, n=args.n, gold=args.gold, seed=args.seed,
+    rows, corrected = run_rows_corrected(load_run(args.run), args.corrections,
+                                         dialogues=args.run_dialogues, schema=args.run_schema)
+    gold = args.gold
+    if corrected and gold is not None and gold not in corrected:
+        base = [name for name in corrected if name.split("+corr:")[0].replace(".", "")
+                == gold.replace(".", "")]
+        gold = base[0] if base else gold  # --gold 2.1 with corrections: the corrected 2.1
+    sample = draw_sample(rows, n=args.n, gold=gold, seed=args.seed,
                          by_domain=args.by_domain, allocation=args.allocation,
                          design=args.design, unit=args.unit,
                          predictions_sha256=recorded_predictions_sha256(args.run))

@@ -28,7 +28,7 @@ from ._evaluate import (
     system_dirs,
 )
 from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
-from ._result import EvaluationResult
+from ._result import EvaluationResult, with_gold_versions
 from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "rules_for",
     "submit_files",
     "system_dirs",
+    "with_gold_versions",
     "write_requests",
     "write_results",
 ]

@@ -3,13 +3,13 @@ gold version, one row per turn, and the run summary."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import ExitStatus
-from ..data import Dialogue, turn_states
+from .._errors import DataMismatchError, ExitStatus
+from ..data import Dialogue, DialogueSet, Schema, dialogue_key, turn_states
 from ..method import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ..metrics import MatchPolicy, ratio, rule_policy, rule_verdicts
 from ..model import PriceTable, load_prices, price_and_counter, usage_check, usage_cost
@@ -113,6 +113,38 @@ def _rule_checks(dialogue: Dialogue, versions: Sequence[str], judged: list[dict[
         verdicts[version] = rule_verdicts(gold, judged, check.policy,
                                           ignore_none_pairs=check.ignore_none)
     return verdicts, gold_turns
+
+
+def with_gold_versions(rows: Sequence[Mapping[str, Any]], dialogues: DialogueSet,
+                       schema: Schema, rule_match: str | None,
+                       versions: Sequence[str]) -> list[dict[str, Any]]:
+    """A run's rows with the RULE verdicts and gold turn states of more annotation versions
+    (a corrected gold, say), computed as the run computed its own, from its judged turn
+    states: no model is called. Rows of dialogues not in ``dialogues`` are an error."""
+    check = _RuleCheck(*rule_policy(rule_match or "exact", schema))
+    by_dialogue: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_dialogue.setdefault(dialogue_key(str(row["dialogue_id"])), []).append(dict(row))
+    out: list[dict[str, Any]] = []
+    for key, group in by_dialogue.items():
+        dialogue = dialogues.get(key)
+        if dialogue is None:
+            raise DataMismatchError(f"the run holds dialogue {group[0]['dialogue_id']!r}, "
+                                    f"which {dialogues.path} does not")
+        group.sort(key=lambda r: int(r["turn_index"]))
+        judged = [dict(r.get("pred_turn_state") or {}) for r in group]
+        if len(judged) != len(dialogue.turns):
+            raise DataMismatchError(f"the run holds {len(judged)} turns of dialogue "
+                                    f"{dialogue.dialogue_id!r}, {dialogues.path} "
+                                    f"{len(dialogue.turns)}")
+        verdicts, gold_turns = _rule_checks(dialogue, versions, judged, check)
+        for index, row in enumerate(group):
+            row["rule"] = {**(row.get("rule") or {}),
+                           **{v: verdicts[v][index] for v in versions}}
+            row["gold_turn_state"] = {**(row.get("gold_turn_state") or {}),
+                                      **{v: gold_turns[v][index] for v in versions}}
+        out.extend(group)
+    return out
 
 
 def _row(dialogue: Dialogue, turn: PlannedTurn, results: Sequence[CallResult],
