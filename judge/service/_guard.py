@@ -48,7 +48,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import Match
 
 from .._errors import ServiceError
-from .._io import MAX_JSON_DEPTH, nesting_exceeds, printable
+from .._io import MAX_JSON_DEPTH, json_values_exceed, nesting_exceeds, printable
 from .._tasks import within
 
 if TYPE_CHECKING:
@@ -72,6 +72,10 @@ INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 API_PREFIX = "/v1"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+MAX_JSON_VALUES = 110_000
+"""The most values a JSON body may hold: the largest a route takes is a job's 100,000 dialogue
+ids (``options.dialogue_ids``) with its other fields; a 2 MB body of a million numbers is
+refused (413) before it is parsed into a hundred times its size."""
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -391,22 +395,43 @@ def json_problem(body: bytes) -> tuple[str, str | None] | None:
         value = json.loads(body, parse_constant=_Constant)
     except (ValueError, RecursionError):
         return None
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, _Constant):
-            return (f"{item.text} is not a number this service accepts (NaN and Infinity "
-                    "are refused)"), where or None
-        if isinstance(item, int) and not isinstance(item, bool) and \
-                not INT64_MIN <= item <= INT64_MAX:
-            return "an integer outside what the database holds (64 bits)", where or None
-        if isinstance(item, float) and not math.isfinite(item):
-            return "a number too large to hold (it reads as Infinity)", where or None
-        if isinstance(item, dict):
-            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
-        elif isinstance(item, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    # depth first, in document order, holding one iterator per open container (not a path
+    # string per value: that cost a hundred bytes for each of a million numbers)
+    keys: list[Any] = []
+    open_: list[Iterator[tuple[Any, Any]]] = [iter([(None, value)])]
+    while open_:
+        for key, item in open_[-1]:
+            problem = _value_problem(item)
+            if problem is not None:
+                return problem, _json_path([*keys, key][1:]) or None
+            if isinstance(item, dict | list):
+                keys.append(key)
+                open_.append(iter(item.items() if isinstance(item, dict) else enumerate(item)))
+                break
+        else:
+            open_.pop()
+            if keys:
+                keys.pop()
     return None
+
+
+def _value_problem(item: Any) -> str | None:
+    if isinstance(item, _Constant):
+        return f"{item.text} is not a number this service accepts (NaN and Infinity are refused)"
+    if isinstance(item, int) and not isinstance(item, bool) and \
+            not INT64_MIN <= item <= INT64_MAX:
+        return "an integer outside what the database holds (64 bits)"
+    if isinstance(item, float) and not math.isfinite(item):
+        return "a number too large to hold (it reads as Infinity)"
+    return None
+
+
+def _json_path(keys: list[Any]) -> str:
+    """``a.b[1]`` from the keys and indexes leading to a value."""
+    path = ""
+    for key in keys:
+        path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else str(key))
+    return path
 
 
 def _param_problem(info: RouteInfo, query: str, path_params: dict[str, Any]) -> Refusal | None:
@@ -533,7 +558,11 @@ class RequestGuard:
         if exchange.api and exchange.has_body and not exchange.multipart \
                 and exchange.method in _BODY_METHODS:
             body = await reader.read_all()
-            if b"json" in exchange.headers.get(b"content-type", b"").lower():
+            kind = exchange.headers.get(b"content-type", b"").lower()
+            if not kind or b"json" in kind:  # without a type, FastAPI reads JSON too
+                if json_values_exceed(body, MAX_JSON_VALUES):
+                    raise Refusal(413, f"the JSON body holds more than {MAX_JSON_VALUES:,} "
+                                  "values; no request of this API needs that many")
                 invalid = json_problem(body)
                 if invalid is not None:
                     raise Refusal(422, invalid[0], field=invalid[1])
