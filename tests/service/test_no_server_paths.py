@@ -200,3 +200,15 @@ def test_no_response_bundle_page_or_log_line_names_a_server_path_or_a_secret(tmp
     # the operator's log: no key, no token (it may name the operator's own folders)
     assert CANARY_KEY not in log and token not in log
     assert "GET /v1/jobs/" in log  # the access log was on: there was something to search
+
+
+def test_the_names_of_server_paths_never_replace_the_root_folder(tmp_path):
+    """A data directory of ``/`` (or an installation there) must not turn every ``/`` of a
+    result into a name."""
+    from judge.service.queue._runners import server_paths
+
+    assert "/" not in dict(server_paths(Path("/")))
+    named = dict(server_paths(tmp_path))
+    assert named[str(tmp_path)] == "<data dir>" and named[str(ROOT)] == "<dst-judge>"
+    lengths = [len(path) for path, _ in server_paths(tmp_path)]
+    assert lengths == sorted(lengths, reverse=True)  # the longest (most specific) first

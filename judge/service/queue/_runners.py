@@ -221,6 +221,7 @@ def server_paths(data_dir: Path) -> tuple[tuple[str, str], ...]:
     for path, name in ((data_dir, "<data dir>"), (install, "<dst-judge>")):
         found.setdefault(str(path), name)
         found.setdefault(str(path.resolve()), name)
+    found.pop(str(Path(install.anchor)), None)  # never the root itself: it is in every path
     return tuple(sorted(found.items(), key=lambda item: -len(item[0])))
 
 
