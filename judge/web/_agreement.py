@@ -174,8 +174,11 @@ def sample_notes(report: Mapping[str, Any]) -> list[str]:
     """Beside the figures: what the estimates count and leave out (or why there are none)."""
     population = report.get("population")
     if not population:
-        note = report.get("population_note")
-        return [note] if note else []
+        if not report.get("population_note"):
+            return []
+        return ["No population estimate: these labels come from review queues, which are not a "
+                "random sample of the run, so they give agreement figures only. Label turns of "
+                "the random sample queue for estimates."]
     estimation = population.get("estimation") or {}
     undecided = estimation.get("undecided_sampled_turns") or {}
     design = estimation.get("design") or {}

@@ -105,6 +105,16 @@ def test_a_tampered_estimate_sample_is_refused(web, synthetic_run):
            turn_index=edited[0]["turn_index"], label="correct")
     html = _panel(client, synthetic_run, "The statistics failed")
     assert f"{sample_name(synthetic_run)}:4" in html and "Estimates of TSA" not in html
+    # a sample of another run (a smaller one) stored under this run's name
+    from judge.web._index import build_index
+    from judge.web._review import draw
+
+    from .synthetic import synthetic_rows
+
+    other = draw(build_index("x", None, iter(synthetic_rows(120, seed=8)), {}), 8, seed=2)
+    _upload_as_run_sample(web, synthetic_run, [t.model_dump() for t in other.turns])
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
+    assert page.status_code == 422 and "the sample was drawn from another run" in page.text
 
 
 def test_the_panel_states_unlabelled_tied_and_unsure_turns(web, synthetic_run):
@@ -142,3 +152,17 @@ def test_the_same_draw_asked_again_is_the_estimate_sample(web, synthetic_run):
     assert "the run&#39;s estimate sample (fixed" in page.text
     names = [f["name"] for f in web["service"].files.list(_project(web), kind="sample")]
     assert names == [sample_name(synthetic_run)]
+
+
+def test_queue_labels_without_a_sample_give_no_estimate_and_the_panel_says_why(web,
+                                                                               synthetic_run):
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    page = client.get(f"/ui/review/{synthetic_run}?queue=disagreements")
+    assert page.status_code == 200 and 'id="sample-note"' not in page.text
+    first = page.text.split('data-dialogue="', 1)[1].split('"', 1)[0]
+    turn = int(page.text.split('data-turn="', 1)[1].split('"', 1)[0])
+    _label(client, csrf, synthetic_run, dialogue_id=first, turn_index=turn, label="correct")
+    html = _panel(client, synthetic_run, "estimate-notes")
+    assert "No population estimate: these labels come from review queues" in html
+    assert "Estimates of TSA" not in html
