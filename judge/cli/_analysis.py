@@ -114,6 +114,8 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
     print_methods(table, console)
     if warning:
         say(console, f"warning: {warning}")
+    if table.get("sample_check"):
+        say(console, f"sample checked: {table['sample_check']}")
     for difference in table.get("differences") or []:
         print_estimates(difference, console)
         say(console, difference["verdict"])

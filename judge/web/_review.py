@@ -130,13 +130,16 @@ class SampleChoice:
 
 
 def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
-                  seed: int | None, drawn: Callable[[int, int], Any]) -> SampleChoice:
+                  seed: int | None, drawn: Callable[[int, int], Any],
+                  checked: set[tuple[Any, ...]] | None = None) -> SampleChoice:
     """The run's estimate sample when the request names no other (or names its own ``n`` and
     ``seed``), checked by drawing it again (422 when it differs: a tampered store); else the
     draw ``drawn(n, seed)``, which replaces the estimate sample while none of its turns has a
-    label, and is stored as a separate sample once one has."""
+    label, and is stored as a separate sample once one has. ``checked`` remembers the stored
+    files (by id, and the run's index) already drawn again, so a queue's every request does
+    not redraw it."""
     digest = predictions_sha256(job_subject(row))
-    _, current = stored_sample(service, row.project_id, row.id)
+    current_id, current = stored_sample(service, row.project_id, row.id)
     fixed = False
     if current is not None:
         labelled = labelled_turns(service.labels.list(row.project_id,
@@ -147,10 +150,16 @@ def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
         wanted = own if n is None and seed is None else (
             DEFAULT_SAMPLE if n is None else n, 0 if seed is None else seed)
         if wanted == own:
-            try:
-                analysis.check_sample(current, index_rows(index), predictions_sha256=digest)
-            except DSTJudgeError as exc:
-                raise ServiceError(str(exc), status=422, field="sample") from None
+            mark = (current_id, index.key, digest)
+            if checked is None or mark not in checked:
+                try:
+                    analysis.check_sample(current, index_rows(index), predictions_sha256=digest)
+                except DSTJudgeError as exc:
+                    raise ServiceError(str(exc), status=422, field="sample") from None
+                if checked is not None:
+                    if len(checked) > 256:
+                        checked.clear()
+                    checked.add(mark)
             state = "fixed: a turn of it has a label" if fixed else "not fixed until a label"
             return SampleChoice(current, own[0], own[1], True, fixed,
                                 f"the run's estimate sample ({state})")
@@ -218,6 +227,7 @@ class Queues:
         self.board = board
         self.items: dict[tuple[Any, ...], list[QueueItem]] = {}
         self.draws: dict[tuple[Any, ...], Any] = {}
+        self.checked: set[tuple[Any, ...]] = set()
         self.ranking: dict[tuple[Any, ...], Future[list[QueueItem]]] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-candidates")
@@ -250,7 +260,7 @@ class Queues:
                     self.draws[key] = found
             return found
 
-        return choose_sample(self.service, row, index, n, seed, drawn)
+        return choose_sample(self.service, row, index, n, seed, drawn, self.checked)
 
     def get(self, row: JobRow, index: RunIndex, kind: str, n: int | None = None,
             seed: int | None = None) -> tuple[list[QueueItem], SampleChoice | None]:

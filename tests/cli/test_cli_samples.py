@@ -212,7 +212,9 @@ def test_swapped_labels_files_are_paired_by_their_predictions(runs, tmp_path, ca
         capsys.readouterr()
         assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
                      "--human", *map(str, order), "--json", str(table)]) == 0
-        assert "paired with runs by the order" not in flat(capsys.readouterr().out)
+        out = flat(capsys.readouterr().out)
+        assert "paired with runs by the order" not in out
+        assert "sample checked: drawn again from this run" in out
         values.append(json.loads(table.read_text())["differences"][0]["estimates"]["tsa"]
                       ["labels"]["value"])
     expected = [rows_of(runs["good"])[k]["rule"]["2.4"] - rows_of(runs["weak"])[k]["rule"]["2.4"]
