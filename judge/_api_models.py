@@ -25,7 +25,8 @@ WORKING_STATUSES: tuple[JobStatus, ...] = ("running", "waiting")
 owns them; a test keeps the two in step, since the client must not import the service)."""
 JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
 JobMode = Literal["live", "batch"]
-FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules", "sample"]
+FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules", "sample",
+                   "corrections"]
 LabelValue = Literal["correct", "incorrect", "unsure"]
 
 MAX_PAGE = 1000

@@ -25,14 +25,14 @@ from pydantic import ValidationError
 from .._errors import DSTJudgeError, InputError, ServiceError
 from .._io import iter_jsonl_lines, parse_line, replace_whole, validation_error
 from ..analysis import load_labels, load_sample
-from ..data import DialogueScan, PredDialogue, load_schema, read_foreign
+from ..data import DialogueScan, PredDialogue, load_schema, read_corrections, read_foreign
 from ..method import load_rules
 from ._auth import new_id
 from ._db import Database, blobs, files, now
 from ._settings import UploadCaps
 from ._slotcheck import upload_slot_names
 
-FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample")
+FILE_KINDS = ("schema", "dialogues", "predictions", "labels", "rules", "sample", "corrections")
 _CHUNK = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
 _RATIO_AFTER = 1 << 20
@@ -212,7 +212,7 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
     review samples (their loaders), a schema or a rules file (one document each, within the
     record cap). Raises 422 with the message; returns a short description of the content."""
     prefix = folder.rstrip("/") + "/"
-    if kind in ("labels", "sample"):
+    if kind in ("labels", "sample", "corrections"):
         _refuse_past_record_cap(kind, path)
     try:
         if kind == "dialogues":
@@ -226,6 +226,8 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         if kind == "sample":
             sample = load_sample(path)
             return {**sample.describe(), "strata": len(sample.strata())}
+        if kind == "corrections":
+            return describe_corrections(path)
         if kind == "rules":
             rules = load_rules(path)
             return {"source": Path(rules.source).name}
@@ -235,7 +237,7 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
 
 
 MAX_LABEL_RECORDS = 50_000
-"""Records one labels or sample upload may hold. Their loaders keep every record (about
+"""Records one labels, sample or corrections upload may hold. Their loaders keep every record (about
 0.65 KB each in memory), and such files compress 25:1, so without a count a 1 MB upload could
 make the API hold some 250 MB. 50,000 human labels is weeks of a person's work; a labelling
 sample is a few hundred turns."""
@@ -257,6 +259,18 @@ def _refuse_past_record_cap(kind: str, path: Path) -> None:
         if count > MAX_LABEL_RECORDS:
             raise ServiceError(f"a {kind} upload holds at most {MAX_LABEL_RECORDS:,} records; "
                                "split the file", status=413, field="file")
+
+
+def describe_corrections(path: Path) -> dict[str, Any]:
+    """Every correction checked as ``dst-judge validate corrections`` reads it (file, line
+    and field in the message); an empty file is refused, as the CLI refuses it."""
+    found = read_corrections([path])
+    if not found:
+        raise InputError("no corrections in the file (every line is blank)", path=path)
+    return {"corrections": len(found),
+            "versions": sorted({c.correction.gold for c in found}),
+            "reviewers": sorted({c.correction.reviewer for c in found}),
+            "adjudicated": sum(c.correction.adjudicated for c in found)}
 
 
 def _describe_dialogues(path: Path) -> dict[str, Any]:

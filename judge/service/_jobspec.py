@@ -63,14 +63,17 @@ REFUSED = {
 INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
     # kind -> input name -> (what it refers to, required, list)
     "evaluate": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                 "predictions": ("predictions", True, False), "rules": ("rules", False, False)},
+                 "predictions": ("predictions", True, False), "rules": ("rules", False, False),
+                 "corrections": ("corrections", False, True)},
     "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                "predictions": ("predictions", True, True)},
+                "predictions": ("predictions", True, True),
+                "corrections": ("corrections", False, True)},
     "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
-                  "sample": ("sample", False, False)},
+                  "sample": ("sample", False, False),
+                  "corrections": ("corrections", False, True)},
     "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
                 "sample": ("sample", False, False)},
-    "audit": {"run": ("job", True, False)},
+    "audit": {"run": ("job", True, False), "corrections": ("corrections", False, True)},
     "retry-errors": {"run": ("job", True, False)},
 }
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -113,7 +116,8 @@ class JobRequest(BaseModel):
     inputs: dict[str, str | Annotated[list[str], Field(max_length=MAX_LIST)]] = Field(
         max_length=10,
         description="Input name → file id (or job id for runs); lists where the kind takes "
-        "several (metrics: predictions; compare: runs, and human: one labels file per run), "
+        "several (metrics: predictions; compare: runs, and human: one labels file per run; "
+        "corrections: the corrections files of evaluate, metrics, agreement and audit), "
         f"at most {MAX_LIST} ids each.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="CLI option names, underscored.")

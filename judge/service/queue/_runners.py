@@ -47,11 +47,21 @@ from ...analysis import (
     render_audit,
     run_differences,
 )
-from ...data import DialogueSet, load_dialogues, load_predictions, load_schema
+from ...data import (
+    CorrectedGold,
+    DialogueSet,
+    Located,
+    Schema,
+    apply_corrections,
+    load_dialogues,
+    load_predictions,
+    load_schema,
+    read_corrections,
+)
 from ...method import default_rules, load_rules, packaged_rules_path
-from ...metrics import MetricOptions, compute_metrics
+from ...metrics import MetricOptions, compute_metrics, paper_tables
 from ...model import AiohttpTransport, ReplyLimits, Transport
-from ...pipeline import Run, RunDirectory, evaluate_async
+from ...pipeline import Run, RunDirectory, evaluate_async, with_gold_versions
 from ...store import LEDGER_FILE, SQLiteLedger
 from .._db import Database, files
 from .._estimate_inputs import EstimateInputs, read_estimate_inputs
@@ -62,7 +72,7 @@ from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
 from .._lifecycle import JobStatus
 from .._limits import JobLimiter
 from .._replaying import replay_transport_for
-from .._reruns import run_input_files
+from .._reruns import first_run, run_input_files
 from .._rows import JobRow
 from .._settings import ServiceSettings
 from ._lease import JobQueue, Records
@@ -283,6 +293,7 @@ class _Start:
     resume: bool
     sources: dict[str, Any]
     ledger: DatabaseLedger
+    corrected: list[CorrectedGold] = field(default_factory=list)
 
 
 class EvaluateRunner:
@@ -449,6 +460,8 @@ class EvaluateRunner:
             transport=replay_transport_for(self.settings, endpoint_name)
             or self.transport(start.config))
         summary = scrub_summary(result.summary, endpoint_name, inputs)
+        if start.corrected:
+            summary["corrections"] = corrections_summary(start.corrected)
         usage = summary.get("tokens") or {}
         live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         live.cost = float(summary.get("cost_usd") or 0.0)
@@ -477,6 +490,12 @@ class EvaluateRunner:
             input_files = run_input_files(conn, job.project_id, source)
         schema, dialogues, predictions, rules, sources = self.read_inputs(
             input_files, options, inputs)
+        corrected: list[CorrectedGold] = []
+        correction_ids = _ids(source.inputs.get("corrections"))
+        if correction_ids:  # the corrected versions are judged beside the file's own
+            dialogues, corrected = corrected_versions(
+                dialogues, schema, read_correction_files(inputs, correction_ids))
+            sources["gold_corrections"] = [c.name for c in corrected]
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
@@ -496,7 +515,7 @@ class EvaluateRunner:
                 self.queue.record_calls(job.id, seed)
         resume = self.prepare_run_dir(job, seed, manifest)
         return _Start(endpoint_name, config, schema, dialogues, predictions, rules, resume,
-                      sources, self.ledger(job))
+                      sources, self.ledger(job), corrected)
 
     def _config(self, values: dict[str, Any]) -> Any:
         """The run's configuration; jobs with the same options share one (it is frozen), as
@@ -584,6 +603,42 @@ def imported_manifest(manifest: Any, config: Any, dialogues: Any, sources: dict[
             "options": config.public_dict()}
 
 
+def _ids(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def read_correction_files(inputs: Inputs, file_ids: list[str]) -> list[Located]:
+    """Every correction of a job's ``inputs.corrections`` files (of the job's project; upload
+    names stand for the server's paths in every message)."""
+    found: list[Located] = []
+    for file_id in file_ids:
+        path, _ = inputs.path(file_id)
+        found.extend(read_corrections([path]))
+    return found
+
+
+def corrected_versions(dialogues: DialogueSet, schema: Schema, located: list[Located]
+                       ) -> tuple[DialogueSet, list[CorrectedGold]]:
+    """The dialogues with one corrected version added for each version the corrections
+    correct (named ``VERSION+corr:DIGEST``)."""
+    results: list[CorrectedGold] = []
+    for version in dict.fromkeys(c.correction.gold for c in located):
+        result = apply_corrections(dialogues, version, located, schema=schema)
+        dialogues = result.dialogues
+        results.append(result)
+    return dialogues, results
+
+
+def corrections_summary(corrected: list[CorrectedGold]) -> list[dict[str, Any]]:
+    """What a result says of the corrected gold it used: which version, its name with the
+    digest, and how much the corrections changed."""
+    return [{"base": c.base, "name": c.name, "digest": c.digest, "applied": c.applied,
+             "changed_turns": c.changed_turns, "changed_slots": c.changed_slots}
+            for c in corrected]
+
+
 class AnalysisRunner:
     """metrics, agreement, compare and audit jobs: CPU work in a thread, no model calls."""
 
@@ -608,10 +663,13 @@ class AnalysisRunner:
             return self._metrics(job, inputs)
         if job.kind == "agreement":
             found = self._estimate_inputs(job, inputs)
-            report = agreement_report(found.runs[0].rows, found.labels[0] if found.labels
+            rows, corrected = self._corrected_rows(job, found.runs[0], inputs)
+            report = agreement_report(rows, found.labels[0] if found.labels
                                       else None, sample=found.sample,
                                       predictions_sha256=found.digests[0],
                                       run_name=found.names[0], **job.options)
+            if corrected:
+                report = {**report, "corrections": corrections_summary(corrected)}
             return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report, inputs))
         if job.kind == "compare":
             found = self._estimate_inputs(job, inputs)
@@ -628,7 +686,7 @@ class AnalysisRunner:
                                                        **job.options)
             return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(table, inputs))
         if job.kind == "audit":
-            return self._audit(job)
+            return self._audit(job, inputs)
         raise ServiceError(f"unknown job kind {job.kind!r}", status=500)
 
     def _metrics(self, job: JobRow, inputs: Inputs) -> Outcome:
@@ -647,8 +705,45 @@ class AnalysisRunner:
         for system, file_id in zip(systems, job.inputs["predictions"], strict=True):
             if names.count(system.name) > 1:
                 system.name = f"{system.name} ({file_id})"
-        report = compute_metrics(dialogues, systems, schema, MetricOptions(**options), gold=gold)
-        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(report.to_dict(), inputs))
+        correction_ids = _ids(job.inputs.get("corrections"))
+        corrected: list[CorrectedGold] = []
+        if correction_ids:
+            dialogues, corrected = corrected_versions(
+                dialogues, schema, read_correction_files(inputs, correction_ids))
+            chosen = _scored_correction(dialogues, corrected, gold)
+            gold = chosen.name
+        metric_options = MetricOptions(**options)
+        report = compute_metrics(dialogues, systems, schema, metric_options, gold=gold)
+        summary = report.to_dict()
+        if corrected:
+            tables = paper_tables(dialogues, systems, schema, versions=[chosen.base],
+                                  options=metric_options, corrected=[(chosen.base, chosen.name)])
+            summary["corrections"] = corrections_summary(corrected)
+            summary["change"] = {"columns": tables.change_columns,
+                                 "rows": [[_finite(v) for v in row]
+                                          for row in tables.change_rows]}
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(summary, inputs))
+
+    def _corrected_rows(self, job: JobRow, run: Run, inputs: Inputs
+                        ) -> tuple[list[dict[str, Any]], list[CorrectedGold]]:
+        """The run's rows with the RULE verdicts of each corrected version added (computed from
+        its judged turns with the run's own dialogues and schema: no model call)."""
+        correction_ids = _ids(job.inputs.get("corrections"))
+        if not correction_ids:
+            return [dict(row) for row in run.rows], []
+        with self.db.read() as conn:
+            source = first_run(conn, job.project_id, str(job.inputs["run"]))
+            if source is None:
+                raise InputError(f"job {job.inputs['run']} is not a judge run of this project")
+            files = run_input_files(conn, job.project_id, source)
+        inputs.prefetch([files.get("schema"), files.get("dialogues"), *correction_ids])
+        schema = load_schema(inputs.path(files["schema"])[0])
+        dialogues = load_dialogues(inputs.path(files["dialogues"])[0], schema=schema)
+        dialogues, corrected = corrected_versions(
+            dialogues, schema, read_correction_files(inputs, correction_ids))
+        rows = with_gold_versions(run.rows, dialogues, schema, run.summary.get("rule_match"),
+                                  [c.name for c in corrected])
+        return rows, corrected
 
     def _estimate_inputs(self, job: JobRow, inputs: Inputs) -> EstimateInputs:
         """The runs, labels and sample of an agreement or compare job, checked as at
@@ -665,20 +760,48 @@ class AnalysisRunner:
             raise InputError(f"job {job_id} holds no judgments")
         return Run(Path(job_id), dict(row.summary), rows)
 
-    def _audit(self, job: JobRow) -> Outcome:
+    def _audit(self, job: JobRow, inputs: Inputs) -> Outcome:
         run = self._run_of(job.project_id, job.inputs["run"])
+        rows, corrected = self._corrected_rows(job, run, inputs)
         ignore_none = "nospace" in str(run.summary.get("rule_match") or "")
-        items = audit_items(run.rows, ignore_none_pairs=ignore_none)
-        page = render_audit(run.summary, run.rows, items).encode("utf-8")
+        items = audit_items(rows, ignore_none_pairs=ignore_none)
+        page = render_audit(run.summary, rows, items).encode("utf-8")
         listed = [{"dialogue_id": i.dialogue_id, "turn_index": i.turn_index, "slot": i.slot,
                    "kind": i.kind, "predicted": i.predicted, "gold": i.gold,
                    "verdict": i.verdict, "rule": i.rule,
                    "disagreeing_versions": i.disagreeing_versions} for i in items]
         summary = {"run": job.inputs["run"], "items": len(items),
                    "turns": len({(i.dialogue_id, i.turn_index) for i in items}),
-                   "artifact": "audit.html", "list": listed}
+                   "artifact": "audit.html", "list": listed,
+                   **({"corrections": corrections_summary(corrected)} if corrected else {})}
         return Outcome(JobStatus.SUCCEEDED, 0, summary=summary,
                        artifacts={"audit.html": ("text/html; charset=utf-8", page)})
+
+
+def _scored_correction(dialogues: DialogueSet, corrected: list[CorrectedGold],
+                       gold: str | None) -> CorrectedGold:
+    """The corrected version a metrics job scores: that of ``options.gold`` (the version
+    named, or its corrected name), or the one version the corrections correct."""
+    if gold is None:
+        if len(corrected) > 1:
+            raise InputError(f"the corrections correct several versions "
+                             f"({', '.join(c.base for c in corrected)}): say which with "
+                             "options.gold")
+        return corrected[0]
+    for c in corrected:
+        if gold == c.name:
+            return c
+    base = dialogues.resolve_version(gold)
+    for c in corrected:
+        if c.base == base:
+            return c
+    raise InputError(f"the corrections correct {', '.join(c.base for c in corrected)}, not "
+                     f"options.gold {gold!r}")
+
+
+def _finite(value: Any) -> Any:
+    """NaN (an interval of one dialogue) as null: results are strict JSON."""
+    return None if isinstance(value, float) and value != value else value
 
 
 def _json(data: Any, inputs: Inputs) -> Any:
