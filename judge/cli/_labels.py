@@ -122,7 +122,11 @@ def run_sample(args: argparse.Namespace, console: Console) -> int:
         table.add_row(escape(stratum["stratum"]), str(stratum["size"]), str(stratum["sample"]),
                       f"{stratum['size'] / stratum['sample']:.2f}")
     console.print(table)
-    console.print(f"wrote {args.out}", markup=False)
+    known = "the run's and its predictions' digests" if first.predictions_sha256 \
+        else "the run's digest (its predictions are not known: no manifest)"
+    console.print(f"wrote {args.out}: it records n {args.n}, seed {args.seed}, procedure "
+                  f"{first.procedure} and {known}; every command that reads it draws it "
+                  "again and refuses a changed file", markup=False)
     return 0
 
 

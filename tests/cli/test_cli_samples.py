@@ -55,8 +55,12 @@ def with_turns(header: list[dict], keys: list[tuple[str, int]]) -> list[dict]:
     return [{**header[0], "dialogue_id": d, "turn_index": t} for d, t in keys]
 
 
-def test_the_default_design_is_random_and_the_file_records_its_provenance(runs, tmp_path):
+def test_the_default_design_is_random_and_the_file_records_its_provenance(runs, tmp_path,
+                                                                          capsys):
     drawn = draw(runs["good"], tmp_path / "s.jsonl")
+    out = flat(capsys.readouterr().out)
+    assert "Simple random sample of 5 turns" in out
+    assert "records n 5, seed 3, procedure 1 and the run's and its predictions' digests" in out
     assert {d["design"] for d in drawn} == {"random"}
     assert {d["n"] for d in drawn} == {5} and {d["procedure"] for d in drawn} == {1}
     assert {d["predictions_sha256"] for d in drawn} == {recorded_predictions_sha256(runs["good"])}
