@@ -199,7 +199,9 @@ def public_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:<redacted>@{host}"))
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
+def read_options_file(path: Path) -> dict[str, Any]:
+    """A JSON or TOML file of options (``a-b`` keys as ``a_b``): a judge config file, or
+    ``dst-judge serve --settings``; a parse error names the file and line."""
     if not path.is_file():
         raise InputError("config file not found", path=path)
     text = read_text(path)
@@ -235,7 +237,7 @@ def load_config(cli_values: dict[str, Any] | None = None,
                 config_file: str | Path | None = None) -> JudgeConfig:
     """Build the configuration from CLI values (None means "not given"), environment and file."""
     values = {k: v for k, v in (cli_values or {}).items() if v is not None}
-    token = _FILE_VALUES.set(_read_config_file(Path(config_file)) if config_file else {})
+    token = _FILE_VALUES.set(read_options_file(Path(config_file)) if config_file else {})
     try:
         return JudgeConfig(**values)
     except ValidationError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,9 @@ from .._errors import OptionError
 from ._layout import Field, fit_table
 
 _EXTRA = "the service needs the serve extra: pip install 'dst-judge[serve]'"
+SETTINGS_HELP = ("TOML/JSON file of server settings (any setting of docs/serve.md, e.g. "
+                 "job_slots, retention_days); flags win over DST_JUDGE_SERVE_<NAME> "
+                 "variables, which win over the file")
 EXTRA_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "multipart", "python_multipart",
                            "sqlalchemy", "alembic", "psycopg", "psycopg_binary",
                            "prometheus_client", "cryptography", "fastapi_offline"})
@@ -101,6 +103,8 @@ def _db_args(p: argparse.ArgumentParser) -> None:
                    "the data directory; env DST_JUDGE_SERVE_DB)")
     p.add_argument("--data-dir", default=argparse.SUPPRESS,
                    help="server data directory (env DST_JUDGE_SERVE_DATA_DIR)")
+    p.add_argument("--settings", default=argparse.SUPPRESS, metavar="FILE",
+                   help=SETTINGS_HELP)
     p.add_argument("--init", action="store_true", help="create the database when there is "
                    "none yet (otherwise a token command refuses to make a new, empty one)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -113,6 +117,7 @@ def queue_args(p: argparse.ArgumentParser) -> None:
                    "SQLite in the data directory; env DST_JUDGE_SERVE_DB)")
     p.add_argument("--data-dir", help="data directory (default: the user data dir; env "
                    "DST_JUDGE_SERVE_DATA_DIR)")
+    p.add_argument("--settings", metavar="FILE", help=SETTINGS_HELP)
     p.add_argument("--endpoints", metavar="FILE", help="TOML/JSON file of named model "
                    "endpoints: base_url, api_key_env, models, rpm, tpm, max_concurrency")
     p.add_argument("--endpoint", action="append", default=[], metavar="NAME=URL",
@@ -198,11 +203,9 @@ def _settings(args: argparse.Namespace) -> Any:
         from ..service import build_settings, read_endpoints_file
     except ImportError:
         raise OptionError(_EXTRA) from None
-    values: dict[str, Any] = {
-        "db": getattr(args, "db", None) or os.environ.get("DST_JUDGE_SERVE_DB"),
-        "data_dir": (getattr(args, "data_dir", None)
-                     or os.environ.get("DST_JUDGE_SERVE_DATA_DIR")),
-    }
+    # flags here; DST_JUDGE_SERVE_* variables and --settings FILE are read by the settings
+    values: dict[str, Any] = {"db": getattr(args, "db", None),
+                              "data_dir": getattr(args, "data_dir", None)}
     for name in ("job_slots", "lease_seconds", "grace_seconds", "retention_days",
                  "max_upload_mb", "max_job_budget", "share_cache_across_projects",
                  "worker_mode", "worker_processes", "batch_poll_seconds", "max_attempts",
@@ -225,7 +228,7 @@ def _settings(args: argparse.Namespace) -> Any:
         values["default_endpoint"] = "replay"
     if endpoints:
         values["endpoints"] = endpoints
-    return build_settings(values)
+    return build_settings(values, getattr(args, "settings", None))
 
 
 def _run_serve(args: argparse.Namespace, console: Console) -> int:

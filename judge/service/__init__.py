@@ -31,6 +31,7 @@ from ._server import listening_socket, run_server
 from ._service import Service, SubmittedJob
 from ._settings import (
     DEFAULT_PORT,
+    ENV_PREFIX,
     EndpointConfig,
     ServiceSettings,
     build_settings,
@@ -53,6 +54,7 @@ from .queue import run_workers
 __all__ = [
     "ACTIVE",
     "DEFAULT_PORT",
+    "ENV_PREFIX",
     "EXIT_MEANINGS",
     "FINAL",
     "SCOPES",

@@ -11,7 +11,9 @@ import ipaddress
 import json
 import math
 import os
+import re
 import sys
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,13 +28,24 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
-from .._config import DEFAULT_BASE_URL
+from .._config import DEFAULT_BASE_URL, read_options_file
 from .._errors import InputError, OptionError
 from .._validation import first_problem
 from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
 DEFAULT_PORT = 8765
+ENV_PREFIX = "DST_JUDGE_SERVE_"
+"""Every setting may come from the environment as ``DST_JUDGE_SERVE_<NAME>`` (upper case;
+lists and tables as JSON), e.g. ``DST_JUDGE_SERVE_DB``, ``DST_JUDGE_SERVE_JOB_SLOTS``."""
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("_SERVE_FILE_VALUES",
+                                                              default=None)
 SLOTS_PER_PROCESS = 4
 """Jobs one worker process runs at once by default before another process (core) is used:
 past about four, a process's jobs wait on its one interpreter lock (bench/service_queue.py)."""
@@ -128,10 +141,30 @@ class EndpointConfig(BaseModel):
         return None
 
 
-class ServiceSettings(BaseModel):
-    """Every server-side setting of ``dst-judge serve`` (CLI flags map onto these)."""
+class _SettingsFile(PydanticBaseSettingsSource):
+    """The values of ``dst-judge serve --settings FILE`` (below flags and environment)."""
 
-    model_config = ConfigDict(extra="forbid")
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE_VALUES.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get() or {})
+
+
+class ServiceSettings(BaseSettings):
+    """Every server-side setting of ``dst-judge serve``: from its flags, else the environment
+    (``DST_JUDGE_SERVE_<NAME>``, :data:`ENV_PREFIX`), else a settings file (``--settings``,
+    TOML or JSON), else the default, as the judge's own options (``JudgeConfig``) are."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _SettingsFile(settings_cls)
 
     db: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -301,14 +334,24 @@ def replay_endpoint(source: str | Path, model: str = "local") -> dict[str, Any]:
     return {"replay": str(source), "default_model": model}
 
 
-def build_settings(values: dict[str, Any]) -> ServiceSettings:
-    """Settings from CLI values (None = not given); an invalid value is an OptionError."""
+def build_settings(values: dict[str, Any], settings_file: str | Path | None = None
+                   ) -> ServiceSettings:
+    """Settings from CLI values (None = not given), the environment (``DST_JUDGE_SERVE_*``)
+    and an optional settings file; an invalid value is an OptionError."""
     given = {k: v for k, v in values.items() if v is not None}
+    token = _FILE_VALUES.set(read_options_file(Path(settings_file)) if settings_file else {})
     try:
         settings = ServiceSettings(**given)
     except ValidationError as exc:
         problem = first_problem(exc)
         raise OptionError(f"{problem.path or 'settings'}: {problem.message}") from None
+    except SettingsError as exc:  # a list or table in the environment that is not JSON
+        found = re.search(r'field "(\w+)"', str(exc))
+        name = ENV_PREFIX + (found.group(1).upper() if found else "...")
+        raise OptionError(f"{name}: not valid JSON (a list or table in the environment is "
+                          "written as JSON)") from None
+    finally:
+        _FILE_VALUES.reset(token)
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

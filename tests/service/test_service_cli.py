@@ -114,3 +114,43 @@ def test_token_commands_read_the_data_dir_before_or_after_token_and_never_make_a
     assert listed[rotated["id"]]["revoked_at"] is None
     assert main(["serve", "token", "rotate", "nobody", "--project", "lab"]) == 2
     assert not (tmp_path / "elsewhere").exists()  # nothing was ever written there
+
+
+def test_server_settings_come_from_flags_then_environment_then_a_settings_file(
+        tmp_path, monkeypatch, capsys):
+    """``ServiceSettings`` is read as the judge's options are: a flag wins over
+    ``DST_JUDGE_SERVE_<NAME>``, which wins over ``--settings FILE``; the CLI reads no variable
+    itself. A bad value names its setting; a bad JSON variable names the variable, never its
+    value."""
+    from judge.cli._main import build_parser
+    from judge.cli._serve import _settings
+    from judge.service import ENV_PREFIX, ServiceSettings, build_settings
+
+    assert ENV_PREFIX == "DST_JUDGE_SERVE_"
+    for name in ServiceSettings.model_fields:
+        monkeypatch.delenv(ENV_PREFIX + name.upper(), raising=False)
+    file = tmp_path / "serve.toml"
+    file.write_text('job_slots = 7\nretention_days = 30\nlease_seconds = 12\n'
+                    f'data_dir = "{(tmp_path / "from-file").as_posix()}"\n')
+    monkeypatch.setenv("DST_JUDGE_SERVE_JOB_SLOTS", "5")
+    monkeypatch.setenv("DST_JUDGE_SERVE_LEASE_SECONDS", "9")
+    settings = build_settings({"lease_seconds": 20.0}, file)
+    assert (settings.job_slots, settings.lease_seconds, settings.retention_days) == (5, 20.0, 30)
+    assert settings.data_dir == tmp_path / "from-file"
+    args = build_parser().parse_args(["serve", "--settings", str(file), "--jobs", "2"])
+    assert (_settings(args).job_slots, _settings(args).retention_days) == (2, 30)
+    monkeypatch.setenv("DST_JUDGE_SERVE_DB", f"sqlite:///{tmp_path / 'env.db'}")
+    args = build_parser().parse_args(["serve", "token", "list"])
+    assert _settings(args).db_url == f"sqlite:///{tmp_path / 'env.db'}"  # no CLI env code
+    monkeypatch.setenv("DST_JUDGE_SERVE_JOB_SLOTS", "many")
+    assert main(["serve", "token", "list", "--settings", str(file)]) == 2
+    assert "job_slots" in capsys.readouterr().err
+    monkeypatch.setenv("DST_JUDGE_SERVE_JOB_SLOTS", "1")
+    monkeypatch.setenv("DST_JUDGE_SERVE_ENDPOINTS", '{"x": {"api_key": "sk-HIDDEN"')
+    assert main(["serve", "token", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "DST_JUDGE_SERVE_ENDPOINTS: not valid JSON" in err and "sk-HIDDEN" not in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("job_slots = \n")
+    assert main(["serve", "token", "list", "--settings", str(bad)]) == 2
+    assert "bad.toml" in capsys.readouterr().err
