@@ -18,7 +18,11 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNABLE = re.compile(r"<!-- runnable -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
-DOC_PAGES = ["README.md", "docs/getting-started.md"]
+DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md"]
+COPIED = ("examples", "cassettes", "tests/fixtures/formats")
+"""What the pages' commands read, copied into the folder they run in."""
+HARNESS = (".bin/", "cache/", "data/", "xdg-cache/")
+"""What the test itself adds to that folder (a shim, cache and data dirs), not the commands."""
 
 
 def runnable_blocks(path: Path) -> list[str]:
@@ -48,6 +52,53 @@ def test_site_builds_without_a_warning(tmp_path: Path) -> None:
     assert "WARNING" not in log, log
     assert (tmp_path / "site" / "openapi.json").is_file()
     assert (tmp_path / "site" / "glossary" / "index.html").is_file()
+    loaded = _loaded_from_elsewhere(tmp_path / "site")
+    assert loaded == [], f"the site asks other hosts for: {loaded[:10]}"
+
+
+_LOADING_RELS = {"stylesheet", "preconnect", "dns-prefetch", "preload", "prefetch",
+                 "modulepreload", "icon", "manifest", "apple-touch-icon"}
+_OTHER_HOST = re.compile(r"^\s*(https?:)?//", re.I)
+_CSS_URL = re.compile(r"(?:url\(\s*['\"]?|@import\s+['\"])((?:https?:)?//[^'\")\s]+)", re.I)
+
+
+def _loaded_from_elsewhere(site: Path) -> list[str]:
+    """``page: URL`` for every resource a built page or stylesheet loads from another host
+    (a stylesheet, font, script, image, frame or a connection warmed up for one); links the
+    reader may follow (``<a href>``) are not loads."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Loads(HTMLParser):
+        def __init__(self, page: str) -> None:
+            super().__init__()
+            self.page = page
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            values = dict(attrs)
+            urls = []
+            if tag == "link" and _LOADING_RELS & set((values.get("rel") or "").split()):
+                urls.append(values.get("href"))
+            elif tag in ("script", "img", "iframe", "source", "audio", "video", "embed",
+                         "input"):
+                urls.append(values.get("src"))
+            elif tag == "object":
+                urls.append(values.get("data"))
+            urls += [m[1] for m in _CSS_URL.finditer(values.get("style") or "")]
+            found.extend(f"{self.page}: {url}" for url in urls
+                         if url and _OTHER_HOST.match(url))
+
+    for path in sorted(site.rglob("*")):
+        name = str(path.relative_to(site))
+        if path.suffix == ".html":
+            parser = Loads(name)
+            parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+            parser.close()
+        elif path.suffix == ".css":
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found.extend(f"{name}: {m[1]}" for m in _CSS_URL.finditer(text))
+    return found
 
 
 def test_every_benchmark_result_is_on_a_site_page_and_well_formed() -> None:
@@ -116,18 +167,54 @@ def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)  # starts a server and runs jobs: a longer bound than the suite's 60 s
 @pytest.mark.parametrize("page", DOC_PAGES)
 def test_runnable_commands_of_the_page_run(page: str, tmp_path: Path) -> None:
+    """Each page's commands run in a git checkout of what they read, and every file they
+    leave there is one the project's ``.gitignore`` covers (``git status`` stays clean)."""
     blocks = runnable_blocks(ROOT / page)
     assert blocks, f"{page} marks no runnable command"
     port = str(free_port())
     script = "\n".join(block.replace("8765", port) for block in blocks)
-    _run_script(script, tmp_path)
+    done = _run_script(script, tmp_path, checkout=True)
+    left = _git(tmp_path, "status", "--porcelain", "--untracked-files=all").stdout
+    assert left == "", f"{page}'s commands leave files .gitignore does not cover:\n{left}"
+    if page == "docs/formats.md":
+        _the_dry_run_figures_are_what_it_printed(script, done.stdout)
 
 
-def _run_script(script: str, folder: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` with bash in ``folder`` (examples/ and cassettes/ copied in), with
-    ``dst-judge`` meaning this checkout; background processes are stopped at the end."""
-    for name in ("examples", "cassettes"):
+def _the_dry_run_figures_are_what_it_printed(script: str, printed: str) -> None:
+    """The walk-through's comment on its dry run (``# 10 calls, ~4,600 prompt tokens``) is
+    what the dry run prints (an earlier figure, ~8,400, was twice the truth)."""
+    said = re.search(r"# (\d+) calls, ~([\d,]+) prompt tokens", script)
+    assert said, "the walk-through no longer says what its dry run costs"
+    calls = re.search(r"calls \(planned / already cached / to send\)\W+(\d+) / ", printed)
+    tokens = re.search(r"prompt tokens \(static prefix\)\W+([\d,]+) \(", printed)
+    assert calls and tokens, printed
+    assert int(said[1]) == int(calls[1]), (said[0], calls[0])
+    shown, counted = int(said[2].replace(",", "")), int(tokens[1].replace(",", ""))
+    assert abs(shown - counted) <= 0.02 * counted, (said[0], f"printed {tokens[1]}")
+
+
+def _git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-c", "user.name=docs", "-c", "user.email=docs@test",
+                           "-c", "commit.gpgsign=false", *args], cwd=folder,
+                          capture_output=True, text=True, timeout=60, check=True)
+
+
+def _run_script(script: str, folder: Path, *,
+                checkout: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with bash in ``folder`` (examples/, cassettes/ and the format fixtures
+    copied in), with ``dst-judge`` meaning this checkout; background processes are stopped at
+    the end. ``checkout``: the folder is first a git repository of those files and the
+    project's ``.gitignore``, committed."""
+    for name in COPIED:
         shutil.copytree(ROOT / name, folder / name)
+    if checkout:
+        shutil.copy(ROOT / ".gitignore", folder / ".gitignore")
+        _git(folder, "init", "-q")
+        (folder / ".git" / "info").mkdir(exist_ok=True)
+        (folder / ".git" / "info" / "exclude").write_text("\n".join(HARNESS) + "\n",
+                                                          encoding="utf-8")
+        _git(folder, "add", "-A")
+        _git(folder, "commit", "-q", "-m", "the checkout")
     bin_dir = folder / ".bin"
     bin_dir.mkdir()
     shim = bin_dir / "dst-judge"

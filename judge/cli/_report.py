@@ -9,6 +9,7 @@ from a data file or a server reach the terminal).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, JustifyMethod
@@ -335,22 +336,45 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("method / vs", "left"), ("agree %", "right"), ("kappa [95% CI]", "right"),
         ("TSA %", "right"), ("JGA %", "right"), ("err", "right"))
-    for name, justify in columns:
-        out.add_column(name, justify=justify, no_wrap=True)
-    for m in methods:
-        out.add_row(text(m["method"], style="bold"), "", "", text(m["tsa"]),
+    for name, justify in columns:  # a long label folds onto a second line, never cut
+        out.add_column(name, justify=justify, no_wrap=name != "method / vs",
+                       overflow="fold")
+    labels = method_labels(methods)
+    for m, label in zip(methods, labels, strict=True):
+        out.add_row(text(label, style="bold"), "", "", text(m["tsa"]),
                     text(m["judge_jga"]), text(m["errors"]))
         for version, value in m["agreement"].items():
-            label = version if version == "human" else f"RULE-{version}"
-            out.add_row(text(f"  {label}"), text(value),
+            rater = version if version == "human" else f"RULE-{version}"
+            out.add_row(text(f"  {rater}"), text(value),
                         text(_kappa_cell((m.get("kappa") or {}).get(version))), "", "", "")
     console.print(out)
-    for m in methods:  # what each row judged: two runs of one method may be of two systems
-        console.print(text(f"{m['method']}: {_run_names(m)} ({m['run']})"))
+    for m, label in zip(methods, labels, strict=True):  # what each row judged
+        console.print(text(f"{label}: {_run_names(m)} ({m['run']})"))
     console.print(text("calls / tokens: " + "; ".join(
-        f"{m['method']} {m['calls']} / {m['tokens']}" for m in methods)), soft_wrap=False)
+        f"{label} {m['calls']} / {m['tokens']}" for m, label in zip(methods, labels,
+                                                                    strict=True))),
+                  soft_wrap=False)
     if table.get("warning"):
         console.print(text(f"warning: {table['warning']}", style="yellow"))
+
+
+def method_labels(methods: list[dict[str, Any]]) -> list[str]:
+    """One label per compared run, all different: the method's name, and where two runs share
+    it (two systems under one method) the method with its run folder's name, then with the
+    system, then with the whole run path, then numbered."""
+    labels = [str(m["method"]) for m in methods]
+    for extra in (lambda m: Path(str(m["run"])).name, lambda m: m.get("system") or "?",
+                  lambda m: str(m["run"])):
+        if len(set(labels)) == len(labels):
+            return labels
+        shared = {label for label in labels if labels.count(label) > 1}
+        tried = [f"{label} · {extra(m)}" if label in shared else label
+                 for label, m in zip(labels, methods, strict=True)]
+        if len(set(tried)) > len(set(labels)):
+            labels = tried
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} #{n}" for n, label in enumerate(labels, 1)]
+    return labels
 
 
 def _run_names(method: dict[str, Any]) -> str:

@@ -263,3 +263,30 @@ def test_agreement_tests_the_judge_against_two_reviewers_and_says_when_overlap_i
     assert main(["agreement", str(runs["good"]), "--human", str(labels), "--epsilon",
                  "1"]) == 2
     assert "epsilon must be a number in [0, 1)" in flat(capsys.readouterr().err)
+
+
+def test_compare_labels_two_systems_of_one_method_apart(runs, capsys):
+    """Two systems judged by one method were both labelled ``two-dim`` in compare's text:
+    each run's rows, its description and its calls now carry a label of its own."""
+    assert main(["compare", str(runs["good"]), str(runs["weak"])]) == 0
+    out = capsys.readouterr().out
+    heads = [line.split("  ")[0].strip() for line in out.splitlines()
+             if line.startswith("two-dim")]
+    assert heads[:2] == ["two-dim · good", "two-dim · weak"], out
+    assert "two-dim · good: system example-dst" in flat(out)
+    assert "two-dim · weak: system weaker-dst" in flat(out)
+    assert "two-dim · good 22 /" in flat(out) and "two-dim · weak 22 /" in flat(out)
+
+
+def test_method_labels_are_distinct_whatever_the_runs_share():
+    from judge.cli._report import method_labels
+
+    assert method_labels([{"method": "a", "run": "x"}, {"method": "b", "run": "y"}]) == ["a", "b"]
+    same_folder = [{"method": "a", "run": "x/r", "system": "s"},
+                   {"method": "a", "run": "y/r", "system": "t"}, {"method": "b", "run": "z"}]
+    assert method_labels(same_folder) == ["a · s", "a · t", "b"]
+    same_system = [{"method": "a", "run": "x/r", "system": "s"},
+                   {"method": "a", "run": "y/r", "system": "s"}]
+    assert method_labels(same_system) == ["a · x/r", "a · y/r"]
+    twice = [{"method": "a", "run": "x", "system": "s"}] * 2
+    assert method_labels(twice) == ["a #1", "a #2"]
