@@ -106,6 +106,9 @@ def _check(found: EstimateInputs, kind: str) -> None:
         raise ServiceError(f"a compare job with a sample takes one labels file per run "
                            f"({len(runs)} runs, {len(labels)} labels file(s))",
                            status=422, field="inputs.human")
+    if found.sample is not None and not labels:
+        raise ServiceError("a sample gives estimates from the labels of its turns: add the "
+                           "labels file", status=422, field="inputs.human")
     if kind == "agreement":
         if labels:
             labels[0].check_predictions(digests[0], run=names[0])
