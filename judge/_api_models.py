@@ -345,6 +345,25 @@ class LabelList(ApiModel):
     labels: list[Label]
 
 
+class CorrectionRecord(ApiModel):
+    """One line of ``GET /v1/jobs/{id}/corrections``: a decision on a label-error candidate
+    as a corrections-file record (``dst-judge validate corrections --print-schema``)."""
+
+    dialogue_id: str
+    turn_index: int
+    slot: str
+    value: str | None = Field(description="The decided value (null: the slot holds none); "
+                              "a reject gives the annotation's own value.")
+    gold: str = Field(description="The annotation version it corrects.")
+    reviewer: str
+    time: str = Field(description="When it was decided (ISO 8601, UTC).")
+    was: str | None = Field(description="The annotation's value when it was decided.")
+    candidate: str = Field(description="The candidate it answers: dialogue:turn:slot.")
+    note: str | None = None
+    adjudicated: bool = Field(default=False,
+                              description="An adjudicator's decision on a disputed candidate.")
+
+
 class LabelRequest(RequestModel):
     """The body of ``PUT /v1/labels``: give ``job_id`` or ``predictions`` (or both; a 422
     naming ``job_id`` when neither is given). Not stated as an ``anyOf`` in the schema:

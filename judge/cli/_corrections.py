@@ -1,5 +1,6 @@
 """``dst-judge corrections apply``: a dialogues file with a corrected gold version beside
-the versions it had."""
+the versions it had; ``dst-judge corrections export``: a server's reviewed candidates of a run
+as a corrections file."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .._io import plural
 from ..data import apply_corrections, load_dialogues, load_schema, write_native_jsonl
 from ..data._dialogues import version_label
 from ._gold import read_all
+from ._remote import add_server_option, run_corrections_export
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -38,6 +40,17 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                        help="check every corrected slot name against this schema")
     apply.add_argument("--out", required=True, metavar="FILE", help="dialogues to write")
     apply.set_defaults(handler=run_apply)
+    export = sub.add_parser(
+        "export", help="a judge run's reviewed candidates from a server, as corrections",
+        description="Download the decisions reviewers took on a judge run's label-error "
+        "candidates in the web's candidates queue, as a corrections file: accepted or edited "
+        "candidates correct the annotation, rejected ones repeat its value, adjudications "
+        "carry adjudicated: true.")
+    export.add_argument("--job", required=True, metavar="ID", help="the judge run's job id")
+    export.add_argument("--out", required=True, metavar="FILE",
+                        help="corrections file to write (JSON Lines)")
+    add_server_option(export)
+    export.set_defaults(handler=run_corrections_export)
 
 
 def run_apply(args: argparse.Namespace, console: Console) -> int:

@@ -250,3 +250,17 @@ def _run_results(args: argparse.Namespace, console: Console) -> int:
 
             print_evaluation(summary, console)
     return 0
+
+
+def add_server_option(p: argparse.ArgumentParser) -> None:
+    """``--server`` (the token from ``DST_JUDGE_TOKEN``), for commands of other modules."""
+    _server(p)
+
+
+def run_corrections_export(args: argparse.Namespace, console: Console) -> int:
+    """``dst-judge corrections export``: a run's decided candidates as a corrections file."""
+    with _client(args) as client:
+        count = client.export_corrections(args.job, args.out)
+    console.print(printable(f"wrote {args.out} ({count} correction"
+                            f"{'' if count == 1 else 's'} of run {args.job})"), markup=False)
+    return 0

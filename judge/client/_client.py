@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from .._api_models import (
+    CorrectionRecord,
     CreatedJob,
     Endpoint,
     EndpointList,
@@ -200,6 +201,21 @@ class Client:
             for line in response.iter_lines():
                 if line.strip():
                     yield json.loads(line)
+
+    def corrections(self, job_id: str) -> list[CorrectionRecord]:
+        """The decisions reviewers took on a judge run's label-error candidates (the web's
+        candidates queue), as corrections-file records."""
+        response = self._request("GET", f"/v1/jobs/{job_id}/corrections")
+        return [CorrectionRecord.model_validate_json(line)
+                for line in response.text.splitlines() if line.strip()]
+
+    def export_corrections(self, job_id: str, path: str | Path) -> int:
+        """Write a judge run's decided candidates as a corrections file (JSON Lines);
+        returns how many corrections it holds."""
+        records = self.corrections(job_id)
+        text = "".join(r.model_dump_json(exclude_unset=True) + "\n" for r in records)
+        Path(path).write_text(text, encoding="utf-8")
+        return len(records)
 
     def download_run(self, job_id: str, out_dir: str | Path, *, inputs: bool = True) -> Path:
         """Write ``summary.json`` and ``judgments.jsonl``: a run directory that ``agreement``,

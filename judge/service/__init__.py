@@ -19,6 +19,14 @@ from ._auth import (
 from ._bundles import export_bundle
 from ._copy import copy_database
 from ._db import Database
+from ._decisions import (
+    candidate_id,
+    corrections_records,
+    may_adjudicate,
+    outcomes,
+    progress,
+    reviewer_agreement,
+)
 from ._guard import Gate, Refusal, gated, note_auth_failure, uploading
 from ._jobs import EXIT_MEANINGS
 from ._jobspec import JobRequest, check_job
@@ -77,8 +85,10 @@ __all__ = [
     "SubmittedJob",
     "attachment",
     "build_settings",
+    "candidate_id",
     "check_job",
     "copy_database",
+    "corrections_records",
     "create_app",
     "create_token",
     "default_data_dir",
@@ -94,11 +104,15 @@ __all__ = [
     "json_lines",
     "list_tokens",
     "listening_socket",
+    "may_adjudicate",
     "note_auth_failure",
     "open_session",
+    "outcomes",
     "predictions_sha256",
+    "progress",
     "read_endpoints_file",
     "replay_endpoint",
+    "reviewer_agreement",
     "revoke_token",
     "rotate_token",
     "run_server",

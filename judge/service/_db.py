@@ -190,6 +190,29 @@ labels = sa.Table(
                         "reviewer", name="uq_labels_subject"),
 )
 
+correction_decisions = sa.Table(
+    "correction_decisions", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("job_id", sa.String(40), nullable=False),  # the judge run whose candidates
+    sa.Column("candidate", sa.String(600), nullable=False),  # "<dialogue>:<turn>:<slot>"
+    sa.Column("dialogue_id", sa.String(300), nullable=False),
+    sa.Column("turn_index", sa.Integer, nullable=False),
+    sa.Column("slot", sa.String(200), nullable=False),
+    sa.Column("gold", sa.String(50), nullable=False),  # the annotation version it corrects
+    sa.Column("action", sa.String(10), nullable=False),  # accept | edit | reject
+    sa.Column("value", sa.Text),  # the decided value (null: no value)
+    sa.Column("was", sa.Text),  # the annotation's value when decided (null: no value)
+    sa.Column("adjudicated", sa.Boolean, nullable=False, default=False),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("token_id", sa.String(40)),
+    sa.Column("note", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("project_id", "job_id", "candidate", "reviewer", "adjudicated",
+                        name="uq_correction_decisions"),
+)
+
 rate_pools = sa.Table(
     "rate_pools", metadata,
     sa.Column("endpoint", sa.String(100), primary_key=True),

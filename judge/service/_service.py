@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ._auth import Principal, TokenBook
 from ._db import Database
+from ._decisions import DecisionStore
 from ._estimate_inputs import check_estimate_job
 from ._files import FileStore
 from ._jobs import JobStore
@@ -57,6 +58,7 @@ class Service:
         self.tokens = TokenBook(self.db)
         self.jobs = JobStore(self.db, self.tokens)
         self.labels = LabelStore(self.db)
+        self.decisions = DecisionStore(self.db)
         self.metrics = ServiceMetrics(self)
         self.run_worker = run_worker and settings.job_slots > 0
         self.worker: WorkerControl | None = None

@@ -18,13 +18,13 @@ from fastapi.staticfiles import StaticFiles
 
 from .._errors import ServiceError
 from ..service import JudgmentReads, Service
-from . import _compare, _detail, _review, _runs, _session
+from . import _compare, _corrections, _detail, _review, _runs, _session
 from ._agreement import AgreementBoard
 from ._common import PREFIX, STATIC, SecurityHeaders
 from ._index import IndexCache
 from ._review import Queues
 
-PAGES = (_session, _runs, _review, _compare, _detail)
+PAGES = (_session, _runs, _review, _corrections, _compare, _detail)
 """The modules whose ``router`` holds pages of a session."""
 
 
@@ -37,6 +37,7 @@ class WebState:
         self.index = IndexCache(self.reads)
         self.agreement = AgreementBoard(service)
         self.queues = Queues(service, self.reads, self.agreement)
+        self.corrections = _corrections.CandidateQueues(service)
         self._labels: dict[str, str | None] = {}
 
     @functools.cached_property

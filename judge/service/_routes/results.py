@@ -10,7 +10,8 @@ from fastapi import Path, Query, Response
 from ..._api_models import MAX_OFFSET
 from ..._errors import ServiceError
 from .._bundles import export_bundle
-from .._streams import GzipResponse, NDJSONResponse, attachment
+from .._decisions import corrections_records
+from .._streams import GzipResponse, NDJSONResponse, attachment, json_lines
 from ._common import Reader, ServiceDep, api_router, errors
 from .jobs import JobId
 
@@ -79,3 +80,28 @@ def export_job(principal: Reader, service: ServiceDep, job_id: JobId) -> GzipRes
     `manifest.json`, `summary.json`, `judgments.jsonl`, `calls.jsonl`."""
     name, data = export_bundle(service, principal.project_id, job_id)
     return GzipResponse(data, headers=attachment(name))
+
+
+_CORRECTIONS = {"application/x-ndjson": {"schema": {
+    "type": "string", "description": "One correction per line (the corrections file format: "
+    "dst-judge validate corrections --print-schema)."}}}
+
+
+@router.get("/jobs/{job_id}/corrections", response_class=NDJSONResponse,
+            responses={200: {"content": _CORRECTIONS,
+                             "description": "The run's candidate decisions as corrections."},
+                       **errors(404, 422)})
+def export_job_corrections(principal: Reader, service: ServiceDep,
+                           job_id: JobId) -> NDJSONResponse:
+    """The decisions reviewers took on the run's label-error candidates in the web's
+    candidates queue, as a corrections file (JSON Lines): an accepted or edited candidate
+    is a correction to the decided value, a rejected one a correction to the annotation's
+    own value, an adjudication a correction with `adjudicated: true`; each with its
+    candidate id, reviewer, time and the value it replaces (`was`)."""
+    row = service.jobs.row(principal.project_id, job_id)
+    if row.kind not in ("evaluate", "retry-errors"):
+        raise ServiceError(f"job {job_id!r} is a {row.kind} job; candidates are a judge "
+                           "run's", status=422)
+    records = corrections_records(service.decisions.list(principal.project_id, job_id))
+    return NDJSONResponse(json_lines(records),
+                          headers=attachment(f"corrections-{job_id}.jsonl"))

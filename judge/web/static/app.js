@@ -363,6 +363,31 @@
     if (panel && panel.dataset.updating === "true") refreshAgreement(600);
   }
 
+  /* --- the candidates queue: a key per decision ------------------------------------------ */
+  function corrections() {
+    if (document.body.dataset.page !== "corrections") return;
+    const form = $("#decide");
+    const value = $("#value");
+    document.addEventListener("keydown", (e) => {
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      const typing = e.target.closest && e.target.closest("input, textarea, select");
+      if (typing) {
+        if (e.key === "Escape") e.target.blur();
+        if (e.key === "Enter" && e.target === value && form) {
+          e.preventDefault();
+          form.requestSubmit($("#edit"));
+        }
+        return;
+      }
+      const press = (sel) => { const el = $(sel); if (el) { e.preventDefault(); el.click(); } };
+      if (e.key === "a" && form) { e.preventDefault(); form.requestSubmit($("#accept")); }
+      else if (e.key === "r" && form) { e.preventDefault(); form.requestSubmit($("#reject")); }
+      else if (e.key === "e" && value) { e.preventDefault(); value.focus(); value.select(); }
+      else if (e.key === "j") press("#next");
+      else if (e.key === "k") press("#prev");
+    });
+  }
+
   function errorSummary() {
     const summary = $("#error-summary");
     if (summary) summary.focus();
@@ -375,6 +400,7 @@
     charts();
     sortable();
     review();
+    corrections();
     errorSummary();
   });
 })();
