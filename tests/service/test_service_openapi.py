@@ -29,8 +29,8 @@ OPERATIONS = {
     "revoke_token", "list_endpoints", "upload_file", "list_files", "get_file", "delete_file",
     "get_file_content", "create_job", "list_jobs", "get_job", "delete_job", "cancel_job",
     "resume_job", "get_job_events", "get_job_results", "list_job_judgments",
-    "get_job_artifact", "export_job", "import_bundle", "put_label", "list_labels",
-    "delete_label"}
+    "get_job_artifact", "export_job", "export_job_corrections", "import_bundle", "put_label",
+    "list_labels", "delete_label"}
 
 
 @pytest.fixture
