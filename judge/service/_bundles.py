@@ -30,7 +30,7 @@ from ._jobs import JobStore
 from ._jobspec import check_bundle_options
 from ._labels import predictions_sha256
 from ._lifecycle import WITH_RESULTS, JobStatus, new_job_status
-from ._rows import JudgmentRecord, judgment_row
+from ._rows import JudgmentRecord, PublicJob, judgment_row
 from ._settings import ServiceSettings, UploadCaps
 
 
@@ -126,7 +126,7 @@ def _lines(rows: Iterable[dict[str, Any]]) -> bytes:
 
 
 def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
-                  ) -> dict[str, Any]:
+                  ) -> PublicJob:
     """Create a finished job from a bundle exported by this or another server.
 
     The bundle is unpacked to disk under the upload caps (its members together within the

@@ -38,7 +38,7 @@ from ._lifecycle import (
     move,
     new_job_status,
 )
-from ._rows import JobRow
+from ._rows import JobRow, PublicJob
 
 EXIT_MEANINGS = {
     0: "every turn judged",
@@ -58,7 +58,7 @@ def iso(moment: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{millis:03d}Z"
 
 
-def public_job(row: JobRow) -> dict[str, Any]:
+def public_job(row: JobRow) -> PublicJob:
     """A job as the API shows it: no lease internals, no manifest paths, no server URLs."""
     data = vars(row)
     progress = dict(data.get("progress") or {})
@@ -101,7 +101,7 @@ class JobStore:
 
     # --- the API's side ------------------------------------------------------------------
 
-    def submit(self, principal: Principal, spec: JobSpec) -> dict[str, Any]:
+    def submit(self, principal: Principal, spec: JobSpec) -> PublicJob:
         """Queue a checked job after resolving its references inside the caller's project."""
         self.check_references(principal.project_id, spec)
         self._check_spend_cap(principal)
@@ -196,7 +196,7 @@ class JobStore:
             raise ServiceError(f"no job {job_id!r} in this project", status=404)
         return JobRow.of(row)
 
-    def get(self, project_id: str, job_id: str) -> dict[str, Any]:
+    def get(self, project_id: str, job_id: str) -> PublicJob:
         with self.db.query() as conn:
             row = conn.execute(_GET, {"job": job_id, "project": project_id}).first()
         if row is None:
@@ -204,7 +204,7 @@ class JobStore:
         return public_job(JobRow.of(row))
 
     def list(self, project_id: str, *, status: str | None = None, kind: str | None = None,
-             limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+             limit: int = 50, offset: int = 0) -> list[PublicJob]:
         query = (sa.select(*_SHOWN).where(jobs.c.project_id == project_id)
                  .order_by(jobs.c.created_at.desc(), jobs.c.id).limit(limit).offset(offset))
         if status:
@@ -214,7 +214,7 @@ class JobStore:
         with self.db.query() as conn:
             return [public_job(JobRow.of(row)) for row in conn.execute(query)]
 
-    def cancel(self, project_id: str, job_id: str) -> dict[str, Any]:
+    def cancel(self, project_id: str, job_id: str) -> PublicJob:
         row = self.row(project_id, job_id)
         with self.db.write() as conn:
             if row.status in CANCELLABLE_AT_ONCE:
@@ -231,7 +231,7 @@ class JobStore:
                 notify_queue(conn)
         return self.get(project_id, job_id)
 
-    def resume(self, project_id: str, job_id: str, budget: float | None) -> dict[str, Any]:
+    def resume(self, project_id: str, job_id: str, budget: float | None) -> PublicJob:
         row = self.row(project_id, job_id)
         if row.status not in RESUMABLE:
             raise ServiceError(f"job is {row.status}; only a stopped, failed or cancelled job "

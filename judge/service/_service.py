@@ -17,6 +17,7 @@ from ._jobspec import JobRequest, JobSpec, check_job
 from ._labels import LabelStore
 from ._metrics import ServiceMetrics
 from ._reruns import check_retry
+from ._rows import PublicJob
 from ._settings import ServiceSettings
 from ._slotcheck import job_warnings
 
@@ -42,7 +43,7 @@ class SubmittedJob:
     """A job just queued, with ``warnings`` about its inputs (predicted slot names outside
     its schema): never a refusal, shown by the API's answer and the web's run page alike."""
 
-    job: dict[str, Any]
+    job: PublicJob
     warnings: list[dict[str, Any]]
 
 

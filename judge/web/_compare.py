@@ -14,6 +14,7 @@ Bars link to the run's turns behind them (filtered by that domain).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -36,7 +37,7 @@ def _ratio(part: int, whole: int) -> float | None:
     return 100.0 * part / whole if whole else None
 
 
-def headline(job: dict[str, Any], summary: dict[str, Any], label: str) -> dict[str, Any]:
+def headline(job: Mapping[str, Any], summary: dict[str, Any], label: str) -> dict[str, Any]:
     rule = summary.get("rule") or {}
     options = summary.get("options") or job.get("options") or {}
     return {"id": job["id"], "label": label, "method": summary.get("method"),

@@ -16,6 +16,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -58,7 +59,7 @@ PAGE = 50
 # --- describing jobs -----------------------------------------------------------------------------
 
 
-def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
+def job_label(request: Request, viewer: Viewer, job: Mapping[str, Any]) -> str:
     """What a person calls a job: its system (and method) for judge runs."""
     web = request.app.state.web
     summary_system = None
@@ -80,7 +81,7 @@ def job_label(request: Request, viewer: Viewer, job: dict[str, Any]) -> str:
     return str(job["kind"])
 
 
-def live_fields(job: dict[str, Any]) -> dict[str, Any]:
+def live_fields(job: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a job the runs page updates while it runs (sent as events)."""
     progress = job.get("progress") or {}
     headline = job.get("headline") or {}

@@ -8,12 +8,13 @@ import ast
 import typing
 from pathlib import Path
 
+from judge._api_models import Job
 from judge.service import JobRow
 from judge.service._auth import Principal
 from judge.service._db import jobs, judgments
 from judge.service._jobs import JobStore
 from judge.service._jobspec import JobSpec
-from judge.service._rows import JOB_COLUMNS, JudgmentRecord, judgment_row
+from judge.service._rows import JOB_COLUMNS, JudgmentRecord, PublicJob, judgment_row
 from judge.service.queue import JobQueue
 
 from .conftest import queue_database
@@ -57,6 +58,8 @@ def test_the_stores_and_the_queue_hand_out_typed_job_rows(tmp_path):
         principal = Principal("tok_x", "x", "prj_x", "x", ("submit",))
         job_id = JobStore(db).submit(principal, JobSpec("audit", "live", {"run": "job_y"},
                                                         {}))["id"]
+        shown = JobStore(db).get("prj_x", job_id)
+        assert set(shown) == set(typing.get_type_hints(PublicJob)) == set(Job.model_fields)
         row = JobStore(db).row("prj_x", job_id)
         assert isinstance(row, JobRow) and (row.id, row.status, row.inputs) == \
             (job_id, "queued", {"run": "job_y"})
