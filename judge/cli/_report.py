@@ -92,13 +92,10 @@ def print_metrics(report: MetricsReport, console: Console | None = None) -> None
     opts = report.options
     title = (f"Exact-match metrics vs gold {opts['gold']} · match={opts['match']} · "
              f"{report.data['num_dialogues']} dialogues, {report.data['num_turns']} turns")
-    table = _table(title)
-    table.add_column("metric (%)")
-    for system in report.systems:
-        table.add_column(text(system.name), justify="right")
-    for label, values in _rows(report):
-        table.add_row(text(label), *[text(v) for v in values])
-    console.print(table)
+    fields = [Field("metric (%)", whole=False),  # figures and system names never cut
+              *(Field(system.name, "right") for system in report.systems)]
+    console.print(fit_table(fields, ([label, *values] for label, values in _rows(report)),
+                            title=title))
     for system in report.systems:
         inputs = system.inputs
         oos = inputs["out_of_schema_slots"]

@@ -125,3 +125,30 @@ def test_revoke_refuses_a_prefix_of_several_ids():
     assert _token_id(ids, "tok_nothing") == "tok_nothing"  # then "no active token"
     with pytest.raises(OptionError, match="begins 2 token ids"):
         _token_id(ids, "tok_ab12")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_metrics_prints_figures_and_system_names_whole(width, tmp_path, monkeypatch, capsys):
+    import judge
+    from judge.cli._layout import cell_text
+    from judge.cli._report import _rows
+
+    third = tmp_path / "third.jsonl"
+    third.write_text((EXAMPLES / "predictions.jsonl").read_text(encoding="utf-8").replace(
+        '"example-dst"', '"a-third-system"'), encoding="utf-8")
+    files = [EXAMPLES / "predictions.jsonl", EXAMPLES / "predictions-weak.jsonl", third]
+    schema = judge.load_schema(EXAMPLES / "schema.json")
+    dialogues = judge.load_dialogues(EXAMPLES / "dialogues.jsonl")
+    systems = [judge.load_predictions(f, dialogues, schema) for f in files]
+    report = judge.compute_metrics(dialogues, systems, schema, gold="2.4")
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["metrics", "--schema", str(EXAMPLES / "schema.json"), "--dialogues",
+                 str(EXAMPLES / "dialogues.jsonl"), "--predictions", *map(str, files),
+                 "--gold", "2.4"]) == 0
+    output = capsys.readouterr().out
+    _fits(output, width)
+    for value in ("example-dst", "weaker-dst", "a-third-system"):
+        _whole(value, output)
+    for _, values in _rows(report):
+        for value in values:
+            _whole(cell_text(value), output)  # 27.27, "70.83 / 70.83", 17/6/1/1 ...
