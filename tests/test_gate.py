@@ -109,8 +109,9 @@ def unexplained_ignores(source: str, name: str) -> list[str]:
 def test_every_type_ignore_names_its_code_and_says_why():
     found = []
     for path in sorted((ROOT / "judge").rglob("*.py")):
-        found += unexplained_ignores(path.read_text(encoding="utf-8"),
-                                     str(path.relative_to(ROOT)))
+        source = path.read_text(encoding="utf-8")
+        if "ignore" in source:  # only these can hold one: tokenizing all takes a second
+            found += unexplained_ignores(source, str(path.relative_to(ROOT)))
     assert found == []
 
 
