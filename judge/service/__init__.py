@@ -31,7 +31,7 @@ from ._guard import Gate, Refusal, gated, note_auth_failure, uploading
 from ._jobs import EXIT_MEANINGS
 from ._jobspec import JobRequest, check_job
 from ._labels import job_subject, predictions_sha256
-from ._lifecycle import ACTIVE, FINAL, STATUSES, JobStatus
+from ._lifecycle import ACTIVE, FINAL, STATUSES, WITH_RESULTS, JobStatus
 from ._reads import JudgmentReads
 from ._routes._common import ServiceDep, get_service
 from ._rows import JobRow
@@ -67,6 +67,7 @@ __all__ = [
     "FINAL",
     "SCOPES",
     "STATUSES",
+    "WITH_RESULTS",
     "Database",
     "EndpointConfig",
     "Gate",

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .._errors import ServiceError
 from .._validation import REQUEST_PARTS, first_problem
 from .._version import __version__
-from ..service import uploading
+from ..service import JobStatus, uploading
 
 PREFIX = "/ui"
 PACKAGE = Path(__file__).parent
@@ -126,7 +126,7 @@ def make_environment() -> jinja2.Environment:
     env.filters.update(percent=_percent, money=_money, when=_when, count=_count,
                        seconds=_seconds, pretty=_pretty, short=_short, plural=plural)
     env.globals.update(url=_url, turn_url=_turn_url, part=_part, version=__version__,
-                       prefix=PREFIX)
+                       prefix=PREFIX, JobStatus=JobStatus)  # states named by the lifecycle
     return env
 
 

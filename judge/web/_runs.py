@@ -31,8 +31,10 @@ from .._validation import first_problem
 from ..service import (
     FINAL,
     STATUSES,
+    WITH_RESULTS,
     GzipResponse,
     JobRequest,
+    JobStatus,
     NDJSONResponse,
     ServerEvent,
     Service,
@@ -85,8 +87,12 @@ def live_fields(job: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a job the runs page updates while it runs (sent as events)."""
     progress = job.get("progress") or {}
     headline = job.get("headline") or {}
-    return {"id": job["id"], "status": job["status"], "exit_meaning": job.get("exit_meaning"),
+    status = job["status"]
+    return {"id": job["id"], "status": status, "exit_meaning": job.get("exit_meaning"),
             "error": job.get("error"), "cancel_requested": job.get("cancel_requested"),
+            # what the page's script needs of the lifecycle, so it names no state itself
+            "is_running": status == JobStatus.RUNNING, "final": status in FINAL,
+            "has_results": status in WITH_RESULTS,
             "progress": {k: progress.get(k) for k in ("done", "total", "cost_usd", "errors",
                                                       "cache_hits", "eta_seconds", "tokens")},
             "headline": {"tsa": headline.get("tsa"), "judge_jga": headline.get("judge_jga"),

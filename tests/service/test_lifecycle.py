@@ -146,3 +146,19 @@ def test_only_the_token_store_reads_the_tokens_table():
                     any(alias.name == "tokens" for alias in node.names):
                 importers.add(path.relative_to(PACKAGE).as_posix())
     assert importers == {"service/_auth.py"}
+
+
+def test_the_web_pages_and_their_script_name_no_state_themselves():
+    """Templates compare with ``JobStatus`` (a template global) and the page's script reads
+    the flags the server sends (``final``, ``is_running``, ``has_results``)."""
+    import re
+
+    words = "|".join(sorted(WORDS))
+    quoted = re.compile(r"""['"](""" + words + r""")['"]""")
+    found = []
+    for folder in ("templates", "static"):
+        for path in sorted((PACKAGE / "web" / folder).rglob("*")):
+            if path.suffix in (".html", ".js"):
+                text = path.read_text(encoding="utf-8")
+                found += [f"{path.name}: {m.group(0)}" for m in quoted.finditer(text)]
+    assert found == []

@@ -404,17 +404,20 @@ def test_live_fields_are_the_runs_progress_and_headline():
            "headline": {"tsa": 0.9, "judge_jga": 0.4, "rule_agreement": {"v1": 0.8}, "x": 1}}
     assert _runs.live_fields(job) == {
         "id": "j1", "status": "running", "exit_meaning": "ok", "error": None,
-        "cancel_requested": True,
+        "cancel_requested": True, "is_running": True, "final": False, "has_results": False,
         "progress": {"done": 3, "total": 10, "cost_usd": 0.5, "errors": 1, "cache_hits": 2,
                      "eta_seconds": 9, "tokens": 40},
         "headline": {"tsa": 0.9, "judge_jga": 0.4, "rule_agreement": {"v1": 0.8}}}
     bare = _runs.live_fields({"id": "j2", "status": "queued", "progress": None,
                               "headline": None})
     assert bare == {"id": "j2", "status": "queued", "exit_meaning": None, "error": None,
-                    "cancel_requested": None,
+                    "cancel_requested": None, "is_running": False, "final": False,
+                    "has_results": False,
                     "progress": dict.fromkeys(("done", "total", "cost_usd", "errors",
                                                "cache_hits", "eta_seconds", "tokens")),
                     "headline": {"tsa": None, "judge_jga": None, "rule_agreement": {}}}
+    stopped = _runs.live_fields({"id": "j3", "status": "stopped"})
+    assert (stopped["is_running"], stopped["final"], stopped["has_results"]) == (False, True, True)
 
 
 # --- _labelfile: the labels export ---------------------------------------------------------------

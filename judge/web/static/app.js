@@ -35,13 +35,12 @@
   }
 
   /* --- live runs -------------------------------------------------------------------------- */
-  const FINAL = ["succeeded", "failed", "cancelled", "stopped"];
 
   function updateJob(data) {
     $$('[data-job="' + CSS.escape(data.id) + '"]').forEach((root) => {
       const status = $('[data-field="status"]', root);
       if (status) {
-        status.textContent = data.status + (data.cancel_requested && data.status === "running" ? " (cancelling)" : "");
+        status.textContent = data.status + (data.cancel_requested && data.is_running ? " (cancelling)" : "");
         status.className = "badge status-" + data.status;
       }
       const meaning = $('[data-field="meaning"]', root);
@@ -58,7 +57,7 @@
         let t = (p.done || 0) + " / " + (p.total === null || p.total === undefined ? "?" : p.total) + (p.total === 1 ? " call" : " calls");
         if (p.errors) t += ", " + p.errors + (p.errors === 1 ? " error" : " errors");
         if (p.cache_hits) t += ", " + p.cache_hits + " cached";
-        if (p.eta_seconds && data.status === "running") t += ", ~" + seconds(p.eta_seconds) + " left";
+        if (p.eta_seconds && data.is_running) t += ", ~" + seconds(p.eta_seconds) + " left";
         text.textContent = t;
       }
       const h = data.headline || {};
@@ -73,8 +72,8 @@
       }
       const error = $('[data-field="error"]', root);
       if (error) { error.textContent = data.error || ""; error.hidden = !data.error; }
-      if (FINAL.includes(data.status)) {
-        $$('[data-field="downloads"]', root).forEach((el) => { el.hidden = data.status !== "succeeded" && data.status !== "stopped" && data.status !== "failed"; });
+      if (data.final) {
+        $$('[data-field="downloads"]', root).forEach((el) => { el.hidden = !data.has_results; });
         $$("form[data-cancel]", root).forEach((form) => form.remove());
       }
     });
@@ -93,7 +92,7 @@
       const data = JSON.parse(event.data);
       updateJob(data);
       if (note) note.textContent = "Live: " + data.id + " is " + data.status + ".";
-      if (onRunPage && FINAL.includes(data.status)) {
+      if (onRunPage && data.final) {
         source.close();
         // the turns exist now: show them
         window.setTimeout(() => location.reload(), 300);
