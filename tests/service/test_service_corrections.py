@@ -127,3 +127,38 @@ def test_a_corrections_file_of_another_project_is_refused_and_no_job_is_written(
     assert count_rows(db, jobs) == before
     with db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar() == before
+
+
+def _decision(candidate: str, reviewer: str, value: str | None, was: str | None = "x",
+              adjudicated: bool = False) -> dict[str, Any]:
+    action = "reject" if value == was else "edit"
+    return {"candidate": candidate, "dialogue_id": candidate, "turn_index": 0, "slot": "a-b",
+            "gold": "2.1", "action": action, "value": value, "was": was,
+            "adjudicated": adjudicated, "reviewer": reviewer, "note": None,
+            "updated_at": 1_800_000_000.0}
+
+
+def test_progress_agreement_and_records_of_decisions():
+    from judge.service import corrections_records, progress, reviewer_agreement
+
+    decisions = [
+        _decision("c1", "ann", "y"), _decision("c1", "bob", "y"),      # both change: same
+        _decision("c2", "ann", "x"), _decision("c2", "bob", "x"),      # both reject
+        _decision("c3", "ann", "y"), _decision("c3", "bob", "x"),      # dispute
+        _decision("c4", "ann", "y"), _decision("c4", "bob", "z"),      # both change, apart
+        _decision("c4", "adjudicator", "z", adjudicated=True),
+        _decision("c5", "ann", "y"),                                   # one reviewer only
+    ]
+    assert progress(decisions, 7) == {"candidates": 7, "reviewed": 5, "accepted": 3,
+                                      "rejected": 1, "disputed": 1, "adjudicated": 1}
+    agreement = reviewer_agreement(decisions)
+    # pairs (ann, bob) on c1..c4: changes (T,T) (F,F) (T,F) (T,T); same value on c1, c2
+    observed, first, second = 3 / 4, 3 / 4, 2 / 4
+    chance = first * second + (1 - first) * (1 - second)
+    assert agreement["pairs"] == 4 and agreement["candidates_shared"] == 4
+    assert agreement["same"] == 0.5
+    assert abs(agreement["kappa"] - (observed - chance) / (1 - chance)) < 1e-12
+    records = corrections_records(decisions)
+    assert records[2]["value"] == records[2]["was"] == "x" and records[2]["reviewer"] == "ann"
+    assert records[8]["adjudicated"] is True and "adjudicated" not in records[0]
+    assert records[0]["time"] == "2027-01-15T08:00:00+00:00"
