@@ -30,10 +30,19 @@ _TAG = re.compile(r"[a-z][a-z-]*\[.*\]|_[A-Za-z]\w*", re.DOTALL)
 _PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
-def _is_tag(part: str | int) -> bool:
+def _is_tag(part: str | int, place: int = 1, size: int = 2) -> bool:
     """A location step pydantic adds for a union member or a validator function (``str``,
-    ``list[str]``, ``literal['a']``, ``function-after[check(), str]``, a private model)."""
-    return isinstance(part, str) and (part in _SCALAR_TAGS or bool(_TAG.fullmatch(part)))
+    ``list[str]``, ``literal['a']``, ``function-after[check(), str]``, a private model).
+
+    A bare scalar name (``str``, ``time``, ...) is also a field name people use (a label's
+    ``time``): it is taken as a union member's tag only at the end of a location and after a
+    field (``("stars", "int")``), where pydantic puts a scalar member's tag (a scalar has no
+    fields below it); ``place`` and ``size`` say where ``part`` stands in its location."""
+    if not isinstance(part, str):
+        return False
+    if _TAG.fullmatch(part):
+        return True
+    return part in _SCALAR_TAGS and 0 < place == size - 1
 
 
 def json_path(location: Iterable[str | int]) -> str:
@@ -85,14 +94,15 @@ def first_problem(error: ValidationError | Sequence[Mapping[str, Any]], *,
         return Problem((), "invalid value")
     first: Mapping[str, Any] = errors[0]
     raw = tuple(first.get("loc") or ())
-    location = tuple(part for part in raw if not _is_tag(part))
+    tags = [_is_tag(part, place, len(raw)) for place, part in enumerate(raw)]
+    location = tuple(part for part, tag in zip(raw, tags, strict=True) if not tag)
     if len(location) > 1 and location[0] in skip:
         location = location[1:]
     message = str(first.get("msg") or "invalid value")
     for prefix in _PREFIXES:
         message = message.removeprefix(prefix)
     return Problem(location, message, kind=str(first.get("type", "")), value=first.get("input"),
-                   union=any(_is_tag(part) for part in raw),
+                   union=any(tags),
                    context=first.get("ctx") or {}, more=len(errors) - 1)
 
 

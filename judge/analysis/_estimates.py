@@ -20,7 +20,10 @@ Variance is the design variance of sampling without replacement: per stratum
 ``(1 − n_h/N_h) · S²_e / (n_h · t̄_h²)`` with ``e`` the linearised residual
 ``y − λf − r̂·t`` (``t̄_h = T_h/N_h``). With dialogues as units (``t`` = turns of a dialogue)
 this is the interval clustered by dialogue; with turns as units ``t = 1`` and it is the plain
-one. A difference of two systems labelled on one shared sample is the same estimate of
+one. Its t quantile takes Satterthwaite's degrees of freedom for the sizes drawn (Bell and
+McCaffrey's small-sample correction for clustered variances): ``m − 1`` with equal sizes,
+fewer when a few long dialogues carry most of the variance.
+A difference of two systems labelled on one shared sample is the same estimate of
 ``y_A − y_B`` with ``f_A − f_B``.
 
 Small samples: ``λ`` estimated from the same labels it then weighs makes the estimate slightly
@@ -150,14 +153,16 @@ def t_value(confidence: float, df: float | np.ndarray) -> np.ndarray:
 @dataclass
 class DesignEstimate:
     """Value, standard error, λ and degrees of freedom of one estimator; arrays of the batch
-    shape. ``df`` is the number of labelled units minus the number of strata (at least 1):
-    the interval takes Student's t quantile at ``df``, which matters with few units (at 10
-    dialogues t is 2.26 where the normal quantile is 1.96)."""
+    shape. ``df`` is the number of labelled units minus the number of strata (at least 1)
+    when units have equal sizes (turns); with dialogues of unequal sizes it is each stratum's
+    Satterthwaite df (:func:`_satterthwaite`, at most ``m_h − 1``) summed, one per sample of
+    the batch. The interval takes Student's t quantile at ``df``, which matters with few units
+    (at 10 dialogues t is 2.26 where the normal quantile is 1.96)."""
 
     value: np.ndarray
     se: np.ndarray
     lam: np.ndarray
-    df: float = float("inf")
+    df: float | np.ndarray = float("inf")
 
     def quantile(self, confidence: float) -> np.ndarray:
         return t_value(confidence, self.df)
@@ -231,6 +236,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     labelled = sum(p[3] for p in parts)
     value = np.zeros(y.shape[:-1])
     variance = np.zeros(y.shape[:-1])
+    freedom: list[np.ndarray] = []
     for index, (yh, fh, th, m, stratum, share, weight) in enumerate(parts):
         lam_h = lam[index]
         rho = stratum.judge / stratum.turns
@@ -243,6 +249,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         leverage = th / th.sum(-1, keepdims=True)
         shrink = (m - 1.0) / m / np.maximum(1.0 - leverage, 1e-12) if m >= 2 else 1.0
         squares, dof = (residual ** 2 * shrink).sum(-1), m - 1.0
+        freedom.append(_satterthwaite(th, shrink) if m >= 2 else np.zeros(theta.shape))
         if corners is not None and m >= 2:
             pseudo = pseudo_units * m / labelled
             for corner_y, corner_f, corner_share in corners:
@@ -254,8 +261,48 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         variance = variance + (0.0 if weight == 0 else weight * spread)
     every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
                             for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
-    df = float(max(1, labelled - len(parts)))
-    return DesignEstimate(value, np.sqrt(variance), every.mean(-1), df)
+    df = np.maximum(1.0, sum(freedom, np.zeros(y.shape[:-1])))
+    return DesignEstimate(value, np.sqrt(variance), every.mean(-1),
+                          float(df) if df.ndim == 0 else df)
+
+
+SIZE_POWER = 2.0
+"""The working model of :func:`_satterthwaite`: a unit's residual variance grows with the
+square of its size (turns of one dialogue moving together, as JGA's running product makes
+them); of the usual choices (size to the power 0, 1 or 2) the one that gives the fewest
+degrees of freedom, hence the widest t quantile, when sizes differ."""
+
+
+def _satterthwaite(t: np.ndarray, shrink: np.ndarray | float) -> np.ndarray:
+    """Degrees of freedom of one stratum's variance estimate ``Σ a·e²`` (Satterthwaite's
+    two-moment match, as Bell and McCaffrey (2002) use for clustered errors).
+
+    ``t`` (shape ``(..., m)``) are the unit sizes, ``shrink`` the weights ``a`` on the squared
+    residuals ``e = y − θ̂·t`` of the ratio fit. Under the working model ``Var(y) ∝ t^p``
+    (:data:`SIZE_POWER`), ``e = P·ε`` and the estimate is a quadratic form with matrix
+    ``B = A^½ G A^½``, ``G = P·diag(t^p)·Pᵀ``; its df is ``tr(B)² / tr(B²)``. With equal sizes
+    that is exactly ``m − 1`` (the plain Student-t case, unchanged); with unequal sizes, a
+    few big dialogues carry most of the residual variance, the variance estimate is itself
+    noisier, and the df drop accordingly. This widens the interval only through the t
+    quantile, and by an amount fixed by the design (the sizes), not by the labels.
+    """
+    t = np.asarray(t, dtype=float)
+    m = t.shape[-1]
+    flat = np.ptp(t, axis=-1) <= 1e-12 if m else np.ones(t.shape[:-1], dtype=bool)
+    if np.all(flat):
+        return np.full(t.shape[:-1], m - 1.0)
+    a = np.broadcast_to(np.asarray(shrink, dtype=float), t.shape)
+    v = t ** SIZE_POWER
+    total = t.sum(-1, keepdims=True)[..., None]
+    tv = t[..., :, None] * v[..., None, :]
+    g = (np.eye(m) * v[..., None, :] - (tv + np.swapaxes(tv, -1, -2)) / total
+         + v.sum(-1)[..., None, None] * t[..., :, None] * t[..., None, :] / total ** 2)
+    scaled = g * np.sqrt(a)[..., :, None] * np.sqrt(a)[..., None, :]
+    trace = np.einsum("...ii->...", scaled)
+    square = np.einsum("...ij,...ij->...", scaled, scaled)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(square > 0, trace ** 2 / square, m - 1.0)
+    return np.where(flat, m - 1.0, np.minimum(df, m - 1.0))
 
 
 _DEGENERATE_SE = 1e-12
@@ -399,7 +446,7 @@ def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, lo
         ci = [max(low, scale * (value - q * se)), min(scale, scale * (value + q * se))]
     return {"value": scale * value, "ci": ci, "n_labelled": n_labelled,
             "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None,
-            "df": estimate.df, **extra}
+            "df": float(estimate.df), **extra}
 
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,

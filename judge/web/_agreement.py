@@ -127,19 +127,31 @@ def index_rows(index: RunIndex) -> list[dict[str, Any]]:
 
 
 def store_sample(service: Any, project_id: str, job_id: str, sample: Any,
-                 name: str | None = None) -> None:
+                 name: str | None = None) -> float | None:
     """Keep the sample reviewers of this run label in the project's file store, named after
-    the run. The store is content-addressed per kind, so a byte-identical sample stored for
-    another run (two runs of the same predictions can draw the same turns) would keep that
-    run's name: the copy for this run then ends in blank lines (which readers skip)."""
+    the run; returns when it was first stored (the store's ``created_at``: storing the same
+    sample again finds the first record). The store is content-addressed per kind, so a
+    byte-identical sample stored for another run (two runs of the same predictions can draw
+    the same turns) would keep that run's name: the copy for this run then ends in blank
+    lines (which readers skip)."""
     name = name or sample_name(job_id)
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
     for padding in range(8):
         record, _ = service.files.add(project_id, "sample", name,
                                       io.BytesIO((text + "\n" * padding).encode("utf-8")))
         if record["name"] == name:
-            return
+            return float(record["created_at"])
     log.warning("could not store the review sample of job %s under its own name", job_id)
+    return None
+
+
+def labels_since(labels: Iterable[Mapping[str, Any]],
+                 since: float | None) -> list[Mapping[str, Any]]:
+    """The labels given (or last changed) at or after ``since``: what a separate sample,
+    which starts empty when it is created, counts as its own. ``None``: every label."""
+    if since is None:
+        return list(labels)
+    return [i for i in labels if float(i.get("updated_at") or 0.0) >= since]
 
 
 def replace_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:

@@ -14,8 +14,10 @@ Queues:
   labels-only and prediction-powered TSA estimates). The sample is kept in the project's file
   store, so every replica sees it, and it is fixed once a turn of it has a label: another
   ``n`` or ``seed`` then draws a separate sample (see ``_agreement``), whose labels count for
-  agreement but not for the estimates. The disagreement queue stays for finding errors; its
-  labels never make an estimate.
+  agreement but not for the estimates. A separate sample starts empty: its queue shows as
+  labelled only the labels given (or changed) after it was created, not the turns labelled
+  under the estimate sample (a label stays one reviewer's verdict on a turn, wherever given).
+  The disagreement queue stays for finding errors; its labels never make an estimate.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -57,6 +60,7 @@ from ._agreement import (
     index_rows,
     label_counts,
     labelled_turns,
+    labels_since,
     replace_sample,
     sample_name,
     store_sample,
@@ -127,6 +131,9 @@ class SampleChoice:
     estimate: bool
     fixed: bool
     note: str
+    since: float | None = None
+    """A separate sample: when it was created. Its queue counts as labelled only the labels
+    given (or changed) since then, so it starts empty (:func:`labels_since`)."""
 
 
 def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
@@ -170,13 +177,16 @@ def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
         replace_sample(service, row.project_id, row.id, sample)
         return SampleChoice(sample, n, seed, True, False,
                             "the run's estimate sample (not fixed until a label)")
-    store_sample(service, row.project_id, row.id, sample, name=sample_name(row.id, n, seed))
+    created = store_sample(service, row.project_id, row.id, sample,
+                           name=sample_name(row.id, n, seed))
     first = current.turns[0]
     return SampleChoice(sample, n, seed, False, True,
                         f"a separate sample: the run's estimate sample is fixed (n "
                         f"{first.n or len(current.units())}, seed {first.seed}) since its "
-                        "first label; labels of this one count for agreement, not for the "
-                        "estimates")
+                        "first label; this one started empty (labels given before it was "
+                        "drawn are not shown as its own), and its labels count for agreement, "
+                        "not for the estimates", since=time.time() if created is None
+                        else created)
 
 
 def candidate_queue(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
@@ -302,28 +312,36 @@ def _judge_run(request: Request,
     return row, request.app.state.web.index.ready(row)
 
 
+def _mine(service: Service, viewer: Viewer, row: JobRow,
+          choice: SampleChoice | None) -> list[Mapping[str, Any]]:
+    """This reviewer's labels of the run, as the queue counts them: a separate sample's
+    queue only those given since it was created."""
+    labels = service.labels.list(viewer.project_id, subject=job_subject(row),
+                                 reviewer=viewer.name)
+    return labels_since(labels, None if choice is None else choice.since)
+
+
 def _item_context(request: Request, service: Service, viewer: Viewer, row: JobRow, index: RunIndex,
-                  queue: list[QueueItem], pos: int, params: dict[str, Any]) -> dict[str, Any]:
+                  queue: list[QueueItem], pos: int, params: dict[str, Any],
+                  choice: SampleChoice | None = None) -> dict[str, Any]:
     if not queue:
         return {"item": None, "pos": 0, "size": 0, "params": params, "job_id": row.id}
     pos = max(0, min(pos, len(queue) - 1))
     dialogue_id, turn_index, why = queue[pos]
     rows = request.app.state.web.reads.dialogue_rows(viewer.project_id, row.id, dialogue_id)
     view = turn_view(rows, turn_index)
-    mine = {item["slot"]: item for item in service.labels.list(viewer.project_id,
-                                                                 subject=job_subject(row),
-                                                                 reviewer=viewer.name)
+    mine = {item["slot"]: item for item in _mine(service, viewer, row, choice)
             if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index}
     return {"item": {"dialogue_id": dialogue_id, "turn_index": turn_index, "why": why},
             "view": view, "mine": mine, "pos": pos, "size": len(queue), "params": params,
             "job_id": row.id, "can_label": viewer.can("review")}
 
 
-def _first_open(request: Request,
-                service: Service, viewer: Viewer, row: JobRow, queue: list[QueueItem]) -> int:
+def _first_open(request: Request, service: Service, viewer: Viewer, row: JobRow,
+                queue: list[QueueItem], choice: SampleChoice | None = None) -> int:
     """The first queue position this reviewer has not labelled (at the turn level)."""
-    done = {(i["dialogue_id"], i["turn_index"]) for i in service.labels.list(
-        viewer.project_id, subject=job_subject(row), reviewer=viewer.name) if not i["slot"]}
+    done = {(i["dialogue_id"], i["turn_index"]) for i in _mine(service, viewer, row, choice)
+            if not i["slot"]}
     for position, (dialogue_id, turn_index, _) in enumerate(queue):
         if (dialogue_id, turn_index) not in done:
             return position
@@ -354,8 +372,9 @@ def review_page(request: Request, viewer: CurrentViewer, service: ServiceDep, jo
     row, index = _judge_run(request, service, viewer, job_id)
     items, choice = request.app.state.web.queues.get(row, index, _queue(queue), n, seed)
     params = _params(queue, choice)
-    start = pos if pos is not None else _first_open(request, service, viewer, row, items)
-    context = _item_context(request, service, viewer, row, index, items, start, params)
+    start = pos if pos is not None else _first_open(request, service, viewer, row, items,
+                                                    choice)
+    context = _item_context(request, service, viewer, row, index, items, start, params, choice)
     context["sample_note"] = choice.note if choice is not None else None
     job = service.jobs.get(viewer.project_id, job_id)
     panel = request.app.state.web.agreement.panel(viewer.project_id, row, index, viewer.name)
@@ -372,7 +391,7 @@ def review_item(request: Request, viewer: CurrentViewer, service: ServiceDep, jo
     row, index = _judge_run(request, service, viewer, job_id)
     items, choice = request.app.state.web.queues.get(row, index, _queue(queue), n, seed)
     params = _params(queue, choice)
-    context = _item_context(request, service, viewer, row, index, items, pos, params)
+    context = _item_context(request, service, viewer, row, index, items, pos, params, choice)
     return render(request, "_review_item.html", **context, labels=LABELS)
 
 

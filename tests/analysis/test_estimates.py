@@ -103,10 +103,19 @@ def test_clustered_labels_only_is_the_ratio_estimator():
     variance = (1 - 5 / 50) * spread / (5 * mean_size ** 2)
     assert float(estimate.value) == pytest.approx(ratio)
     assert float(estimate.se) == pytest.approx(np.sqrt(variance))
-    assert estimate.df == 4
+    # unequal sizes: Satterthwaite's df of the variance estimate under Var(y) ∝ t², built
+    # here from explicit matrices (residual maker P, weights A), below the plain m − 1 = 4
+    shrink = (5 - 1) / 5 / (1 - t / t.sum())
+    maker = np.eye(5) - np.outer(t, np.ones(5)) / t.sum()
+    root = np.diag(np.sqrt(shrink))
+    form = root @ maker @ np.diag(t ** 2) @ maker.T @ root
+    satterthwaite = np.trace(form) ** 2 / np.trace(form @ form)
+    assert float(estimate.df) == pytest.approx(satterthwaite)
+    assert 1 < float(estimate.df) < 4
     equal = design_estimate(y, y, np.full(5, 3.0), [slice(None)], [population], tuning=0.0)
     plain = (1 - 5 / 50) * np.var(y - y.mean(), ddof=1) / (5 * mean_size ** 2)
     assert float(equal.se) == pytest.approx(np.sqrt(plain))
+    assert equal.df == 4  # equal sizes: the plain Student-t df, m − 1
 
 
 def test_leave_one_out_lambda_leaves_each_unit_out():

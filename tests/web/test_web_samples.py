@@ -166,3 +166,50 @@ def test_queue_labels_without_a_sample_give_no_estimate_and_the_panel_says_why(w
     html = _panel(client, synthetic_run, "estimate-notes")
     assert "No population estimate: these labels come from review queues" in html
     assert "Estimates of TSA" not in html
+
+
+def _pressed(client: Any, job_id: str, query: str, pos: int) -> bool:
+    """Whether the queue's item at ``pos`` shows this reviewer's turn label as given."""
+    item = client.get(f"/ui/review/{job_id}/item?{query}&pos={pos}")
+    assert item.status_code == 200, item.text[:300]
+    return 'aria-pressed="true"' in item.text
+
+
+def test_a_separate_sample_starts_empty(web, synthetic_run):
+    """Another draw once the estimate sample is fixed is a new sample: turns labelled under
+    the estimate sample are not shown as labelled in its queue (nor skipped to), until a
+    label is given there."""
+    from judge.web._review import draw, sample_queue
+
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4").status_code == 200
+    service, project = web["service"], _project(web)
+    _, estimate = stored_sample(service, project, synthetic_run)
+    index = web["app"].state.web.index.ready(service.jobs.row(project, synthetic_run))
+    first = {t.key for t in estimate.turns}
+    # a draw of 12 that shares a turn with the estimate sample (seeded: the same every time)
+    seed, shared = next((s, t) for s in range(100) for t in draw(index, 12, s).turns
+                        if t.key in first and s != 4)
+    _label(client, csrf, synthetic_run, dialogue_id=shared.dialogue_id,
+           turn_index=shared.turn_index, label="incorrect")
+    own = next(i for i, (d, n, _) in enumerate(sample_queue(estimate, 4))
+               if (d, n) == (shared.dialogue_id, shared.turn_index))
+    assert _pressed(client, synthetic_run, "queue=sample&n=10&seed=4", own)
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed={seed}")
+    assert page.status_code == 200 and "a separate sample" in page.text
+    _, separate = stored_sample(service, project, synthetic_run,
+                                sample_name(synthetic_run, 12, seed))
+    order = sample_queue(separate, seed)
+    there = next(i for i, (d, n, _) in enumerate(order)
+                 if (d, n) == (shared.dialogue_id, shared.turn_index))
+    query = f"queue=sample&n=12&seed={seed}"
+    assert not _pressed(client, synthetic_run, query, there)
+    assert "started empty" in page.text
+    # it opens at its first turn, not past turns labelled under the estimate sample
+    assert 'data-pos="0"' in page.text
+    # a label given in the separate sample is its own (and still the turn's label)
+    _label(client, csrf, synthetic_run, dialogue_id=shared.dialogue_id,
+           turn_index=shared.turn_index, label="incorrect")
+    assert _pressed(client, synthetic_run, query, there)
+    assert _pressed(client, synthetic_run, "queue=sample&n=10&seed=4", own)
