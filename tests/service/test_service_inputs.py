@@ -386,7 +386,8 @@ REFUSED_JOBS = [
     ("metrics", {**EVALUATE, "predictions": ["f_p"]}, {}, "batch", "mode",
      "a metrics job runs live only; mode 'batch' is for evaluate jobs"),
     ("evaluate", {**EVALUATE, "extra": "x"}, {}, "live", "inputs.extra",
-     "unknown input for a evaluate job (expected schema, dialogues, predictions, rules)"),
+     "unknown input for a evaluate job (expected schema, dialogues, predictions, rules, "
+     "corrections)"),
     ("evaluate", {"schema": "f_s", "dialogues": "f_d"}, {}, "live", "inputs.predictions",
      "a evaluate job needs this input"),
     ("metrics", {**EVALUATE, "predictions": []}, {}, "live", "inputs.predictions",
@@ -618,7 +619,7 @@ def test_the_file_store_lists_newest_first_by_kind_and_page(db, tmp_path, monkey
         store.add(lab, "pictures", "a.png", io.BytesIO(b"x"))
     assert (refused.value.status, refused.value.field) == (422, "kind")
     assert refused.value.reason == ("kind must be one of schema, dialogues, predictions, "
-                                    "labels, rules, sample")
+                                    "labels, rules, sample, corrections")
 
 
 def test_uploads_of_each_kind_are_described_and_their_errors_name_no_server_folder(tmp_path):
