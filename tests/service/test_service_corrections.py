@@ -73,6 +73,12 @@ def test_jobs_apply_the_corrections_and_name_the_corrected_version(service_env, 
                                 ).scalar()
     assert manifest["sources"]["gold_corrections"] == [name]
 
+    retry = api.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {"run": run["id"]}})
+    retried = api.wait(retry.json()["id"])
+    assert retried["status"] == "succeeded", retried
+    again = api.get(f"/v1/jobs/{retried['id']}/results").json()
+    assert again["corrections"][0]["name"] == name and again["calls"]["sent"] == 0
+
     plain = _evaluate(api, files)
     metrics = api.post("/v1/jobs", json={
         "kind": "metrics", "inputs": {"schema": files["schema"], "dialogues": files["dialogues"],
