@@ -167,3 +167,25 @@ def test_another_project_sees_no_queue_and_writes_no_decision(web):
     with web["service"].db.read() as conn:
         rows = conn.execute(correction_decisions.select()).all()
     assert [(r.reviewer, r.candidate) for r in rows] == [("alice", candidate)]
+
+
+def test_a_typed_value_and_a_reviewer_name_with_markup_stay_text(web):
+    job = judged_run(web)
+    planted = "</textarea></script>'\"><i data-xss=\"v\">"
+    odd = create_token(web["service"].db, "lab", "read,review", name="<i data-xss=\"r\">")[0]
+    alice, other = web["client"](), web["client"]()
+    csrf = alice.login(web["tokens"]["alice"])
+    other_csrf = other.login(odd)
+    candidate = candidate_of(page(alice, f"/ui/corrections/{job}").text)
+    assert decide(alice, csrf, job, candidate, "edit", value=planted).status_code == 303
+    assert decide(other, other_csrf, job, candidate, "reject").status_code == 303
+    queue = alice.get(f"/ui/corrections/{job}?pos=0").text
+    disputes = alice.get(f"/ui/corrections/{job}/disputes").text
+    for html in (queue, disputes):
+        assert "<i data-xss=" not in html
+    assert "&lt;i data-xss=&#34;v&#34;&gt;" in queue  # the reviewer's own value, as text
+    assert "&lt;i data-xss=&#34;r&#34;&gt;" in disputes and "&lt;i data-xss=&#34;v&#34;" \
+        in disputes
+    download = alice.get(f"/ui/corrections/{job}/corrections.jsonl")
+    assert download.headers["content-type"].startswith("application/x-ndjson")
+    assert download.headers["x-content-type-options"] == "nosniff"
