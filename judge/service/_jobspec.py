@@ -274,16 +274,22 @@ def check_model(name: str, endpoint: EndpointConfig, model: str | None, *,
                 field: str = "options.model") -> None:
     """A model the endpoint can answer for (422 naming those it can): one of its ``models``
     when it lists them, and one its cassettes recorded when it replays (it has no reply for
-    any other: a job would fail on every call). No model means the library's default."""
-    model = model if model is not None else JudgeConfig.model_fields["model"].default
+    any other: a job would fail on every call). No model means the library's default, the
+    model such a job would run, so an allow-list holds for it too; the message then says the
+    job named none and which model it would have run."""
+    unnamed = ""
+    if model is None:
+        model = JudgeConfig.model_fields["model"].default
+        unnamed = (f" (this job names no model, so it would run the default {model!r}; "
+                   f"name one in {field})")
     if endpoint.models is not None and model not in endpoint.models:
-        raise ServiceError(f"endpoint {name!r} offers: {', '.join(endpoint.models)}",
+        raise ServiceError(f"endpoint {name!r} offers: {', '.join(endpoint.models)}{unnamed}",
                            status=422, field=field)
     recorded = recorded_models(endpoint)
     if recorded is not None and model not in recorded:
         raise ServiceError(f"endpoint {name!r} replays recordings only, and holds none of model "
-                           f"{model!r}: it recorded {', '.join(sorted(recorded)) or 'no model'}",
-                           status=422, field=field)
+                           f"{model!r}: it recorded {', '.join(sorted(recorded)) or 'no model'}"
+                           f"{unnamed}", status=422, field=field)
 
 
 def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str = "live"

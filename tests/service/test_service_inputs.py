@@ -486,8 +486,20 @@ def test_an_evaluate_request_is_normalised_with_its_endpoint_and_references(tmp_
                                ("inputs.dialogues", "dialogues", "f_d"),
                                ("inputs.predictions", "predictions", "f_p"),
                                ("inputs.rules", "rules", "f_r")]
-    chosen = _check(tmp_path, "evaluate", EVALUATE, {"endpoint": "other"})
-    assert chosen.endpoint == "other" and chosen.options == {}
+    chosen = _check(tmp_path, "evaluate", EVALUATE, {"endpoint": "other",
+                                                     "model": "allowed-model"})
+    assert chosen.endpoint == "other" and chosen.options == {"model": "allowed-model"}
+
+
+def test_an_allow_list_holds_for_the_default_model_a_request_leaves_unnamed(tmp_path):
+    """An endpoint with a ``models`` allow-list refuses a request that names no model (it would
+    run the library's default, which the list leaves out), and says so."""
+    with pytest.raises(ServiceError) as info:
+        _check(tmp_path, "evaluate", EVALUATE, {"endpoint": "other"})
+    assert info.value.status == 422 and info.value.field == "options.model"
+    message = str(info.value)
+    assert "endpoint 'other' offers: allowed-model" in message
+    assert "this job names no model, so it would run the default 'gpt-4-turbo'" in message
 
 
 def test_a_server_budget_cap_bounds_every_job(tmp_path):
