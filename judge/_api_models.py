@@ -156,7 +156,7 @@ class Readiness(ApiModel):
     status: Literal["ready", "unavailable"]
     reason: str | None = Field(None, description=(
         "Why not: draining, the database unreachable, the schema not at head, or this "
-        "replica's workers gone."))
+        "replica's workers gone. Only for a token with the admin scope."))
 
 
 class Endpoint(ApiModel):

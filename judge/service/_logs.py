@@ -32,7 +32,8 @@ def redact(text: str) -> str:
 
 
 class RedactSecrets(logging.Filter):
-    """A handler filter: the record's message and arguments redacted before formatting."""
+    """A handler filter: the record's message, arguments and traceback redacted before
+    formatting (an exception's message can quote a key as well as a log call can)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str):
@@ -41,11 +42,26 @@ class RedactSecrets(logging.Filter):
             record.args = tuple(_redacted(a) for a in record.args)
         elif isinstance(record.args, dict):
             record.args = {k: _redacted(v) for k, v in record.args.items()}
+        if record.exc_info and not record.exc_text:  # formatters reuse a set exc_text
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
 def _redacted(value: Any) -> Any:
     return redact(value) if isinstance(value, str) else value
+
+
+def log_to_stderr(level: str = "info") -> None:
+    """A process's logging as ``dst-judge serve`` and ``dst-judge worker`` set it up (each of
+    their processes, worker processes included): lines to stderr at ``level``, secrets
+    blanked."""
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    redact_logs()
 
 
 def redact_logs(*names: str) -> None:

@@ -5,7 +5,6 @@ queue. uvicorn meanwhile stops accepting connections and finishes open requests.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import signal
 import socket
@@ -18,7 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .._errors import OptionError
 from ._app import create_app
 from ._guard import ReceivedBytes
-from ._logs import redact_logs
+from ._logs import log_to_stderr, redact_logs
 from ._settings import ServiceSettings
 
 
@@ -105,8 +104,7 @@ def run_server(settings: ServiceSettings, *, host: str = "127.0.0.1", port: int 
         timer = threading.Timer(max_seconds, os.kill, (os.getpid(), signal.SIGTERM))
         timer.daemon = True
         timer.start()
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(log_level)
     app = app if app is not None else create_app(settings)
     protocol = type("HeaderTimeout", (_HeaderTimeout,),
                     {"header_timeout": settings.header_timeout_seconds})

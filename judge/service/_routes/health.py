@@ -2,10 +2,12 @@
 load balancers and Prometheus.
 
 What a probe without a token may learn is whether the process answers (``/healthz``: its
-status only) and whether it should get traffic (``/readyz``). The rest names things of the
-machine or of every project (the worker's host and process id, the database's state, job
-counts across all projects): ``/healthz`` adds it for a token with the ``admin`` scope, and
-``/metrics`` answers only such a token (a Prometheus scrape sends it as a bearer token)."""
+status only) and whether it should get traffic (``/readyz``: ready or not, by its status
+code). The rest names things of the machine or of every project (the worker's host and process
+id, the database's state and the first line of its error, which can name the SQLite file's path
+or a Postgres host and user, job counts across all projects): ``/healthz`` and ``/readyz`` add
+it for a token with the ``admin`` scope, and ``/metrics`` answers only such a token (a
+Prometheus scrape sends it as a bearer token)."""
 
 from __future__ import annotations
 
@@ -50,11 +52,12 @@ def _admin(service: Service, authorization: str | None) -> bool:
             responses={503: {"model": Readiness, "description": "Draining, the database "
                              "unreachable, the schema not at head, or this replica's workers "
                              "gone: send requests elsewhere."}})
-def get_readiness(service: ServiceDep) -> JSONResponse:
-    """Readiness: 503 with the reason while draining, without the database, with a schema not
-    at head, or with this replica's workers gone."""
+def get_readiness(request: Request, service: ServiceDep) -> JSONResponse:
+    """Readiness: 503 while draining, without the database, with a schema not at head, or with
+    this replica's workers gone. The reason only for a token with the ``admin`` scope."""
     ready, reason = readiness(service)
-    answer = Readiness(status="ready" if ready else "unavailable", reason=reason)
+    shown = reason if _admin(service, request.headers.get("authorization")) else None
+    answer = Readiness(status="ready" if ready else "unavailable", reason=shown)
     return JSONResponse(answer.model_dump(mode="json"), status_code=200 if ready else 503)
 
 

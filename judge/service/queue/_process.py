@@ -21,6 +21,7 @@ from typing import Any
 from .._db import Database
 from .._files import FileStore
 from .._jobs import JobStore
+from .._logs import log_to_stderr
 from .._settings import ServiceSettings
 from ._worker import COUNTERS, Worker, new_worker_id
 
@@ -198,8 +199,7 @@ def _process_main(settings: ServiceSettings, suffix: str, wake: Any, counters: A
     """Entry point of the worker process: its worker id names its own pid."""
     worker_id = new_worker_id(os.getpid(), suffix)
     _die_with_parent()
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr()
     db = Database(settings.db_url)
     store = FileStore(db, settings.data_dir, max_upload=settings.max_upload_bytes,
                       max_unpacked=settings.max_unpacked_bytes)
@@ -262,8 +262,7 @@ def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
     that take jobs from the database, and serves no HTTP. SIGTERM or SIGINT drains them (as a
     replica's drain: calls in flight get the grace period, then their jobs go back to the
     queue); so does ``max_seconds``. Returns the exit status."""
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(log_level)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.db_url)
     try:
