@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -30,14 +32,27 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("_FILE_VALUES", default=None)
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    """Values from the config file named on the command line (lowest priority but defaults)."""
+class OptionsFileSource(PydanticBaseSettingsSource):
+    """The values of the options file a command names (``--config`` for the judge's options,
+    ``--settings`` for the server's): below flags and the environment, above the defaults.
+    :func:`options_file` sets them while a settings model is built."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return (_FILE_VALUES.get() or {}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
         return dict(_FILE_VALUES.get() or {})
+
+
+@contextmanager
+def options_file(path: str | Path | None) -> Iterator[None]:
+    """While the block runs, :class:`OptionsFileSource` reads the values of ``path`` (TOML or
+    JSON; none without a path)."""
+    token = _FILE_VALUES.set(read_options_file(Path(path)) if path else {})
+    try:
+        yield
+    finally:
+        _FILE_VALUES.reset(token)
 
 
 class JudgeConfig(BaseSettings):
@@ -128,7 +143,7 @@ class JudgeConfig(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _FileSource(settings_cls)
+        return init_settings, env_settings, OptionsFileSource(settings_cls)
 
     @field_validator("base_url")
     @classmethod
@@ -237,11 +252,9 @@ def load_config(cli_values: dict[str, Any] | None = None,
                 config_file: str | Path | None = None) -> JudgeConfig:
     """Build the configuration from CLI values (None means "not given"), environment and file."""
     values = {k: v for k, v in (cli_values or {}).items() if v is not None}
-    token = _FILE_VALUES.set(read_options_file(Path(config_file)) if config_file else {})
-    try:
-        return JudgeConfig(**values)
-    except ValidationError as exc:
-        problem = first_problem(exc)
-        raise OptionError(f"{problem.path or 'option'}: {problem.message}") from None
-    finally:
-        _FILE_VALUES.reset(token)
+    with options_file(config_file):
+        try:
+            return JudgeConfig(**values)
+        except ValidationError as exc:
+            problem = first_problem(exc)
+            raise OptionError(f"{problem.path or 'option'}: {problem.message}") from None

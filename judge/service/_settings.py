@@ -13,7 +13,6 @@ import math
 import os
 import re
 import sys
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +34,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from .._config import DEFAULT_BASE_URL, read_options_file
+from .._config import DEFAULT_BASE_URL, OptionsFileSource, options_file
 from .._errors import InputError, OptionError
 from .._validation import first_problem
 from ..model import REPLAY_BASE_URL, Cassette, cassette_files
@@ -44,8 +43,6 @@ DEFAULT_PORT = 8765
 ENV_PREFIX = "DST_JUDGE_SERVE_"
 """Every setting may come from the environment as ``DST_JUDGE_SERVE_<NAME>`` (upper case;
 lists and tables as JSON), e.g. ``DST_JUDGE_SERVE_DB``, ``DST_JUDGE_SERVE_JOB_SLOTS``."""
-_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("_SERVE_FILE_VALUES",
-                                                              default=None)
 SLOTS_PER_PROCESS = 4
 """Jobs one worker process runs at once by default before another process (core) is used:
 past about four, a process's jobs wait on its one interpreter lock (bench/service_queue.py)."""
@@ -141,16 +138,6 @@ class EndpointConfig(BaseModel):
         return None
 
 
-class _SettingsFile(PydanticBaseSettingsSource):
-    """The values of ``dst-judge serve --settings FILE`` (below flags and environment)."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return (_FILE_VALUES.get() or {}).get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_FILE_VALUES.get() or {})
-
-
 class ServiceSettings(BaseSettings):
     """Every server-side setting of ``dst-judge serve``: from its flags, else the environment
     (``DST_JUDGE_SERVE_<NAME>``, :data:`ENV_PREFIX`), else a settings file (``--settings``,
@@ -164,7 +151,7 @@ class ServiceSettings(BaseSettings):
         env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _SettingsFile(settings_cls)
+        return init_settings, env_settings, OptionsFileSource(settings_cls)
 
     db: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -339,9 +326,9 @@ def build_settings(values: dict[str, Any], settings_file: str | Path | None = No
     """Settings from CLI values (None = not given), the environment (``DST_JUDGE_SERVE_*``)
     and an optional settings file; an invalid value is an OptionError."""
     given = {k: v for k, v in values.items() if v is not None}
-    token = _FILE_VALUES.set(read_options_file(Path(settings_file)) if settings_file else {})
     try:
-        settings = ServiceSettings(**given)
+        with options_file(settings_file):
+            settings = ServiceSettings(**given)
     except ValidationError as exc:
         problem = first_problem(exc)
         raise OptionError(f"{problem.path or 'settings'}: {problem.message}") from None
@@ -350,8 +337,6 @@ def build_settings(values: dict[str, Any], settings_file: str | Path | None = No
         name = ENV_PREFIX + (found.group(1).upper() if found else "...")
         raise OptionError(f"{name}: not valid JSON (a list or table in the environment is "
                           "written as JSON)") from None
-    finally:
-        _FILE_VALUES.reset(token)
     names = settings.all_endpoints()
     if settings.default_endpoint and settings.default_endpoint not in names:
         raise OptionError(f"default_endpoint {settings.default_endpoint!r} is not one of the "

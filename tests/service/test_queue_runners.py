@@ -29,6 +29,10 @@ from tests.fault_server import FaultConfig, FaultServer, get_json
 
 from .conftest import CANARY_KEY, Api, insert_job, running_service, service_settings
 
+THE_STORE = SimpleNamespace(root=Path("/srv/dst-judge/files"))
+"""A stand-in for the file store: runners only hand it on, and name its data dir in messages
+(``Inputs.clean``)."""
+
 
 def _run(coro: Any) -> Any:
     return asyncio.run(coro)
@@ -117,7 +121,7 @@ def test_a_batch_row_takes_the_providers_id_status_and_counts():
 
 def _batch_runner(visit: Any) -> tuple[bj.BatchRunner, list[str]]:
     runner = object.__new__(bj.BatchRunner)
-    runner.db, runner.store = "the-db", "the-store"  # type: ignore[assignment]
+    runner.db, runner.store = "the-db", THE_STORE  # type: ignore[assignment]
     runner.settings = SimpleNamespace(batch_poll_seconds=30.0)  # type: ignore[assignment]
     released: list[str] = []
 
@@ -159,7 +163,7 @@ def test_a_transient_api_failure_parks_the_job_and_counts_the_retry():
     assert isinstance(parked, rn.Park)
     assert before + 29 <= parked.wake_at <= time.time() + 31
     assert live.batches == {"files": 2, "retries": 4}
-    assert seen == [("job_1", "w1", {"files": 2, "retries": 3}, "p", "the-db", "the-store")]
+    assert seen == [("job_1", "w1", {"files": 2, "retries": 3}, "p", "the-db", THE_STORE)]
     assert released == []
 
 
@@ -413,7 +417,7 @@ def test_a_subset_keeps_the_named_dialogues_then_the_first_ones():
 
 
 def _inputs(names: dict[str, str]) -> rn.Inputs:
-    inputs = rn.Inputs(None, None, "p")  # type: ignore[arg-type]
+    inputs = rn.Inputs(None, THE_STORE, "p")  # type: ignore[arg-type]
     inputs.names.update(names)
     return inputs
 
@@ -585,12 +589,12 @@ class _Jobs:
 def _evaluate_runner(jobs: Any, failure: Exception | None = None
                      ) -> tuple[rn.EvaluateRunner, list[Any]]:
     runner = _evaluator()
-    runner.db, runner.store = "the-db", "the-store"  # type: ignore[assignment]
+    runner.db, runner.store = "the-db", THE_STORE  # type: ignore[assignment]
     runner.jobs = jobs
     seen: list[Any] = []
 
     async def fake_run(job, source, seed_job, options, inputs, context):
-        assert (inputs.db, inputs.store) == ("the-db", "the-store")
+        assert (inputs.db, inputs.store) == ("the-db", THE_STORE)
         seen.append((job.id, source.id, seed_job.id if seed_job else None, options,
                      inputs.project_id))
         if failure is not None:
@@ -691,15 +695,19 @@ def test_a_collected_batch_job_lists_its_batches_and_what_each_carried(tmp_path)
 
 
 def test_a_batch_job_that_judged_nothing_fails_with_the_models_reasons(tmp_path):
-    """Every batch line a refusal: the job fails with exit 4, and its message quotes the first
-    reasons (as a live run's does), not a bare prefix."""
+    """Every batch line a refusal: the job fails with exit 4, and its message is one reason
+    (how many calls failed, and the first failure's words, as a live run's), not a bare prefix
+    nor one message per call."""
     job, results, _ = _batch_job(tmp_path, FaultConfig(batch_seconds=0.1,
                                                        rates={"refusal": 1.0}),
                                  {"max_retries": 0})
     examples = results["errors"]["examples"]
     assert job["status"] == "failed" and job["exit_code"] == 4, job
     assert len(examples) >= 2 and all("refused" in e for e in examples), examples
-    assert job["error"] == "nothing could be judged: " + "; ".join(examples[:2])
+    calls = results["calls"]["planned"]
+    first = examples[0].split(": ", 1)[1].split("; ")[0].split(": ", 1)[1]
+    assert job["error"] == (f"nothing could be judged: {calls} of {calls} calls failed; "
+                            f"the first: {first}")
 
 
 def test_a_tokens_spending_cap_bounds_the_jobs_budget(db):
@@ -742,7 +750,7 @@ def test_input_files_are_read_from_the_jobs_project_only(db, tmp_path):
             conn.execute(files.insert().values(id=file_id, project_id=project, kind="schema",
                                                name=name, sha256=sha, size=1, info={},
                                                created_at=1.0))
-    store = SimpleNamespace(local_path=lambda sha: tmp_path / sha[:2] / sha)
+    store = SimpleNamespace(local_path=lambda sha: tmp_path / sha[:2] / sha, root=tmp_path)
     inputs = rn.Inputs(db, store, lab)  # type: ignore[arg-type]
     inputs.prefetch(["f1", None, "f3"])
     assert set(inputs._rows) == {"f1"}
@@ -792,7 +800,7 @@ def test_an_analysis_job_of_an_unknown_kind_or_without_judgments_fails():
     """A kind no runner knows is the server's error (500); a run with no judgments is an input
     error naming the job, and ends the job as failed (exit 2)."""
     runner = object.__new__(rn.AnalysisRunner)
-    runner.db = runner.store = None  # type: ignore[assignment]
+    runner.db, runner.store = None, THE_STORE  # type: ignore[assignment]
     empty = SimpleNamespace(summary={"turns": 1})
     runner.jobs = SimpleNamespace(row=lambda project, job_id: empty,  # type: ignore
                                   judgments=lambda project, job_id: iter(()))
