@@ -140,9 +140,24 @@ def _refused(host: str) -> None:
         UNREPLAYED.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0])
 
 
+def _is_worker(config) -> bool:
+    """An xdist worker: it runs tests for the controller, which reports them."""
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """Python subprocesses of the tests run under the guard too (tests/netguard): their
-    refusals go to a file of this session, read when it ends."""
+    refusals go to a file of this session, read when it ends. Each xdist worker has its own
+    user directories (the controller's log is inherited). A serial run times tests out with
+    the signal method (the thread method ends the process, and the run would end without a
+    summary); under xdist the thread method only ends a worker, which xdist reports."""
+    if not _is_worker(config) and config.getvalue("timeout_method") is None and \
+            getattr(config.option, "dist", "no") == "no":
+        config.option.timeout_method = "signal"
+    if _is_worker(config):
+        _private_user_dirs(config)
+        return
     if os.environ.get(LOG_VARIABLE):  # an inner pytester session: the outer one's file
         return
     handle, log = tempfile.mkstemp(prefix="dst-judge-netlog-", suffix=".tsv")
@@ -175,7 +190,15 @@ def _subprocess_refusals(config) -> list[str]:
             if host == DEFAULT_HOST]
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist: a worker's unreplayed requests count in the controller's verdict."""
+    UNREPLAYED.extend(getattr(node, "workeroutput", {}).get("unreplayed", []))
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if _is_worker(session.config):
+        session.config.workeroutput["unreplayed"] = list(UNREPLAYED)
     UNREPLAYED.extend(_subprocess_refusals(session.config))
     log = session.config.stash.get(_NETLOG, None)
     if log is not None:
@@ -276,6 +299,17 @@ def mount_cassette(router, name: str) -> None:
 
 
 @pytest.fixture
+def fake_model():
+    """The fake OpenAI-compatible model server (tests/fault_server.py) on 127.0.0.1 and a
+    free port, answering at once, for this test alone (tests change its faults and read its
+    counts). Cheap: a thread of this process."""
+    from tests.fault_server import FaultConfig, FaultServer
+
+    with FaultServer(FaultConfig(latency=0.0)) as server:
+        yield server
+
+
+@pytest.fixture
 def example_data():
     schema = load_schema(EXAMPLES / "schema.json")
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
@@ -283,8 +317,65 @@ def example_data():
     return schema, dialogues, predictions
 
 
+POSTGRES_FIXTURES = frozenset({"postgres_url"})
+"""The session's Postgres (pgserver): every test using it runs in the group 'postgres', so
+that one worker starts it (a session fixture is per worker)."""
+
+
+def _one_file(config) -> bool:
+    """The command names test ids of one file only (``pytest tests/x.py::test_y``)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return False
+    files = {arg.split("::", 1)[0] for arg in config.args}
+    return len(files) == 1 and Path(next(iter(files))).is_file()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (the configured default): one worker more than the cores this process may
+    use, as many tests wait on sockets, subprocesses and sleeps (3 on two cores), at most 8.
+    One file runs serially: starting workers would cost more than it saves.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides instead (xdist reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    if _one_file(config):
+        return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, min((cores or 1) + 1, 8))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with a worker that is replaced safely (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
+def server_group(item) -> str | None:
+    """The xdist group of a test that starts servers: 'postgres' when it uses the session's
+    Postgres, else the group its ``servers`` mark names ('serve' when it names none)."""
+    if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "postgres"
+    mark = item.get_closest_marker("servers")
+    if mark is None:
+        return None
+    return str(mark.args[0]) if mark.args else "serve"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Live tests (a real local model server) run only with ``-m live`` or DST_JUDGE_LIVE=1."""
+    """Tests that start servers (marked ``servers``, or using the session's Postgres) run in
+    xdist groups: each group on one worker, one test at a time, so that two fleets or two
+    browsers never compete for the two cores, and a module's server starts once.
+    Live tests (a real local model server) run only with ``-m live`` or DST_JUDGE_LIVE=1."""
+    for item in items:
+        group = server_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.servers)
+            item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get("DST_JUDGE_LIVE") == "1" or "live" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="live test: run with 'pytest -m live' or DST_JUDGE_LIVE=1")

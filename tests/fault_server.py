@@ -69,6 +69,11 @@ HOSTILE, HOSTILE_ERROR = "hostile", "hostile_error"
 provider would bill) or not (an error status)."""
 COMPLETED = frozenset({OK, "truncated", "refusal", "invalid", "invalid_once", HOSTILE})
 """Kinds answered with a 200 reply that is billed (the client must record each one)."""
+ABANDONED = "abandoned"
+"""A billable reply ready only after its client had given up (its timeout closed the
+connection): nobody received it, so it is not counted as completed. The client saw no answer
+and may send the request again; counting such a reply as paid would blame the client for a
+retry its timeout made right (a real provider may bill it: the client cannot know)."""
 
 INVALID_TEXT = "The predicted state looks right to me; I have nothing to add."
 """Prose reply of the ``invalid`` kinds; also how the server recognises a re-ask of it."""
@@ -219,13 +224,15 @@ class Stats:
         """A JSON-able copy: totals, per kind, derived counts and (optionally) per body and
         the timeline of chat completions (``[body hash, arrived, replied]`` rows)."""
         with self._lock:
-            by_kind = {k: self.by_kind.get(k, 0) for k in (*KINDS, HOSTILE, HOSTILE_ERROR)}
+            by_kind = {k: self.by_kind.get(k, 0)
+                       for k in (*KINDS, HOSTILE, HOSTILE_ERROR, ABANDONED)}
             data: dict[str, Any] = {
                 "total": self.total, "other": self.other, "connections": self.connections,
                 "by_kind": by_kind,
                 "transient": sum(by_kind[k] for k in TRANSIENT),
                 "completed": sum(by_kind[k] for k in COMPLETED),
-                "answered": self.total - by_kind["timeout"] - by_kind["drop"],
+                "answered": self.total - by_kind["timeout"] - by_kind["drop"]
+                - by_kind[ABANDONED],
                 "distinct_bodies": len(self.bodies),
                 "roots": sum(1 for b in self.bodies.values() if b.root is None),
                 "reask_requests": sum(b.received for b in self.bodies.values() if b.root),
@@ -401,6 +408,23 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: thousands of requests per benchmark."""
 
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection before being answered (it gave up: its
+        timeout). A waiting client sends nothing more, so a readable socket means EOF."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _bill(self, key: str, kind: str, usage: Mapping[str, int] | None) -> None:
+        """Count the answer about to be sent: a billable one whose client has already gone
+        is :data:`ABANDONED`, not completed (see there)."""
+        if kind in COMPLETED and self._client_gone():
+            self.server.stats.served(key, ABANDONED, None)
+        else:
+            self.server.stats.served(key, kind, usage)
+
     def _send(self, status: int, payload: bytes, headers: Mapping[str, str] | None = None) -> None:
         try:
             self.send_response(status)
@@ -494,7 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, MALFORMED_BODY)
             return
         reply, usage = completion_json(body, decision, server.next_serial())
-        server.stats.served(decision.key, kind, usage)
+        self._bill(decision.key, kind, usage)
         self._send_json(200, reply)
 
     def _batch_api(self, method: str, path: str, raw: bytes) -> bool:
@@ -639,8 +663,8 @@ class _Handler(BaseHTTPRequestHandler):
         decision = Decision(key, root or key, OK, result_keys(body))
         token = self.headers.get("authorization", "").removeprefix("Bearer ")
         reply = build(Hostile(body, decision, server.next_serial(), token, attempt))
-        server.stats.served(decision.key, HOSTILE if reply.paid else HOSTILE_ERROR,
-                            reply.usage if reply.paid else None)
+        self._bill(decision.key, HOSTILE if reply.paid else HOSTILE_ERROR,
+                   reply.usage if reply.paid else None)
         if reply.drip is None:
             self._send(reply.status, reply.content, reply.headers)
             return
@@ -1010,11 +1034,20 @@ def _deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+_FILLER: dict[int, bytes] = {}
+
+
 def _big_reply(size: int) -> Any:
+    """A valid reply whose content is ``size`` x's. The x's are made once and spliced into the
+    JSON: encoding 50 MB anew for each request costs the server (a thread of the test's
+    process) about a second of the GIL, long enough on a busy machine to outlast the client's
+    timeout before any answer is sent."""
     def build(request: Hostile) -> HostileReply:
         reply = request.valid()
-        reply["choices"][0]["message"]["content"] = "x" * size
-        return _json(reply)
+        reply["choices"][0]["message"]["content"] = "<filler>"
+        head, _, tail = json.dumps(reply).encode("utf-8").partition(b'"<filler>"')
+        filler = _FILLER.setdefault(size, b"x" * size)
+        return HostileReply(200, b"".join((head, b'"', filler, b'"', tail)))
     return build
 
 

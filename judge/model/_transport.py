@@ -16,7 +16,10 @@ Both read a reply as a stream and stop at a size cap (``max_bytes``), counted on
 bytes received and once on the bytes decompressed: they ask for gzip or deflate only and
 inflate it themselves with a bounded output per step, so a gzip bomb never grows in memory
 beyond the cap. A reply cut at the cap comes back with its start and ``defect`` saying why;
-the caller records it (it was paid for) and turns it into an error row.
+the caller records it (it was paid for) and turns it into an error row. So is a reply cut
+off by the timeout or a broken connection after its status line arrived: the server answered,
+so it was paid for, and sending the request again would pay twice. Only a request that got no
+status line at all is :class:`NoResponse`, which the caller may retry.
 """
 
 from __future__ import annotations
@@ -154,6 +157,30 @@ class NoResponse(Exception):
         self.timeout = timeout
 
 
+def cut_reply(status: int, headers: Mapping[str, str], body: CappedBody | None,
+              reason: str) -> RawResponse:
+    """A reply whose status line arrived but whose body did not (a timeout, a dropped
+    connection): what came, with ``defect`` saying where and why it stopped."""
+    received = body.received if body is not None else 0
+    return RawResponse(status, headers, body.content if body is not None else b"",
+                       f"the reply was cut off after {received:,} bytes: {reason}")
+
+
+class _Exchange:
+    """What one request got so far: the response once its status line arrived, the body."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: Mapping[str, str] = {}
+        self.body: CappedBody | None = None
+
+    def failed(self, reason: str, exc: BaseException, *, timeout: bool = False) -> RawResponse:
+        """A cut reply once the status line arrived; otherwise :class:`NoResponse`."""
+        if self.status is None:
+            raise NoResponse(reason, timeout=timeout) from exc
+        return cut_reply(self.status, self.headers, self.body, reason)
+
+
 class Transport(Protocol):
     async def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
         """Send one POST; raise :class:`NoResponse` when no response arrived."""
@@ -176,24 +203,28 @@ class HttpxTransport:
         self.timeout = timeout
 
     async def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
+        exchange = _Exchange()
         try:
-            return await within(self._post(url, content, headers), self.timeout)
+            return await within(self._post(url, content, headers, exchange), self.timeout)
         except TimeoutError as exc:
-            raise NoResponse("timed out (the whole exchange)", timeout=True) from exc
+            return exchange.failed("timed out (the whole exchange)", exc, timeout=True)
         except httpx.TimeoutException as exc:
-            raise NoResponse(f"timed out ({type(exc).__name__})", timeout=True) from exc
+            return exchange.failed(f"timed out ({type(exc).__name__})", exc, timeout=True)
         except httpx.TransportError as exc:
-            raise NoResponse(f"{type(exc).__name__}: {exc}") from exc
+            return exchange.failed(f"{type(exc).__name__}: {exc}", exc)
 
-    async def _post(self, url: str, content: bytes, headers: Mapping[str, str]) -> RawResponse:
+    async def _post(self, url: str, content: bytes, headers: Mapping[str, str],
+                    exchange: _Exchange) -> RawResponse:
         request = self.client.build_request("POST", url, content=content,
                                             headers=_request_headers(headers))
         response = await self.client.send(request, stream=True)
+        exchange.status, exchange.headers = response.status_code, response.headers
         try:
             try:  # a response already in memory (a fixture, a replayed cassette), decoded
                 in_memory = response.content
             except httpx.ResponseNotRead:
-                body = CappedBody(response.headers.get("content-encoding"), self.max_bytes)
+                body = exchange.body = CappedBody(response.headers.get("content-encoding"),
+                                                  self.max_bytes)
                 async for chunk in response.aiter_raw(_CHUNK):
                     if not body.feed(chunk):
                         break
@@ -254,10 +285,13 @@ class AiohttpTransport:
         import aiohttp
 
         session = self._open()
+        exchange = _Exchange()
         try:
             async with session.post(url, data=content, headers=_request_headers(headers),
                                     proxy=self._proxy(url)) as response:
-                body = CappedBody(response.headers.get("content-encoding"), self.max_bytes)
+                exchange.status, exchange.headers = response.status, response.headers
+                body = exchange.body = CappedBody(response.headers.get("content-encoding"),
+                                                  self.max_bytes)
                 async for chunk in response.content.iter_chunked(_CHUNK):
                     if not body.feed(chunk):
                         response.close()  # drop the connection: the rest is never read
@@ -265,9 +299,9 @@ class AiohttpTransport:
                 return RawResponse(response.status, response.headers, body.content,
                                    body.defect)
         except asyncio.TimeoutError as exc:
-            raise NoResponse("timed out", timeout=True) from exc
+            return exchange.failed("timed out", exc, timeout=True)
         except aiohttp.ClientError as exc:
-            raise NoResponse(f"{type(exc).__name__}: {exc}") from exc
+            return exchange.failed(f"{type(exc).__name__}: {exc}", exc)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +25,12 @@ from judge.analysis._audit import (
     write_audit,
 )
 
-from ..browser import CHROMIUM, CHROMIUM_ARGS
+from ..browser import PLAYWRIGHT_MISSING, launched
 from .test_audit import both, example_inputs, judge_run, row, write_run
 
-sync_api = pytest.importorskip(
-    "playwright.sync_api",
-    reason="the browser tests need the Python playwright package (pip install playwright); "
-           "they use Debian's Chromium, not playwright's own browser downloads")
+sync_api = pytest.importorskip("playwright.sync_api", reason=PLAYWRIGHT_MISSING)
 
-INSTALL_TIMEOUT = 1200  # seconds, for apt-get update and the install together
+pytestmark = pytest.mark.servers("browser")
 
 
 @dataclass
@@ -54,36 +48,6 @@ class Opened:
     page: object
     errors: list[str]
     dialogs: list[str]
-
-
-def _install_chromium() -> None:
-    """apt-get install chromium, or skip saying why that is not possible here."""
-    if shutil.which("apt-get") is None:
-        pytest.skip(f"Chromium is not at {CHROMIUM} and apt-get is not available to install it "
-                    "(install Debian's chromium package to run the browser tests)")
-    if os.geteuid() != 0:
-        pytest.skip(f"Chromium is not at {CHROMIUM}; installing it needs root "
-                    "(run: apt-get update && apt-get install -y chromium)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True,
-                                  timeout=INSTALL_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"{' '.join(command)} did not finish within {INSTALL_TIMEOUT} s")
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            pytest.skip(f"could not install Chromium: {' '.join(command)} exited "
-                        f"{done.returncode}: {' | '.join(tail)}")
-    if not CHROMIUM.exists():
-        pytest.skip(f"apt-get installed chromium but {CHROMIUM} is still missing")
-
-
-@pytest.fixture(scope="session")
-def chromium() -> Path:
-    if not CHROMIUM.exists():
-        _install_chromium()
-    return CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +76,11 @@ def nasty_report(tmp_path_factory) -> Report:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, report, nasty_report):
+def browser(report, nasty_report):
     # The reports are made first: the judge runs asyncio.run, which cannot run while
     # playwright's sync API is active; module scope closes the browser before other modules.
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(chromium), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture

@@ -10,25 +10,6 @@ import pytest
 
 from judge.cli import main
 
-from ..conftest import CASSETTES, EXAMPLES
-
-DATA = ["--schema", str(EXAMPLES / "schema.json"), "--dialogues",
-        str(EXAMPLES / "dialogues.jsonl")]
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("estimates")
-    out = {}
-    for name, predictions, cassette in (
-            ("good", "predictions.jsonl", "example-two-dim.json"),
-            ("weak", "predictions-weak.jsonl", "example-weak-two-dim.json")):
-        out[name] = folder / name
-        assert main(["evaluate", *DATA, "--predictions", str(EXAMPLES / predictions),
-                     "--model", "local", "--replay", str(CASSETTES / cassette), "--cache-dir",
-                     str(folder / f"c-{name}"), "--out", str(out[name])]) == 0
-    return out
-
 
 def flat(text: str) -> str:
     """Console output with rich's wrapping undone."""

@@ -10,25 +10,9 @@ import pytest
 from judge.analysis import recorded_predictions_sha256
 from judge.cli import main
 
-from ..conftest import CASSETTES, EXAMPLES
-from .test_cli_estimates import DATA, flat, label_file, rows_of
+from .test_cli_estimates import flat, label_file, rows_of
 
 NEW_FIELDS = ("n", "procedure", "run_turns_sha256", "predictions_sha256")
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Two systems judged on the example dialogues, replayed from cassettes."""
-    folder = tmp_path_factory.mktemp("samples")
-    out = {}
-    for name, predictions, cassette in (
-            ("good", "predictions.jsonl", "example-two-dim.json"),
-            ("weak", "predictions-weak.jsonl", "example-weak-two-dim.json")):
-        out[name] = folder / name
-        assert main(["evaluate", *DATA, "--predictions", str(EXAMPLES / predictions),
-                     "--model", "local", "--replay", str(CASSETTES / cassette), "--cache-dir",
-                     str(folder / f"c-{name}"), "--out", str(out[name])]) == 0
-    return out
 
 
 def draw(run, path, *extra: str) -> list[dict]:

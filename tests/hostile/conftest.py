@@ -85,11 +85,23 @@ def canary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def hostile_server() -> Iterator[FaultServer]:
-    """One fake OpenAI-compatible server for the whole corpus; the catalogue entry is chosen
-    by the base URL (``/hostile/<kind>/v1``)."""
+def _hostile_server_of_the_session() -> Iterator[FaultServer]:
     with FaultServer() as server:
         yield server
+
+
+@pytest.fixture
+def hostile_server(_hostile_server_of_the_session: FaultServer) -> FaultServer:
+    """One fake OpenAI-compatible server for the whole corpus (per xdist worker); the
+    catalogue entry is chosen by the base URL (``/hostile/<kind>/v1``). Each test starts with
+    its counts, Batch API files and batches empty: which tests ran before on the same worker
+    differs from run to run (a batch of another test with the same file digest would be
+    found as this test's lost batch)."""
+    server = _hostile_server_of_the_session
+    server.stats.reset()
+    server.running.files.clear()
+    server.running.batches.clear()
+    return server
 
 
 @pytest.fixture

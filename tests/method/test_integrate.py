@@ -8,22 +8,15 @@ import pytest
 
 from judge import OptionError
 from judge.method import (
-    RuleSet,
     Totals,
     TurnInput,
     TurnVerdict,
     agreement,
-    default_rules,
     integrate_dialogue,
     totals,
 )
 
 BOTH = ("default", "paper")
-
-
-@pytest.fixture
-def rules(mini_schema) -> RuleSet:
-    return default_rules(mini_schema)
 
 
 @pytest.fixture

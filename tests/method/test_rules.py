@@ -10,7 +10,6 @@ import pytest
 
 from judge import InputError, OptionError, Schema
 from judge.method._rules import (
-    RuleSet,
     canonical_key,
     check_value,
     default_rules,
@@ -20,11 +19,6 @@ from judge.method._rules import (
 )
 
 from ..conftest import assert_located
-
-
-@pytest.fixture
-def rules(mini_schema) -> RuleSet:
-    return default_rules(mini_schema)
 
 
 def write_rules(tmp_path: Path, data: object, name: str = "custom.json") -> Path:

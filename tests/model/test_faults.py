@@ -8,6 +8,7 @@ client's bookkeeping: nothing lost, nothing repeated, errors never verdicts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -295,3 +296,29 @@ def test_subprocess_server_serves_counts_and_stops():
         assert timeline[0][2] <= timeline[1][1]  # the second was sent after the first reply
         process = server.process
     assert process is not None and process.returncode == 0  # stopped on stdin EOF
+
+
+def test_an_answer_ready_after_its_client_gave_up_is_not_billed():
+    """The server bills an answer when it sends it to a client still waiting. One whose
+    client has closed the connection first (its timeout) is ``abandoned``: the client saw no
+    reply, so asking again is right and must not count as paying twice (issue 36, item 13)."""
+    import socket
+
+    body = {"model": "m", "messages": [{"role": "system", "content": '"missed_domain_slot"'},
+                                       {"role": "user", "content": "given up"}]}
+    raw = json.dumps(body).encode()
+    with FaultServer(FaultConfig(latency=0.5)) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(raw), raw))
+            time.sleep(0.1)  # the request arrived; the answer takes 0.5 s: give up first
+        deadline = time.monotonic() + 30
+        while server.snapshot(bodies=False)["by_kind"]["abandoned"] == 0:
+            assert time.monotonic() < deadline, server.snapshot()
+            time.sleep(0.02)
+        assert post_json(server.port, "/v1/chat/completions", body, timeout=30)[0] == 200
+        stats = server.snapshot()
+    assert stats["bodies"][body_hash(body)] == {"received": 2, "completed": 1, "root": None,
+                                                "kinds": ["abandoned", "ok"]}
+    assert stats["completed"] == 1 and stats["answered"] == 1

@@ -218,6 +218,20 @@ def test_a_reply_over_the_cap_is_a_model_error_and_not_retried(backend):
         assert srv.snapshot()["total"] == 1  # paid once, never asked again
 
 
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
+def test_a_reply_cut_by_the_timeout_after_its_status_line_is_paid_and_not_retried(backend):
+    """The server answered (status line and headers), then its body trickled past the
+    timeout: that reply was paid for, so sending the request again would pay twice. It is an
+    error row saying where it stopped; only a request with no status line at all is retried."""
+    with FaultServer() as srv:
+        base = f"{srv.url.removesuffix('/v1')}/hostile/slow-drip/v1"
+        client = ModelClient(_config(base, http_backend=backend, max_retries=3, timeout=0.6))
+        with pytest.raises(ModelError, match=r"cut off after \d+ bytes: timed out") as info:
+            _complete(client)
+        assert isinstance(info.value, judge.ReplyError)
+        assert srv.snapshot()["total"] == 1  # paid once, never asked again
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-5", "soon", "1e400", ""])
 def test_server_delays_that_are_not_finite_numbers_are_ignored(value):
     from judge.model._client import _seconds, parse_reset

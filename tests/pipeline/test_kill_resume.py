@@ -10,10 +10,16 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from judge import load_config, load_dialogues, load_predictions, load_schema, plan_evaluation
 
 from ..conftest import EXAMPLES
 from ..fault_server import FaultConfig, FaultServer, body_hash
+
+# runs of `dst-judge evaluate` in subprocesses, killed and resumed: each start imports the
+# library, which takes seconds on a busy machine; the waits below have their own deadlines
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 
 def _command(url: str, out, *extra: str) -> list[str]:
@@ -28,7 +34,7 @@ def _command(url: str, out, *extra: str) -> list[str]:
 def test_kill_9_then_resume_repeats_no_finished_call(tmp_path):
     out = tmp_path / "run"
     log = out / "calls.jsonl"
-    with FaultServer(FaultConfig(latency=0.15, seed=3)) as server:
+    with FaultServer(FaultConfig(latency=0.4, seed=3)) as server:  # 22 calls: 4 s
         url = server.url
         process = subprocess.Popen(_command(server.url, out), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)

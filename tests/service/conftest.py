@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from judge.service import Database, Service, build_settings, create_app, create_token
 from tests.conftest import EXAMPLES
-from tests.fault_server import FaultConfig, FaultServer
+from tests.fault_server import FaultServer
 from tests.service.serve_process import running_postgres
 
 CANARY_KEY = "sk-canary-0123456789abcdef"
@@ -93,12 +93,6 @@ class Api:
         self.thread.join(5)
 
 
-@pytest.fixture
-def fake_model() -> Iterator[FaultServer]:
-    with FaultServer(FaultConfig(latency=0.0)) as server:
-        yield server
-
-
 def service_settings(data_dir: Path, model_url: str, **values: Any) -> Any:
     base = {"data_dir": data_dir, "poll_seconds": 0.05, "lease_seconds": 5.0,
             "endpoints": {"fake": {"base_url": model_url, "api_key": CANARY_KEY},
@@ -110,8 +104,14 @@ def service_settings(data_dir: Path, model_url: str, **values: Any) -> Any:
 
 
 @contextlib.contextmanager
-def running_service(settings: Any) -> Iterator[tuple[Service, Any]]:
+def running_service(settings: Any, *, web: bool = False) -> Iterator[tuple[Service, Any]]:
+    """The app of ``settings`` with its service started (and the web interface mounted when
+    ``web``); stopped afterwards. The one way the in-process tests run the service."""
     app = create_app(settings)
+    if web:
+        from judge.web import mount_web
+
+        mount_web(app)
     service: Service = app.state.service
     service.start()
     try:

@@ -29,7 +29,7 @@ from .conftest import CANARY_KEY, FINAL, Api, running_service, service_settings
 from .serve_process import ServeProcess, create_token
 
 # one server process and a handful of jobs: longer than the suite's 60 s, still finite
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 EXAMPLE_FILES = (("schema", "schema.json"), ("dialogues", "dialogues.jsonl"),
                  ("predictions", "predictions.jsonl"))

@@ -36,6 +36,9 @@ SERVER_ARGS = ["--jobs", "0", "--auth-failures-per-minute", "0", "--requests-per
 REPORT: dict[str, Any] = {}
 
 
+pytestmark = pytest.mark.servers
+
+
 @dataclass
 class Env:
     server: ServeProcess

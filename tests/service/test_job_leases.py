@@ -28,6 +28,8 @@ from .conftest import FINAL, Api, running_service, service_settings
 from .queue_surface import claim, job_store, lease, renew
 from .serve_process import ServeProcess, create_token
 
+pytestmark = pytest.mark.servers
+
 
 @pytest.fixture
 def queued_job(tmp_path: Path, fake_model: FaultServer) -> Any:

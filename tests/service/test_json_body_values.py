@@ -27,6 +27,7 @@ from .serve_process import ServeProcess, create_token
 MILLION_ZEROS = ("[" + ",".join(["0"] * 1_000_000) + "]").encode()
 
 
+@pytest.mark.servers
 @pytest.mark.timeout(300)
 def test_a_body_of_a_million_values_is_refused_before_it_is_parsed(tmp_path):
     data = tmp_path / "serve"

@@ -34,7 +34,7 @@ from .conftest import CANARY_KEY, FINAL
 from .serve_process import ROOT, ServeProcess, create_token
 
 # one server process, a dozen jobs and a few hundred reads: longer than the suite's 60 s
-pytestmark = pytest.mark.timeout(420)
+pytestmark = [pytest.mark.timeout(420), pytest.mark.servers]
 
 STREAM_SECONDS = 2.0
 """How long an event stream that does not end by itself (the runs list's) is read."""

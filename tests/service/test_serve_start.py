@@ -14,7 +14,7 @@ from judge.service import listening_socket
 from .serve_process import ServeProcess, cli
 
 # one server process and one that must not start: longer than the suite's 60 s, still finite
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 
 def test_a_port_in_use_is_refused_before_anything_is_announced(tmp_path):

@@ -27,7 +27,7 @@ from judge.service import Database, create_token, revoke_token
 from . import hostile
 from .serve_process import ServeProcess
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 FAILURES = 5
 """Failed authentications per address and minute on both replicas."""

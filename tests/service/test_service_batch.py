@@ -313,6 +313,7 @@ def test_cancelling_a_waiting_batch_job_cancels_its_batches(tmp_path):
     assert deleted.status_code == 204
 
 
+@pytest.mark.servers
 @pytest.mark.timeout(300)  # server processes killed and restarted: longer than the suite's 60 s
 def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits(tmp_path):
     data = tmp_path / "serve"

@@ -10,13 +10,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.analysis.test_audit_browser import CHROMIUM, CHROMIUM_ARGS, _install_chromium
+from tests.browser import launched
 from tests.service.test_service_openapi import OPERATIONS
 from tests.web.live import LiveServer
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers("browser")]
 
 sync_api = pytest.importorskip(
     "playwright.sync_api",
@@ -42,13 +42,8 @@ def live(tmp_path_factory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def browser(live) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        _install_chromium()
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    with launched() as chromium:
+        yield chromium
 
 
 class Offline:

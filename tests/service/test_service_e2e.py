@@ -23,7 +23,7 @@ from .serve_process import ServeProcess, cli, create_token
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 COMPARED = ("dialogue_id", "turn_index", "verdict", "jga", "rule", "incorrect", "missed",
             "error", "pred_turn_state", "gold_turn_state", "state")

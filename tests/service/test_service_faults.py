@@ -22,7 +22,7 @@ from .serve_process import ServeProcess, create_token, job_dialogues
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 JOBS = 20
 SLOTS = 4

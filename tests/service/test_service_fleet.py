@@ -29,7 +29,7 @@ from .serve_process import ServeProcess, WorkerCommand, create_token, get_text, 
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 
 def _inputs(client: judge.Client, dialogues: list) -> tuple[dict, list[str]]:

@@ -26,7 +26,7 @@ from .serve_process import ServeProcess, create_token
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers, pytest.mark.skipif(
     sys.version_info < (3, 11),
     reason="the code openapi-python-client generates imports typing.Self (Python 3.11+)")]
 

@@ -24,6 +24,9 @@ JOBS = 2
 CONCURRENCY = 2
 
 
+pytestmark = pytest.mark.servers
+
+
 @contextlib.contextmanager
 def _own_postgres():
     """A Postgres of this test's own (it is stopped mid-test), with stop and start."""

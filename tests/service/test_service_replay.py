@@ -18,7 +18,7 @@ from .serve_process import ROOT, ServeProcess, cli, create_token
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 README_COMMAND = ["evaluate", "--schema", "examples/schema.json", "--dialogues",
                   "examples/dialogues.jsonl", "--predictions", "examples/predictions.jsonl",

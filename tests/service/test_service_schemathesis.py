@@ -32,6 +32,9 @@ authentication: with the limits on, they become 429s (documented, but they hide 
 fuzzer meant to test). The limits themselves are tested by the hostile-request suite."""
 
 
+pytestmark = pytest.mark.servers
+
+
 @dataclass
 class Run:
     operations: set[str] = field(default_factory=set)

@@ -14,7 +14,8 @@ import pytest
 
 from .serve_process import WorkerCommand
 
-pytestmark = pytest.mark.timeout(300)  # starts a worker command: longer than the suite's 60 s
+# starts a worker command: a longer bound than the suite's 60 s
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 
 def _worker_processes(command: int) -> list[int]:

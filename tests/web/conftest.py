@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the web interface needs the serve extra")
 
-from judge.service import build_settings, create_app, create_token
-from judge.web import mount_web
+from judge.service import create_token
 from tests.conftest import EXAMPLES
-from tests.fault_server import FaultConfig, FaultServer
+from tests.fault_server import FaultServer
+from tests.service.conftest import running_service, service_settings
 
 from .live import CANARY_KEY
 from .synthetic import bundle, synthetic_rows
@@ -66,44 +66,32 @@ def csrf_of(html: str) -> str:
 
 
 @pytest.fixture
-def fake_model() -> Iterator[FaultServer]:
-    with FaultServer(FaultConfig(latency=0.0)) as server:
-        yield server
-
-
-@pytest.fixture
 def web(tmp_path: Path, fake_model: FaultServer) -> Iterator[dict[str, Any]]:
     """A started service with tokens of every kind in project 'lab' (and one in 'other'),
     the example files uploaded, and a client per token name."""
-    settings = build_settings({
-        "data_dir": tmp_path / "data", "poll_seconds": 0.05, "lease_seconds": 5.0,
-        "endpoints": {"fake": {"base_url": fake_model.url, "api_key": CANARY_KEY}},
-        "default_endpoint": "fake"})
-    app = create_app(settings)
-    mount_web(app)
-    service = app.state.service
-    service.start()
-    tokens = {
-        "alice": create_token(service.db, "lab", "read,submit,review", name="alice")[0],
-        "reader": create_token(service.db, "lab", "read", name="reader")[0],
-        "bob": create_token(service.db, "lab", "review", name="bob")[0],
-        "runner": create_token(service.db, "lab", "read,submit", name="runner")[0],
-        "eve": create_token(service.db, "other", "read,submit,review", name="eve")[0],
-    }
+    settings = service_settings(tmp_path / "data", fake_model.url, endpoints={
+        "fake": {"base_url": fake_model.url, "api_key": CANARY_KEY}})
     clients: list[Browserless] = []
+    with running_service(settings, web=True) as (service, app):
+        tokens = {
+            "alice": create_token(service.db, "lab", "read,submit,review", name="alice")[0],
+            "reader": create_token(service.db, "lab", "read", name="reader")[0],
+            "bob": create_token(service.db, "lab", "review", name="bob")[0],
+            "runner": create_token(service.db, "lab", "read,submit", name="runner")[0],
+            "eve": create_token(service.db, "other", "read,submit,review", name="eve")[0],
+        }
 
-    def client() -> Browserless:
-        made = Browserless(app)
-        clients.append(made)
-        return made
+        def client() -> Browserless:
+            made = Browserless(app)
+            clients.append(made)
+            return made
 
-    try:
-        yield {"app": app, "service": service, "tokens": tokens, "client": client,
-               "settings": settings}
-    finally:
-        for made in clients:
-            made.close()
-        service.stop()
+        try:
+            yield {"app": app, "service": service, "tokens": tokens, "client": client,
+                   "settings": settings}
+        finally:
+            for made in clients:
+                made.close()
 
 
 def import_run(web: dict[str, Any], data: bytes, token: str = "alice") -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from judge.analysis import load_labels
-from tests.analysis.test_audit_browser import CHROMIUM, CHROMIUM_ARGS, _install_chromium
+from tests.browser import launched
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer
 from tests.netguard.sitecustomize import subprocess_pythonpath
@@ -33,7 +33,7 @@ from .synthetic import XSS, XSS_LINK, bundle, synthetic_rows
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers("browser")]
 
 sync_api = pytest.importorskip(
     "playwright.sync_api",
@@ -41,13 +41,6 @@ sync_api = pytest.importorskip(
            "they use Debian's Chromium, not playwright's own browser downloads")
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    if not CHROMIUM.exists():
-        _install_chromium()
-    return CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +52,9 @@ def live(tmp_path_factory) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium, live):
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(chromium), headless=True,
-                                              args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+def browser(live):
+    with launched() as chromium:
+        yield chromium
 
 
 class Watched:

@@ -12,7 +12,7 @@ from tests.service.serve_process import ServeProcess, create_token
 
 # These tests start server processes (and wait on them with deadlines of their own): a longer
 # bound than the suite's 60 s, still finite.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
 
 
 def test_dst_judge_serve_serves_the_web_interface(tmp_path):

@@ -17,7 +17,7 @@ from ._fakes import FAKE_SERVER, fake_spec, kill, part_dirs, payloads, script
 
 
 @pytest.fixture
-def fake_model(monkeypatch):
+def fake_local_model(monkeypatch):
     parts = payloads()
     spec = fake_spec(parts)
     monkeypatch.setitem(MODELS, spec.name, spec)
@@ -25,9 +25,9 @@ def fake_model(monkeypatch):
 
 
 @pytest.fixture
-def server_cache(tmp_path, fake_model):
+def server_cache(tmp_path, fake_local_model):
     """A cache with verified fake weights and the fake llama-server in the binary slot."""
-    spec, parts = fake_model
+    spec, parts = fake_local_model
     cache = tmp_path / "cache"
     part_dirs(tmp_path / "parts", spec, parts)
     assemble_parts(part_files(spec, tmp_path / "parts"), model_file("fake", cache),

