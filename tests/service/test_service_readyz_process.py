@@ -14,7 +14,7 @@ import pytest
 from .conftest import fresh_postgres_database
 from .serve_process import ServeProcess, get_text
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.servers]
 
 
 def _ready(server: ServeProcess, token: str | None = None) -> tuple[int, dict[str, object]]:

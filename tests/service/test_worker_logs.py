@@ -16,6 +16,8 @@ from .serve_process import WorkerCommand
 TOKEN = "dsj_Aa1Bb2Cc3Dd4Ee5"
 KEY = "sk-Zz9Yy8Xx7Ww6Vv5"
 
+pytestmark = pytest.mark.servers
+
 
 @pytest.mark.timeout(120)
 def test_a_worker_commands_log_lines_lose_token_and_key_shaped_secrets(tmp_path: Path) -> None:
