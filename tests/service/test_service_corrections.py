@@ -111,6 +111,21 @@ def test_jobs_apply_the_corrections_and_name_the_corrected_version(service_env, 
     assert agreed["corrections"][0]["name"] == name
 
 
+def test_the_corrections_of_a_job_that_is_no_judge_run_are_refused_with_its_kind(
+        service_env):
+    """What schemathesis met with 25 examples per operation (issue 36): a metrics job's id is
+    schema-valid, and its export is a 422 that says why, never a 500 or an empty file."""
+    api, files = service_env["api"], service_env["files"]
+    made = api.post("/v1/jobs", json={"kind": "metrics", "inputs": {
+        **files, "predictions": [files["predictions"]]}})
+    assert made.status_code == 201, made.text
+    job = api.wait(made.json()["id"])
+    refused = api.get(f"/v1/jobs/{job['id']}/corrections")
+    assert refused.status_code == 422, refused.text
+    assert "is a metrics job; candidates are a judge run's" in refused.json()["error"]["message"]
+    assert api.get("/v1/jobs/job_0000000000000000/corrections").status_code == 404
+
+
 def test_a_corrections_file_of_another_project_is_refused_and_no_job_is_written(
         service_env, tmp_path):
     api, files, tokens = service_env["api"], service_env["files"], service_env["tokens"]
