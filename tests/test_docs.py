@@ -39,7 +39,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.servers
+@pytest.mark.servers("subprocess")
 @pytest.mark.timeout(300)  # mkdocs in a subprocess: a longer bound than the suite's 60 s
 def test_site_builds_without_a_warning(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is not installed")
@@ -156,7 +156,7 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     assert setup[1] in ci, "the README's test command is not what .ci/run runs"
 
 
-@pytest.mark.servers
+@pytest.mark.servers("subprocess")
 @pytest.mark.timeout(300)  # a subprocess running the CLI: a longer bound than the suite's 60 s
 def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
     """The README's first command minus its install step (the test environment is installed)."""
@@ -166,7 +166,7 @@ def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
     assert "TSA" in done.stdout, done.stdout
 
 
-@pytest.mark.servers
+@pytest.mark.servers("subprocess")
 @pytest.mark.timeout(300)  # starts a server and runs jobs: a longer bound than the suite's 60 s
 @pytest.mark.parametrize("page", DOC_PAGES)
 def test_runnable_commands_of_the_page_run(page: str, tmp_path: Path) -> None:

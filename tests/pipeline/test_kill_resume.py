@@ -19,7 +19,7 @@ from ..fault_server import FaultConfig, FaultServer, body_hash
 
 # runs of `dst-judge evaluate` in subprocesses, killed and resumed: each start imports the
 # library, which takes seconds on a busy machine; the waits below have their own deadlines
-pytestmark = [pytest.mark.timeout(300), pytest.mark.servers]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers("subprocess")]
 
 
 def _command(url: str, out, *extra: str) -> list[str]:
