@@ -15,11 +15,11 @@ import pytest
 from tests.conftest import EXAMPLES
 
 from .live import LiveServer
-from .test_web_browser import Watched, browser, chromium, live, log_in, sync_api, watched
+from .test_web_browser import Watched, browser, live, log_in, sync_api, watched
 
-__all__ = ["browser", "chromium", "live", "watched"]  # the fixtures, shared with that module
+__all__ = ["browser", "live", "watched"]  # the fixtures, shared with that module
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.servers("browser")]
 
 
 def _judged(live: LiveServer, token: str) -> str:

@@ -993,7 +993,8 @@ class _StoredFiles:
             return {"name": "review-sample-other.jsonl"}, False
         sha = f"sha{len(self.added)}"
         (self.root / sha).write_bytes(data)
-        return {"name": name, "id": f"file{len(self.added)}", "sha256": sha}, True
+        return {"name": name, "id": f"file{len(self.added)}", "sha256": sha,
+                "created_at": 1000.0 + len(self.added)}, True
 
     def list(self, project_id: str, kind: str, limit: int) -> list[dict[str, Any]]:
         assert (kind, limit) == ("sample", 100)
@@ -1014,7 +1015,7 @@ def test_store_and_read_back_a_review_sample(tmp_path: Any,
     sample = draw(_index_of(), 2, seed=1)
     files = _StoredFiles(tmp_path, taken=2)
     service = type("S", (), {"files": files})()
-    _agreement.store_sample(service, "lab", "job_1", sample)
+    assert _agreement.store_sample(service, "lab", "job_1", sample) == 1003.0
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
     assert [a[:3] for a in files.added] == [("lab", "sample", "review-sample-job_1.jsonl")] * 3
     assert [a[3] for a in files.added] == [(text + "\n" * k).encode() for k in range(3)]
