@@ -61,6 +61,15 @@ class DecisionStore:
                                                      "gold", "action", "value", "was",
                                                      "note")},
                 "token_id": principal.token_id, "updated_at": moment}
+        try:
+            return self._upsert(key, data, moment)
+        except sa.exc.IntegrityError:
+            # the same reviewer's first decision on the candidate, saved at the same moment on
+            # another replica (Postgres): the row exists now, so this one updates it
+            return self._upsert(key, data, moment)
+
+    def _upsert(self, key: dict[str, Any], data: dict[str, Any], moment: float
+                ) -> dict[str, Any]:
         with self.db.write() as conn:
             found = conn.execute(sa.select(correction_decisions.c.id).where(
                 *(correction_decisions.c[k] == v for k, v in key.items()))).first()

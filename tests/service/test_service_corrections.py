@@ -183,3 +183,33 @@ def test_progress_agreement_and_records_of_decisions():
     assert records[2]["value"] == records[2]["was"] == "x" and records[2]["reviewer"] == "ann"
     assert records[8]["adjudicated"] is True and "adjudicated" not in records[0]
     assert records[0]["time"] == "2027-01-15T08:00:00+00:00"
+
+
+def test_a_first_decision_saved_at_once_on_another_replica_updates_it(db, monkeypatch):
+    """Two replicas saving one reviewer's first decision on a candidate at the same moment: the
+    one that loses the unique constraint (Postgres) updates the row instead of failing with a
+    500."""
+    from judge.service import ensure_project
+    from judge.service._auth import Principal
+    from judge.service._db import correction_decisions
+    from judge.service._decisions import DecisionStore
+
+    project = ensure_project(db, "lab")
+    reviewer = Principal("tok_1", "ann", project, "lab", ("review",))
+    store = DecisionStore(db)
+    values = {"candidate": "c1", "dialogue_id": "EX001.json", "turn_index": 2,
+              "slot": "hotel-name", "gold": "2.1", "value": "worth house", "was": None}
+    real = DecisionStore._upsert
+    raced: list[bool] = []
+
+    def racing(self: Any, key: dict[str, Any], data: dict[str, Any], moment: float) -> Any:
+        if not raced:  # the other replica's insert lands first; this insert then collides
+            raced.append(True)
+            real(self, key, {**data, "action": "reject", "value": "other"}, moment)
+            raise sa.exc.IntegrityError("INSERT", {}, Exception("unique constraint"))
+        return real(self, key, data, moment)
+
+    monkeypatch.setattr(DecisionStore, "_upsert", racing)
+    saved = store.put(reviewer, "job_1", {**values, "action": "accept"})
+    assert raced and saved["action"] == "accept" and saved["value"] == "worth house"
+    assert count_rows(db, correction_decisions) == 1
