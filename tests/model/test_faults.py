@@ -293,7 +293,9 @@ def test_subprocess_server_serves_counts_and_stops():
         timeline = server.snapshot(bodies=False, timeline=True)["timeline"]
         assert [row[0] for row in timeline] == [body_hash(body)] * 2
         assert all(arrived <= replied for _, arrived, replied in timeline)
-        assert timeline[0][2] <= timeline[1][1]  # the second was sent after the first reply
+        # in the order they were sent (a reply is stamped once written, by its own thread, so
+        # under load the next request may be stamped first: compare arrivals only)
+        assert timeline[0][1] <= timeline[1][1]
         process = server.process
     assert process is not None and process.returncode == 0  # stopped on stdin EOF
 
