@@ -87,6 +87,15 @@ class Api:
                 raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s")
             time.sleep(0.05)
 
+    def evaluated(self, files: dict[str, str], model: str = "fake-model") -> str:
+        """The id of a succeeded evaluate job over ``files`` (the fake model answers)."""
+        response = self.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
+                                               "options": {"model": model}})
+        assert response.status_code == 201, response.text
+        done = self.wait(response.json()["id"])
+        assert done["status"] == "succeeded", done
+        return str(done["id"])
+
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -13,15 +13,6 @@ from judge.analysis import draw_sample, write_sample
 from ..conftest import EXAMPLES
 
 
-def _evaluate(api, files):
-    response = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
-                                          "options": {"model": "fake-model"}})
-    assert response.status_code == 201, response.text
-    done = api.wait(response.json()["id"])
-    assert done["status"] == "succeeded", done
-    return done["id"]
-
-
 def _rows(api, job_id):
     return [json.loads(line) for line in
             api.get(f"/v1/jobs/{job_id}/judgments").text.splitlines()]
@@ -62,7 +53,7 @@ def _refused(response, field, *phrases):
 
 def test_tampered_samples_are_refused_at_submission(service_env, tmp_path):
     api, files = service_env["api"], service_env["files"]
-    run = _evaluate(api, files)
+    run = api.evaluated(files)
     rows = _rows(api, run)
     genuine = _sample_records(rows, tmp_path)
     drawn = {(r["dialogue_id"], r["turn_index"]) for r in genuine}
@@ -105,10 +96,10 @@ def test_tampered_samples_are_refused_at_submission(service_env, tmp_path):
 
 def test_a_sample_and_labels_of_another_run_are_refused(service_env, tmp_path):
     api, files = service_env["api"], service_env["files"]
-    run = _evaluate(api, files)
+    run = api.evaluated(files)
     weak_files = {**files, "predictions": api.upload(EXAMPLES / "predictions-weak.jsonl",
                                                      "predictions").json()["id"]}
-    weak = _evaluate(api, weak_files)
+    weak = api.evaluated(weak_files)
     weak_digest = hashlib.sha256((EXAMPLES / "predictions-weak.jsonl").read_bytes()).hexdigest()
     rows = _rows(api, run)
     keys = [(r["dialogue_id"], r["turn_index"]) for r in rows]
@@ -128,10 +119,10 @@ def test_a_sample_and_labels_of_another_run_are_refused(service_env, tmp_path):
 def test_compare_job_takes_a_sample_and_pairs_labels_by_their_predictions(service_env,
                                                                           tmp_path):
     api, files = service_env["api"], service_env["files"]
-    good = _evaluate(api, files)
+    good = api.evaluated(files)
     weak_files = {**files, "predictions": api.upload(EXAMPLES / "predictions-weak.jsonl",
                                                      "predictions").json()["id"]}
-    weak = _evaluate(api, weak_files)
+    weak = api.evaluated(weak_files)
     digests = {name: hashlib.sha256((EXAMPLES / f).read_bytes()).hexdigest()
                for name, f in (("good", "predictions.jsonl"),
                                ("weak", "predictions-weak.jsonl"))}

@@ -13,15 +13,6 @@ from judge.analysis import draw_sample, write_sample
 from ..conftest import EXAMPLES
 
 
-def _evaluate(api, files):
-    response = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
-                                          "options": {"model": "fake-model"}})
-    assert response.status_code == 201, response.text
-    done = api.wait(response.json()["id"])
-    assert done["status"] == "succeeded", done
-    return done["id"]
-
-
 def _keys(api, job_id):
     rows = [json.loads(line) for line in
             api.get(f"/v1/jobs/{job_id}/judgments").text.splitlines()]
@@ -66,7 +57,7 @@ def _named(examples):
 
 def test_agreement_job_states_tied_and_unsure_turns_with_bounds(service_env, tmp_path):
     api, files = service_env["api"], service_env["files"]
-    run = _evaluate(api, files)
+    run = api.evaluated(files)
     rows, keys = _keys(api, run)
     digest = _digest("predictions.jsonl")
     wrong = {keys[2]}
@@ -106,9 +97,9 @@ def test_agreement_job_states_tied_and_unsure_turns_with_bounds(service_env, tmp
 
 def test_compare_job_states_tied_and_unsure_turns_with_bounds(service_env, tmp_path):
     api, files = service_env["api"], service_env["files"]
-    good = _evaluate(api, files)
+    good = api.evaluated(files)
     weak_name = "predictions-weak.jsonl"
-    weak = _evaluate(api, {**files, "predictions": api.upload(EXAMPLES / weak_name,
+    weak = api.evaluated({**files, "predictions": api.upload(EXAMPLES / weak_name,
                                                               "predictions").json()["id"]})
     rows, keys = _keys(api, good)
     digests = {"good": _digest("predictions.jsonl"), "weak": _digest(weak_name)}
