@@ -9,6 +9,7 @@ from a data file or a server reach the terminal).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -230,12 +231,8 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         console.print(text(f"{plural(human['unsure'], 'label')} marked unsure "
                            f"{'is' if human['unsure'] == 1 else 'are'} left out of every figure"))
     undecided = (human or {}).get("undecided") or {}
-    for kind, meaning in (("tied", "the reviewers split evenly"),
-                          ("unsure", "every label is unsure")):
-        block = undecided.get(kind) or {}
-        if block.get("count"):
-            console.print(text(f"{plural(block['count'], 'turn')} without a label because "
-                               f"{meaning}: {_turn_list(block)}", style="yellow"))
+    _print_undecided(console, undecided,
+                     lambda n: f"{plural(n, 'turn')} without a label because")
     if undecided.get("adjudicated"):
         console.print(text(f"{plural(undecided['adjudicated'], 'turn')} decided by the "
                            "adjudicator where the other reviewers split"))
@@ -294,12 +291,8 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
                            "treat them as missing at random within their stratum",
                            style="yellow"))
     undecided = estimation.get("undecided_sampled_turns") or {}
-    for kind, meaning in (("tied", "the reviewers split evenly"),
-                          ("unsure", "every label is unsure")):
-        entry = undecided.get(kind) or {}
-        if entry.get("count"):
-            console.print(text(f"{entry['count']} sampled turn(s) without a label because "
-                               f"{meaning}: {_turn_list(entry)}", style="yellow"))
+    _print_undecided(console, undecided,
+                     lambda n: f"{n} sampled turn(s) without a label because")
     if undecided.get("count"):
         console.print(text(undecided["treatment"]))
         for metric, bounds in (undecided.get("bounds") or {}).items():
@@ -424,3 +417,16 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     _simple_table(f"Dry run · model {figures['model']} · nothing was sent", ("figure", "value"),
                   rows, console, labels=True)
     console.print(text(figures["note"]), highlight=False)
+
+
+_UNDECIDED = (("tied", "the reviewers split evenly"), ("unsure", "every label is unsure"))
+
+
+def _print_undecided(console: Console, undecided: dict[str, Any],
+                     lead: Callable[[int], str]) -> None:
+    """One warning line per kind of turn the reviewers left undecided (tied or all unsure)."""
+    for kind, meaning in _UNDECIDED:
+        block = undecided.get(kind) or {}
+        if block.get("count"):
+            console.print(text(f"{lead(block['count'])} {meaning}: {_turn_list(block)}",
+                               style="yellow"))
