@@ -163,3 +163,28 @@ def test_the_web_interface_runs_no_sql():
                     r"\b(SELECT|INSERT|UPDATE|DELETE)\b.+\b(FROM|INTO|SET)\b", node.value):
                 found.append(f"{path.name}:{node.lineno} holds SQL text")
     assert found == []
+
+
+STATE_READERS = {"judge/web/_state.py", "judge/web/_app.py",
+                 "judge/service/_routes/_common.py", "judge/service/_app.py",
+                 "judge/service/_server.py"}
+"""The modules that may touch ``app.state``: the web's and the API's dependency (one
+each), and the factories and the server that set it up."""
+
+
+def test_pages_and_routes_reach_the_service_and_web_state_through_typed_dependencies():
+    """No page or route reads ``request.app.state`` itself: they take ``ServiceDep`` and
+    ``WebDep`` parameters, so what a handler uses is in its signature and checked by mypy."""
+    import ast
+
+    found = []
+    for folder in ("web", "service"):
+        for path in sorted((ROOT / "judge" / folder).rglob("*.py")):
+            name = path.relative_to(ROOT).as_posix()
+            if name in STATE_READERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr == "state" and isinstance(
+                        node.value, ast.Attribute) and node.value.attr == "app":
+                    found.append(f"{name}:{node.lineno}")
+    assert found == []

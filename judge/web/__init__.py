@@ -8,7 +8,8 @@ the API, through an HttpOnly session cookie; CSRF tokens on every form; a strict
 Content-Security-Policy.
 """
 
-from ._app import WebState, mount_web
+from ._app import mount_web
 from ._common import PREFIX
+from ._state import WebState
 
 __all__ = ["PREFIX", "WebState", "mount_web"]

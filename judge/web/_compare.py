@@ -28,6 +28,7 @@ from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 from ._runs import job_label
 from ._session import CurrentViewer
+from ._state import WebDep
 
 router = APIRouter(route_class=WebRoute)
 MAX_RUNS = 8
@@ -130,13 +131,12 @@ def build(runs: list[dict[str, Any]], indexes: list[RunIndex]) -> dict[str, Any]
 
 
 @router.get("/compare")
-def compare_page(request: Request, viewer: CurrentViewer, service: ServiceDep,
+def compare_page(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep,
                  run: Annotated[list[str] | None, Query()] = None) -> Response:
-    web = request.app.state.web
     available = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED,
                                               limit=200)
                  if j["kind"] in ("evaluate", "retry-errors")]
-    labels = {j["id"]: job_label(request, viewer, j) for j in available}
+    labels = {j["id"]: job_label(web, viewer, j) for j in available}
     chosen = [r for r in dict.fromkeys(run or []) if r in labels][:MAX_RUNS]
     if not run:
         chosen = [j["id"] for j in available[:4]]

@@ -24,6 +24,7 @@ from ._index import (
 )
 from ._runs import job_label, live_fields
 from ._session import CurrentViewer
+from ._state import WebDep
 
 router = APIRouter(route_class=WebRoute)
 PAGE = 50
@@ -40,14 +41,13 @@ def _filters(verdict: str, disagree: str, version: str, kind: str, domain: str, 
 
 
 @router.get("/runs/{job_id}")
-def run_page(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str,
+def run_page(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep, job_id: str,
              page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
              verdict: str = "", disagree: str = "", version: str = "", kind: str = "",
              domain: str = "", slot: str = "", error: str = "", q: str = "") -> Response:
-    web = request.app.state.web
     row = service.jobs.row(viewer.project_id, job_id)
     job = service.jobs.get(viewer.project_id, job_id)
-    context: dict[str, Any] = {"job": job, "label": job_label(request, viewer, job),
+    context: dict[str, Any] = {"job": job, "label": job_label(web, viewer, job),
                                "live": live_fields(job), "final": job["status"] in FINAL,
                                "summary": row.summary,
                                "warnings": job_warnings(service.files, viewer.project_id,
@@ -84,13 +84,14 @@ def run_page(request: Request, viewer: CurrentViewer, service: ServiceDep, job_i
 
 
 @router.get("/runs/{job_id}/facets")
-def facets(request: Request, viewer: CurrentViewer, service: ServiceDep, job_id: str) -> Response:
+def facets(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep,
+           job_id: str) -> Response:
     """Values the filters offer (domains, slots, disagreement kinds), once the index is built:
     the run page asks for them after it has painted."""
     row = service.jobs.row(viewer.project_id, job_id)
     if row.summary is None:
         return JSONResponse({"domains": [], "slots": [], "kinds": [], "versions": []})
-    index = request.app.state.web.index.ready(row)
+    index = web.index.ready(row)
     return JSONResponse({"domains": list(index.domains), "slots": list(index.slots),
                          "kinds": index.kinds, "versions": index.versions})
 
@@ -167,12 +168,11 @@ def neighbours(index: RunIndex | None, filters: Filters, dialogue_id: str, turn_
 
 
 @router.get("/runs/{job_id}/turns/{dialogue_id:path}/{turn_index}")
-def turn_page(request: Request, viewer: CurrentViewer,
+def turn_page(request: Request, viewer: CurrentViewer, web: WebDep,
               service: ServiceDep, job_id: str, dialogue_id: str,
               turn_index: int, verdict: str = "", disagree: str = "", version: str = "",
               kind: str = "", domain: str = "", slot: str = "", error: str = "", q: str = ""
               ) -> Response:
-    web = request.app.state.web
     row = service.jobs.row(viewer.project_id, job_id)
     rows = web.reads.dialogue_rows(viewer.project_id, job_id, dialogue_id)
     if not rows:
@@ -186,7 +186,7 @@ def turn_page(request: Request, viewer: CurrentViewer,
                                                    subject=job_subject(row))
               if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index]
     job = service.jobs.get(viewer.project_id, job_id)
-    return render(request, "turn.html", job=job, label=job_label(request, viewer, job),
+    return render(request, "turn.html", job=job, label=job_label(web, viewer, job),
                   view=view, dialogue_id=dialogue_id, turn_index=turn_index,
                   nav=neighbours(index, filters, dialogue_id, turn_index,
                                  view["turns_in_dialogue"]),

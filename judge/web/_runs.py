@@ -46,7 +46,9 @@ from ..service import (
     server_sent_events,
 )
 from ._common import PREFIX, WebRoute, plural, render, takes_uploads
-from ._session import CurrentViewer, Viewer, needs
+from ._session import CurrentViewer, needs
+from ._state import WebDep, WebState
+from ._viewer import Viewer
 
 router = APIRouter(route_class=WebRoute)
 
@@ -61,9 +63,8 @@ PAGE = 50
 # --- describing jobs -----------------------------------------------------------------------------
 
 
-def job_label(request: Request, viewer: Viewer, job: Mapping[str, Any]) -> str:
+def job_label(web: WebState, viewer: Viewer, job: Mapping[str, Any]) -> str:
     """What a person calls a job: its system (and method) for judge runs."""
-    web = request.app.state.web
     summary_system = None
     inputs = job.get("inputs") or {}
     if job["kind"] in ("evaluate", "retry-errors"):
@@ -103,7 +104,7 @@ def live_fields(job: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/")
-def runs_page(request: Request, viewer: CurrentViewer,
+def runs_page(request: Request, viewer: CurrentViewer, web: WebDep,
               service: ServiceDep, status: str = "", kind: str = "",
               page: Annotated[int, Query(ge=1, le=100000)] = 1) -> Response:
     chosen_status = status if status in STATUSES else None
@@ -112,7 +113,7 @@ def runs_page(request: Request, viewer: CurrentViewer,
                              limit=PAGE + 1, offset=(page - 1) * PAGE)
     more = len(jobs) > PAGE
     jobs = jobs[:PAGE]
-    items = [{"job": job, "label": job_label(request, viewer, job), "live": live_fields(job),
+    items = [{"job": job, "label": job_label(web, viewer, job), "live": live_fields(job),
               "final": job["status"] in FINAL} for job in jobs]
     watching = [job["id"] for job in jobs if job["status"] not in FINAL]
     return render(request, "runs.html", items=items, status=status, kind=kind, page=page,
@@ -279,7 +280,7 @@ def parse_options(form: Any) -> dict[str, Any]:
     return options
 
 
-def _form_context(request: Request, service: Service, viewer: Viewer, values: dict[str, Any],
+def _form_context(service: Service, viewer: Viewer, values: dict[str, Any],
                   errors: dict[str, str], chosen: dict[str, str]) -> dict[str, Any]:
     files = {kind: service.files.list(viewer.project_id, kind=kind, limit=200)
              for kind, _, _ in FILE_INPUTS}
@@ -295,7 +296,7 @@ def _form_context(request: Request, service: Service, viewer: Viewer, values: di
 
 @router.get("/runs/new", dependencies=[needs("submit")])
 def submit_page(request: Request, viewer: CurrentViewer, service: ServiceDep) -> Response:
-    return render(request, "submit.html", **_form_context(request, service, viewer, {}, {}, {}))
+    return render(request, "submit.html", **_form_context(service, viewer, {}, {}, {}))
 
 
 @router.post("/runs/new", dependencies=[needs("submit"), Depends(takes_uploads)])
@@ -339,7 +340,7 @@ async def submit(request: Request, viewer: CurrentViewer, service: ServiceDep) -
         errors[_form_field(problem.path)] = problem.message
     if not errors:  # the run page shows the submission's warnings (slot names, as the API)
         return RedirectResponse(f"{PREFIX}/runs/{submitted.job['id']}", status_code=303)
-    context = await run_in_threadpool(_form_context, request, service, viewer, values, errors,
+    context = await run_in_threadpool(_form_context, service, viewer, values, errors,
                                       chosen)
     return render(request, "submit.html", code=422, **context)
 

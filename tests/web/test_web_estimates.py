@@ -48,7 +48,7 @@ def test_review_sample_is_stored_and_the_panel_shows_the_estimates(web, syntheti
 def test_identical_samples_of_two_runs_are_stored_under_each_run(web, synthetic_run):
     from judge.web._agreement import store_sample
     from judge.web._index import build_index
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     from .synthetic import synthetic_rows
 

@@ -301,7 +301,7 @@ def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
 def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(web,
                                                                                 synthetic_run):
     from judge.web._index import build_index
-    from judge.web._review import disagreement_queue, draw, sample_queue
+    from judge.web._queues import disagreement_queue, draw, sample_queue
 
     rows = synthetic_rows(160, seed=3)
     index = build_index("j", None, iter(rows), {"rule_match": "nospace"})
@@ -347,7 +347,7 @@ def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(
 def test_the_review_opens_at_the_first_turn_this_reviewer_has_not_labelled(web, synthetic_run):
     """Labels of the turn (not of a slot) by this reviewer, in this project, move the start."""
     from judge.web._index import build_index
-    from judge.web._review import disagreement_queue
+    from judge.web._queues import disagreement_queue
 
     queue = disagreement_queue(build_index("j", None, iter(synthetic_rows(160, seed=3)),
                                            {"rule_match": "nospace"}))
@@ -550,7 +550,7 @@ def test_charts_lay_out_bars_within_the_plot():
 
 
 def test_the_session_key_is_private_or_from_the_environment(tmp_path, monkeypatch):
-    from judge.web._session import SECRET_ENV, load_secret
+    from judge.web._viewer import SECRET_ENV, load_secret
 
     monkeypatch.delenv(SECRET_ENV, raising=False)
     first = load_secret(tmp_path)
@@ -595,7 +595,7 @@ def test_reviewing_a_sample_adds_population_estimates(web, synthetic_run):
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
     assert "sample: all turns" in page.text and "weight" in page.text
     from judge.web._index import build_index
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     index = build_index("j", None, iter(synthetic_rows(160, seed=3)), {})
     sample = draw(index, 12, seed=4)

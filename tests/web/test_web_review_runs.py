@@ -13,9 +13,11 @@ import pytest
 
 from judge._errors import ServiceError
 from judge.service import job_subject
-from judge.web import _app, _labelfile, _review, _runs, _session
+from judge.web import _labelfile, _queues, _review, _runs, _session
 from judge.web._agreement import sample_name
 from judge.web._detail import turn_view
+from judge.web._state import WebState
+from judge.web._viewer import COOKIE, SECRET_ENV, Viewer, check_csrf, load_secret
 
 from .synthetic import synthetic_rows
 
@@ -28,13 +30,9 @@ def _refusal(call: Any, *args: Any) -> tuple[int, str | None, str]:
     return caught.value.status, caught.value.field, caught.value.reason
 
 
-def _request(app: Any) -> Any:
-    return SimpleNamespace(app=app)
-
-
-def _viewer(web: dict[str, Any], name: str) -> _session.Viewer:
+def _viewer(web: dict[str, Any], name: str) -> Viewer:
     principal = web["service"].tokens.resolve_token(web["tokens"][name])
-    return _session.Viewer(principal, "csrf-secret")
+    return Viewer(principal, "csrf-secret")
 
 
 def _run(web: dict[str, Any], job_id: str) -> tuple[Any, Any]:
@@ -171,7 +169,7 @@ def test_unsure_labels_are_never_checked():
 
 
 def test_queue_parameters_fall_back_to_disagreements_and_carry_n_and_seed_for_samples():
-    choice = _review.SampleChoice(None, 12, 4, True, False, "note")
+    choice = _queues.SampleChoice(None, 12, 4, True, False, "note")
     assert _review._params("sample", choice) == {"queue": "sample", "n": 12, "seed": 4}
     assert _review._params("candidates", None) == {"queue": "candidates"}
     assert _review._params("disagreements", None) == {"queue": "disagreements"}
@@ -185,18 +183,18 @@ def test_queues_are_cached_per_kind_and_a_sample_per_size_and_seed(web, syntheti
     queues = web["app"].state.web.queues
     row, index = _run(web, synthetic_run)
     one, choice = queues.get(row, index, "sample", 6, 1)
-    assert one == _review.sample_queue(_review.draw(index, 6, 1), 1) and len(one) == 6
+    assert one == _queues.sample_queue(_queues.draw(index, 6, 1), 1) and len(one) == 6
     assert choice.estimate and not choice.fixed
     assert queues.get(row, index, "sample", 6, 1)[0] == one
     assert queues.get(row, index, "sample")[0] == one  # no n, seed: the run's sample
-    assert queues.get(row, index, "sample", 6, 2)[0] == _review.sample_queue(
-        _review.draw(index, 6, 2), 2)
-    assert queues.get(row, index, "sample", 7, 1)[0] == _review.sample_queue(
-        _review.draw(index, 7, 1), 1)
+    assert queues.get(row, index, "sample", 6, 2)[0] == _queues.sample_queue(
+        _queues.draw(index, 6, 2), 2)
+    assert queues.get(row, index, "sample", 7, 1)[0] == _queues.sample_queue(
+        _queues.draw(index, 7, 1), 1)
     names = [f["name"] for f in web["service"].files.list(row.project_id, kind="sample")]
     assert names.count(sample_name(synthetic_run)) == 1  # replaced while unlabelled
     first, none = queues.get(row, index, "disagreements", 6, 1)
-    assert first == _review.disagreement_queue(index) and first and none is None
+    assert first == _queues.disagreement_queue(index) and first and none is None
     assert queues.get(row, index, "disagreements", 9, 3)[0] is first
 
 
@@ -217,7 +215,7 @@ def test_the_queue_cache_is_emptied_once_it_holds_more_than_32(web, synthetic_ru
 
 def test_an_empty_queue_shows_no_item(web, synthetic_run):
     row, index = _run(web, synthetic_run)
-    context = _review._item_context(_request(web["app"]), web["service"],
+    context = _review._item_context(web["app"].state.web, web["service"],
                                     _viewer(web, "alice"), row, index, [],
                                     3, {"queue": "sample", "n": 5, "seed": 0})
     assert context == {"item": None, "pos": 0, "size": 0, "job_id": synthetic_run,
@@ -242,7 +240,7 @@ def test_the_item_shown_is_clamped_to_the_queue_with_this_reviewers_labels(web, 
                                          "label": "correct", "subject": job_subject(row),
                                          "job_id": synthetic_run})
     params = {"queue": "disagreements"}
-    context = _review._item_context(_request(web["app"]), web["service"],
+    context = _review._item_context(web["app"].state.web, web["service"],
                                     alice, row, index, queue, 99, params)
     assert context["item"] == {"dialogue_id": target["dialogue_id"],
                                "turn_index": target["turn_index"], "why": "why 2"}
@@ -253,7 +251,7 @@ def test_the_item_shown_is_clamped_to_the_queue_with_this_reviewers_labels(web, 
     dialogue = web["app"].state.web.reads.dialogue_rows(alice.project_id, synthetic_run,
                                                         target["dialogue_id"])
     assert context["view"] == turn_view(dialogue, target["turn_index"])
-    first = _review._item_context(_request(web["app"]), web["service"],
+    first = _review._item_context(web["app"].state.web, web["service"],
                                   reader, row, index, queue, 0, params)
     assert first["pos"] == 0 and first["item"]["why"] == "why 0"
     assert first["mine"] == {} and first["can_label"] is False
@@ -337,7 +335,7 @@ def test_form_errors_are_shown_at_the_field_at_fault():
 def test_the_submit_form_lists_this_projects_files_and_the_endpoints(web):
     viewer = _viewer(web, "alice")
     service = web["service"]
-    context = _runs._form_context(_request(web["app"]), web["service"],
+    context = _runs._form_context(web["service"],
                                   viewer, {"a": "1"}, {"b": "2"},
                                   {"c": "3"})
     assert set(context["files"]) == {"schema", "dialogues", "predictions", "rules"}
@@ -362,9 +360,8 @@ def test_the_submit_form_lists_this_projects_files_and_the_endpoints(web):
 def _label(job: dict[str, Any], names: dict[str, str] | None = None) -> str:
     known = names or {}
     web = SimpleNamespace(file_label=lambda project_id, file_id: known.get(file_id))
-    request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(web=web)))
     viewer = SimpleNamespace(project_id="p1")
-    return _runs.job_label(request, viewer, job)
+    return _runs.job_label(web, viewer, job)
 
 
 def test_a_judge_run_is_called_by_its_system_and_method():
@@ -493,19 +490,19 @@ def test_human_labels_read_the_records_and_none_when_empty():
 
 
 def test_the_session_secret_comes_from_the_environment_or_a_private_file(tmp_path, monkeypatch):
-    monkeypatch.setenv(_session.SECRET_ENV, "shared")
-    assert _session.load_secret(tmp_path / "a") == b"shared"
+    monkeypatch.setenv(SECRET_ENV, "shared")
+    assert load_secret(tmp_path / "a") == b"shared"
     assert not (tmp_path / "a" / "web-secret").exists()
-    monkeypatch.delenv(_session.SECRET_ENV)
-    made = _session.load_secret(tmp_path / "b" / "c")
+    monkeypatch.delenv(SECRET_ENV)
+    made = load_secret(tmp_path / "b" / "c")
     path = tmp_path / "b" / "c" / "web-secret"
     assert len(made) == 64 and path.read_bytes() == made
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert _session.load_secret(tmp_path / "b" / "c") == made
+    assert load_secret(tmp_path / "b" / "c") == made
     path.write_bytes(b"kept\n")
-    assert _session.load_secret(tmp_path / "b" / "c") == b"kept"
-    monkeypatch.setenv(_session.SECRET_ENV, "")
-    assert _session.load_secret(tmp_path / "b" / "c") == b"kept"
+    assert load_secret(tmp_path / "b" / "c") == b"kept"
+    monkeypatch.setenv(SECRET_ENV, "")
+    assert load_secret(tmp_path / "b" / "c") == b"kept"
 
 
 def test_a_session_cookie_opens_to_its_token_and_csrf_only_when_genuine(web):
@@ -530,7 +527,7 @@ def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     sessions = web["app"].state.web.sessions
     runner = web["service"].tokens.resolve_token(web["tokens"]["runner"]).token_id
     cookie = sessions.issue(web["tokens"]["runner"], runner)
-    request = SimpleNamespace(cookies={_session.COOKIE: cookie}, state=SimpleNamespace())
+    request = SimpleNamespace(cookies={COOKIE: cookie}, state=SimpleNamespace())
     viewer = sessions.viewer(request)
     assert (viewer.name, viewer.project) == ("runner", "lab")
     assert viewer.project_id == viewer.principal.project_id
@@ -542,7 +539,7 @@ def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     viewer.require("read")
     empty = SimpleNamespace(cookies={}, state=SimpleNamespace())
     assert _refusal(sessions.viewer, empty) == (401, None, "please log in with your token")
-    revoked = SimpleNamespace(cookies={_session.COOKIE: sessions.issue("dsj_nope", runner)},
+    revoked = SimpleNamespace(cookies={COOKIE: sessions.issue("dsj_nope", runner)},
                               state=SimpleNamespace())
     assert _refusal(sessions.viewer, revoked) == (
         401, None, "your token was revoked; log in with another")
@@ -550,12 +547,12 @@ def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
 
 def test_csrf_tokens_must_match_the_sessions():
     viewer = SimpleNamespace(csrf="secret")
-    _session.check_csrf(viewer, "secret")
+    check_csrf(viewer, "secret")
     stale = (403, None, "the form's security token is missing or stale; reload the page and "
              "try again")
     for given in (None, "", "secreT", "secret2"):
-        assert _refusal(_session.check_csrf, viewer, given) == stale
-    assert _refusal(_session.check_csrf, SimpleNamespace(csrf=""), "") == stale
+        assert _refusal(check_csrf, viewer, given) == stale
+    assert _refusal(check_csrf, SimpleNamespace(csrf=""), "") == stale
 
 
 def test_only_paths_of_the_interface_are_followed_after_login():
@@ -601,7 +598,7 @@ def test_a_files_label_is_its_system_name_or_file_name_and_is_remembered():
         return records[file_id]
 
     service = SimpleNamespace(files=SimpleNamespace(get=get))
-    state = object.__new__(_app.WebState)
+    state = object.__new__(WebState)
     state.service, state._labels = service, {}
     assert state.file_label("p1", "f1") == "sys-a"
     assert state.file_label("p1", "f2") == "other.jsonl"
@@ -613,7 +610,7 @@ def test_a_files_label_is_its_system_name_or_file_name_and_is_remembered():
 
 def test_the_web_state_shares_one_service_reads_index_and_queues(web):
     state = web["app"].state.web
-    assert isinstance(state, _app.WebState) and state.service is web["service"]
+    assert isinstance(state, WebState) and state.service is web["service"]
     assert state.queues.service is web["service"] and state.queues.reads is state.reads
     assert state.queues.board is state.agreement and state.index.reads is state.reads
     assert state.sessions is state.sessions and state._labels == {}

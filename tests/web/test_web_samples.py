@@ -107,7 +107,7 @@ def test_a_tampered_estimate_sample_is_refused(web, synthetic_run):
     assert f"{sample_name(synthetic_run)}:4" in html and "Estimates of TSA" not in html
     # a sample of another run (a smaller one) stored under this run's name
     from judge.web._index import build_index
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     from .synthetic import synthetic_rows
 
@@ -179,7 +179,7 @@ def test_a_separate_sample_starts_empty(web, synthetic_run):
     """Another draw once the estimate sample is fixed is a new sample: turns labelled under
     the estimate sample are not shown as labelled in its queue (nor skipped to), until a
     label is given there."""
-    from judge.web._review import draw, sample_queue
+    from judge.web._queues import draw, sample_queue
 
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])

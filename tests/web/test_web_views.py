@@ -1010,7 +1010,7 @@ def test_store_and_read_back_a_review_sample(tmp_path: Any,
                                              caplog: pytest.LogCaptureFixture) -> None:
     """The sample is stored under the run's name, padded with blank lines while the content
     is already another run's, and read back as the same sample."""
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     sample = draw(_index_of(), 2, seed=1)
     files = _StoredFiles(tmp_path, taken=2)
@@ -1135,7 +1135,7 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     of the reviewed sample; a sample none of whose turns is labelled is left out."""
     from judge import analysis
     from judge.web._labelfile import human_labels, label_records
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     from .synthetic import synthetic_rows
 
@@ -1213,7 +1213,7 @@ def test_the_panel_tests_the_judge_against_reviewers_who_share_enough_turns() ->
 
 def test_board_panel_fingerprints_the_runs_stored_sample(tmp_path: Any) -> None:
     """The panel's figures are keyed by the labels and by the run's own stored sample."""
-    from judge.web._review import draw
+    from judge.web._queues import draw
 
     files = _StoredFiles(tmp_path, taken=0)
     service = _Service(LABELS[:2])

@@ -1,0 +1,151 @@
+"""The label-error candidates a corrections queue shows: ``judge.analysis``'s
+``find_candidates`` over a judge run, in ``review_order``, each with what a reviewer needs to
+decide it; ranked once per run in a background thread."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import analysis
+from .._errors import DSTJudgeError, ServiceError
+from ..data import dialogue_key, load_dialogues, load_schema
+from ..pipeline import Run
+from ..service import JobRow, Service, candidate_id
+from ._common import Preparing
+
+
+@dataclass
+class CandidateView:
+    """What the queue shows of one candidate."""
+
+    id: str
+    rank: int
+    dialogue_id: str
+    turn_index: int
+    slot: str
+    gold: str
+    annotated: str | None
+    suggested: str | None
+    score: float
+    systems: dict[str, str | None]
+    judge: list[str]
+    evidence: list[str]
+    other_versions: dict[str, str | None]
+    context: list[dict[str, Any]]
+    later: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _source_row(service: Service, row: JobRow) -> JobRow:
+    """The evaluate job a retry chain started from (its inputs name the data files)."""
+    seen = 0
+    while row.kind == "retry-errors" and seen < 1000:
+        run = (row.inputs or {}).get("run")
+        if not isinstance(run, str):
+            break
+        row = service.jobs.row(row.project_id, run)
+        seen += 1
+    return row
+
+
+def _judge_view(turn: Any, slot: str) -> list[str]:
+    if turn is None:
+        return ["no judgment of this turn"]
+    said = [f"turn verdict: {'correct' if turn.verdict else 'incorrect'}"
+            if turn.verdict is not None else "no turn verdict"]
+    if turn.correct is not None and slot in turn.correct:
+        said.append(f"holds {slot} = {turn.correct[slot]!r}")
+    if slot in turn.incorrect:
+        said.append(f"flags the predicted {slot} as wrong")
+    if slot in turn.missed:
+        value = turn.missed[slot]
+        said.append(f"says {slot} is missing" + (f" ({value!r})" if value is not None else ""))
+    if slot in turn.reasons:
+        said.append(turn.reasons[slot])
+    return said
+
+
+def rank_candidates(service: Service, row: JobRow) -> list[CandidateView]:
+    """The run's candidates in review order, with what the queue shows of each."""
+    source_row = _source_row(service, row)
+    inputs = source_row.inputs or {}
+    if not isinstance(inputs.get("dialogues"), str):
+        raise ServiceError("this run's dialogues file is not on the server (an imported "
+                           "bundle); candidates need it", status=409)
+
+    def local(file_id: str) -> Path:
+        return service.files.local_path(service.files.get(row.project_id, file_id)["sha256"])
+
+    schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
+        else None
+    rows = list(service.jobs.judgments(row.project_id, row.id))
+    dialogues = load_dialogues(local(inputs["dialogues"]), schema=schema).subset(
+        list(dict.fromkeys(str(r["dialogue_id"]) for r in rows)))
+    source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
+    found = analysis.find_candidates(dialogues, [source], schema=schema)
+    ordered = analysis.review_order(found, dialogues, [source])
+    gold = dialogues.resolve_version(None)
+    views = []
+    for candidate in ordered:
+        dialogue = dialogues.get(candidate.dialogue_id)
+        if dialogue is None:
+            continue
+        span = analysis.fix_span(candidate, dialogues, gold)
+        key = dialogue_key(candidate.dialogue_id)
+        judged = (source.judged or {}).get((key, candidate.turn_index))
+        views.append(CandidateView(
+            candidate_id(candidate.dialogue_id, candidate.turn_index, candidate.slot),
+            candidate.rank, candidate.dialogue_id, candidate.turn_index, candidate.slot,
+            candidate.gold_version, candidate.gold_value, candidate.predicted,
+            candidate.score, dict(candidate.predictions), _judge_view(judged, candidate.slot),
+            [e.detail for e in candidate.evidence], dict(candidate.other_versions),
+            [{"turn_index": t.turn_index, "system": t.system, "user": t.user}
+             for t in dialogue.turns[:candidate.turn_index + 1]],
+            [{"turn_index": t.turn_index, "user": t.user}
+             for t in dialogue.turns[span.start + 1:span.stop]]))
+    return views
+
+
+class CandidateQueues:
+    """Candidates per run, ranked once in a background thread (pages say so meanwhile)."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.ready: dict[str, list[CandidateView]] = {}
+        self.ranking: dict[str, Future[list[CandidateView]]] = {}
+        self.lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-corrections")
+
+    def get(self, row: JobRow) -> list[CandidateView]:
+        with self.lock:
+            found = self.ready.get(row.id)
+            if found is not None:
+                return found
+            future = self.ranking.get(row.id)
+            if future is None:
+                future = self.ranking[row.id] = self.executor.submit(
+                    self._rank, row)
+        if not future.done():
+            raise Preparing(f"the label-error candidates of run {row.id}")
+        with self.lock:
+            self.ranking.pop(row.id, None)
+        views = future.result()  # a failure is raised once, then tried again on reload
+        with self.lock:
+            if len(self.ready) > 16:
+                self.ready.clear()
+            self.ready[row.id] = views
+        return views
+
+    def _rank(self, row: JobRow) -> list[CandidateView]:
+        try:
+            return rank_candidates(self.service, row)
+        except ServiceError:
+            raise
+        except DSTJudgeError as exc:
+            raise ServiceError(f"could not rank candidates: {exc}", status=409) from None
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
