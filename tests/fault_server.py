@@ -361,6 +361,9 @@ class _Server(ThreadingHTTPServer):
         self._serial = 0
         self.files: dict[str, bytes] = {}  # the Batch API's files and batches (see _batch_api)
         self.batches: dict[str, dict[str, Any]] = {}
+        self.batches_held = threading.Event()
+        """While set, every batch shows as ``in_progress`` whatever its ``batch_seconds``
+        (``POST /batches-held``): a test decides when batches finish, not the clock."""
         super().__init__((HOST, port), _Handler)
 
     def next_serial(self) -> int:
@@ -394,7 +397,8 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     """``POST /v1/chat/completions`` with injected faults; ``GET /stats`` (``?bodies=0``: no
     per-body table; ``?timeline=1``: when each completion arrived and was answered) and
-    ``POST /reset`` for the counts; ``GET /health``."""
+    ``POST /reset`` for the counts; ``POST /batches-held`` (``{"held": true}``) to keep
+    every batch in progress until it is posted again with ``false``; ``GET /health``."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as real servers and the SDK expect
     disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
@@ -460,6 +464,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/reset":
             self.server.stats.reset()
             self._send_json(200, {"ok": True})
+            return
+        if path == "/batches-held":
+            held = json.loads(raw or b"{}").get("held") is True
+            (self.server.batches_held.set if held else self.server.batches_held.clear)()
+            self._send_json(200, {"held": held})
             return
         if self._batch_api("POST", path, raw):
             return
@@ -587,14 +596,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {method} {path}"}})
         return True
 
-    @staticmethod
-    def _batch_view(batch: dict[str, Any]) -> dict[str, Any]:
+    def _batch_view(self, batch: dict[str, Any]) -> dict[str, Any]:
         """A batch as the API shows it now: in progress (no output yet), cancelled or done."""
         view = {k: v for k, v in batch.items()
                 if k not in ("ready_at", "cancelled_at", "hostile_kind")}
         if batch.get("cancelled_at") is not None:
             view.update(status="cancelled", output_file_id=None)
-        elif time.time() < batch.get("ready_at", 0.0):
+        elif self.server.batches_held.is_set() or time.time() < batch.get("ready_at", 0.0):
             total = view["request_counts"]["total"]
             view.update(status="in_progress", output_file_id=None,
                         request_counts={"total": total, "completed": 0, "failed": 0})
@@ -831,6 +839,12 @@ class ServerProcess:
     def reset(self) -> None:
         """``POST /reset``: zero the child's counts (between benchmark runs)."""
         post_json(self.port, "/reset", {})
+
+    def hold_batches(self, held: bool = True) -> None:
+        """``POST /batches-held``: keep every batch in progress (or let them finish)."""
+        status, reply = post_json(self.port, "/batches-held", {"held": held})
+        if status != 200:
+            raise RuntimeError(f"/batches-held answered {status}: {reply!r}")
 
     def snapshot(self, *, bodies: bool = True, timeline: bool = False) -> dict[str, Any]:
         """``GET /stats`` of the child."""

@@ -324,3 +324,27 @@ def test_an_answer_ready_after_its_client_gave_up_is_not_billed():
     assert stats["bodies"][body_hash(body)] == {"received": 2, "completed": 1, "root": None,
                                                 "kinds": ["abandoned", "ok"]}
     assert stats["completed"] == 1 and stats["answered"] == 1
+
+
+def test_held_batches_stay_in_progress_until_released():
+    """``POST /batches-held`` keeps a batch in progress past its ``batch_seconds`` (the
+    kill -9 batch test releases them once the replica it kills is gone)."""
+    import httpx
+
+    line = {"custom_id": "c1", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}
+    with FaultServer(FaultConfig(batch_seconds=0.0)) as server:
+        base = f"http://127.0.0.1:{server.port}"
+        with httpx.Client(base_url=base, trust_env=False, timeout=10) as http:
+            assert http.post("/batches-held", json={"held": True}).json() == {"held": True}
+            uploaded = http.post("/v1/files", files={"file": ("r.jsonl", json.dumps(line))},
+                                 data={"purpose": "batch"}).json()
+            batch = http.post("/v1/batches", json={"input_file_id": uploaded["id"],
+                                                    "endpoint": "/v1/chat/completions",
+                                                    "completion_window": "24h"}).json()
+            assert batch["status"] == "in_progress" and batch["output_file_id"] is None
+            time.sleep(0.05)
+            assert http.get(f"/v1/batches/{batch['id']}").json()["status"] == "in_progress"
+            assert http.post("/batches-held", json={"held": False}).json() == {"held": False}
+            done = http.get(f"/v1/batches/{batch['id']}").json()
+    assert done["status"] == "completed" and done["request_counts"]["completed"] == 1

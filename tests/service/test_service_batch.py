@@ -319,7 +319,10 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
     data = tmp_path / "serve"
     token = create_token(data, "lab")
     args = ["--lease", "3", "--batch-poll", "0.3", "--grace", "1"]
-    with ServerProcess(FaultConfig(batch_seconds=3.0), max_seconds=300) as model:
+    with ServerProcess(FaultConfig(), max_seconds=300) as model:
+        # batches stay in progress until the doomed replica is dead: on a busy machine a
+        # clock (batch_seconds) let it finish the job before the kill landed
+        model.hold_batches()
         endpoints = {"fake": {"base_url": model.url, "batch_api": True}}
         doomed = ServeProcess(data, endpoints=endpoints, args=args)
         with doomed:
@@ -344,6 +347,7 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
         submitted_before = len(_batches(model))
         with ServeProcess(data, endpoints=endpoints, args=args) as survivor:
             client = judge.Client(survivor.url, token)
+            model.hold_batches(False)
             job = client.wait(job_id, timeout=120)
             rows = list(client.judgments(job_id))
             survivor_id = survivor.health(details=True)["worker"]["id"]
@@ -359,7 +363,8 @@ def test_kill_9_after_submission_the_restarted_replica_polls_and_never_resubmits
 
 
 def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):
-    with FaultServer(FaultConfig(batch_seconds=1.5)) as model:
+    with FaultServer(FaultConfig()) as model:
+        model.running.batches_held.set()  # finished once the test has seen the job wait
         settings = service_settings(
             tmp_path / "data", model.url, db=postgres_db, batch_poll_seconds=0.2,
             endpoints={"fake": {"base_url": model.url, "batch_api": True}})
@@ -375,6 +380,7 @@ def test_a_batch_job_waits_and_finishes_on_postgres(postgres_db, tmp_path):
                     if shown["status"] == "waiting":
                         waiting.append(api.get("/v1/jobs", params={"status": "waiting"})
                                        .json()["jobs"])
+                        model.running.batches_held.clear()
                     assert time.monotonic() < deadline, shown
                     time.sleep(0.05)
             finally:
