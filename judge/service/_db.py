@@ -290,6 +290,20 @@ QUEUE_CHANNEL = "dst_judge_queue"
 """The Postgres channel on which a job being queued wakes the workers (``LISTEN``)."""
 
 
+def describe_database(url: str) -> str:
+    """What a log line may say of a database: its kind and its name (a SQLite file's name,
+    a Postgres database's), never a path, a socket, a host or a password."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return "a database"
+    if parsed.get_backend_name() == "sqlite":
+        name = Path(parsed.database).name if parsed.database else ""
+        return f"SQLite file {name}" if name and name != ":memory:" else "SQLite in memory"
+    kind = {"postgresql": "Postgres"}.get(parsed.get_backend_name(), parsed.get_backend_name())
+    return f"{kind} database {parsed.database}" if parsed.database else f"{kind} database"
+
+
 def notify_queue(conn: sa.Connection) -> None:
     """Tell listening workers that a job was queued: delivered when this transaction commits
     (nothing on SQLite, where workers poll and the API nudges its own)."""

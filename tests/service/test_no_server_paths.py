@@ -212,3 +212,16 @@ def test_the_names_of_server_paths_never_replace_the_root_folder(tmp_path):
     assert named[str(tmp_path)] == "<data dir>" and named[str(ROOT)] == "<dst-judge>"
     lengths = [len(path) for path, _ in server_paths(tmp_path)]
     assert lengths == sorted(lengths, reverse=True)  # the longest (most specific) first
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("sqlite:////srv/secret/place/dst-judge.db", "SQLite file dst-judge.db"),
+    ("sqlite://", "SQLite in memory"),
+    ("postgresql+psycopg://user:pw@db.internal:5432/dsj", "Postgres database dsj"),
+    ("postgresql+psycopg://postgres:@/postgres?host=/run/secret/pg", "Postgres database postgres"),
+    ("not a url", "a database"),
+])
+def test_a_log_line_describes_a_database_by_kind_and_name_only(url, said):
+    from judge.service._db import describe_database
+
+    assert describe_database(url) == said

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._db import Database
+from .._db import Database, describe_database
 from .._files import FileStore
 from .._jobs import JobStore
 from .._logs import log_to_stderr
@@ -273,7 +273,8 @@ def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
     workers = WorkerProcesses(settings)
     workers.start()
     log.info("dst-judge worker: %d process(es), %d job slot(s), queue in %s",
-             len(workers.processes), settings.job_slots, settings.db_url.split("@")[-1])
+             len(workers.processes), settings.job_slots,
+             describe_database(settings.db_url))
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     while not signals:
         if deadline is not None and time.monotonic() >= deadline:
