@@ -222,7 +222,7 @@ class Stats:
 
     def snapshot(self, *, bodies: bool = True, timeline: bool = False) -> dict[str, Any]:
         """A JSON-able copy: totals, per kind, derived counts and (optionally) per body and
-        the timeline of chat completions (``[body hash, arrived, replied]`` rows)."""
+        the timeline of chat completions (``[body hash, arrived, replied]`` rows, by arrival)."""
         with self._lock:
             by_kind = {k: self.by_kind.get(k, 0)
                        for k in (*KINDS, HOSTILE, HOSTILE_ERROR, ABANDONED)}
@@ -248,7 +248,10 @@ class Stats:
                                       "kinds": list(b.kinds), "root": b.root}
                                   for k, b in self.bodies.items()}
             if timeline:
-                data["timeline"] = [list(row) for row in self.timeline]
+                # by arrival: rows are recorded once a reply is written, by the request's
+                # own thread, so under load they are recorded out of order
+                data["timeline"] = [list(row) for row in sorted(self.timeline,
+                                                                key=lambda r: r[1])]
             return data
 
 
