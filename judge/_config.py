@@ -55,7 +55,21 @@ def options_file(path: str | Path | None) -> Iterator[None]:
         _FILE_VALUES.reset(token)
 
 
-class JudgeConfig(BaseSettings):
+class LayeredSettings(BaseSettings):
+    """Settings read from the keyword arguments (a command's flags), else the environment,
+    else the options file of :func:`options_file`, else the defaults: no ``.env`` file, no
+    secrets directory. The judge's options and the server's settings both layer so."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, OptionsFileSource(settings_cls)
+
+
+class JudgeConfig(LayeredSettings):
     """Everything that decides how the judge talks to a model and scores turns."""
 
     model_config = SettingsConfigDict(env_prefix="DST_JUDGE_", extra="forbid",
@@ -136,14 +150,6 @@ class JudgeConfig(BaseSettings):
     cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir("dst-judge")),
                             description="Reply cache directory.")
     use_cache: bool = True
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, OptionsFileSource(settings_cls)
 
     @field_validator("base_url")
     @classmethod

@@ -27,14 +27,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-)
+from pydantic_settings import SettingsConfigDict, SettingsError
 
-from .._config import DEFAULT_BASE_URL, OptionsFileSource, options_file
+from .._config import DEFAULT_BASE_URL, LayeredSettings, options_file
 from .._errors import InputError, OptionError
 from .._validation import first_problem
 from ..model import REPLAY_BASE_URL, Cassette, cassette_files
@@ -138,20 +133,12 @@ class EndpointConfig(BaseModel):
         return None
 
 
-class ServiceSettings(BaseSettings):
+class ServiceSettings(LayeredSettings):
     """Every server-side setting of ``dst-judge serve``: from its flags, else the environment
     (``DST_JUDGE_SERVE_<NAME>``, :data:`ENV_PREFIX`), else a settings file (``--settings``,
     TOML or JSON), else the default, as the judge's own options (``JudgeConfig``) are."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, OptionsFileSource(settings_cls)
 
     db: str | None = Field(None, description="SQLAlchemy URL; default SQLite in data_dir.")
     data_dir: Path = Field(default_factory=default_data_dir)
