@@ -4,7 +4,9 @@ decide it; ranked once per run in a background thread."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
-from ..data import dialogue_key, load_dialogues, load_schema
+from ..data import DialogueSet, dialogue_key, load_dialogues, load_schema
 from ..pipeline import Run
 from ..service import JobRow, Service, candidate_id
 from ._common import Preparing
@@ -68,10 +70,32 @@ def _judge_view(turn: Any, slot: str) -> list[str]:
     return said
 
 
-def rank_candidates(service: Service, row: JobRow) -> list[CandidateView]:
-    """The run's candidates in review order, with what the queue shows of each."""
-    source_row = _source_row(service, row)
-    inputs = source_row.inputs or {}
+@contextlib.contextmanager
+def _ranking_refusals() -> Iterator[None]:
+    """Data that cannot be ranked (a version missing, a bad file) is a 409 naming why; the
+    service's own refusals (a file or job the project lacks) keep their status."""
+    try:
+        yield
+    except ServiceError:
+        raise
+    except DSTJudgeError as exc:
+        raise ServiceError(f"could not rank candidates: {exc}", status=409) from None
+
+
+@dataclass(frozen=True)
+class RunCandidates:
+    """A finished judge run's label-error candidates (``find_candidates``, ranked by score)
+    with what they were found in: the dialogues it judged and the run as an audit source."""
+
+    dialogues: DialogueSet
+    source: analysis.AuditSource
+    found: list[analysis.Candidate]
+
+
+def run_candidates(service: Service, row: JobRow) -> RunCandidates:
+    """The candidates of ``row`` (a retry's over the data of the evaluate job it started from);
+    409 for a run whose dialogues are not on the server or that cannot be ranked."""
+    inputs = _source_row(service, row).inputs or {}
     if not isinstance(inputs.get("dialogues"), str):
         raise ServiceError("this run's dialogues file is not on the server (an imported "
                            "bundle); candidates need it", status=409)
@@ -79,14 +103,27 @@ def rank_candidates(service: Service, row: JobRow) -> list[CandidateView]:
     def local(file_id: str) -> Path:
         return service.files.local_path(service.files.get(row.project_id, file_id)["sha256"])
 
-    schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
-        else None
-    rows = list(service.jobs.judgments(row.project_id, row.id))
-    dialogues = load_dialogues(local(inputs["dialogues"]), schema=schema).subset(
-        list(dict.fromkeys(str(r["dialogue_id"]) for r in rows)))
-    source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
-    found = analysis.find_candidates(dialogues, [source], schema=schema)
-    ordered = analysis.review_order(found, dialogues, [source])
+    with _ranking_refusals():
+        schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
+            else None
+        rows = list(service.jobs.judgments(row.project_id, row.id))
+        dialogues = load_dialogues(local(inputs["dialogues"]), schema=schema).subset(
+            list(dict.fromkeys(str(r["dialogue_id"]) for r in rows)))
+        source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
+        found = analysis.find_candidates(dialogues, [source], schema=schema)
+    return RunCandidates(dialogues, source, found)
+
+
+def rank_candidates(service: Service, row: JobRow) -> list[CandidateView]:
+    """The run's candidates in review order, with what the queue shows of each."""
+    ran = run_candidates(service, row)
+    with _ranking_refusals():
+        return _views(ran)
+
+
+def _views(ran: RunCandidates) -> list[CandidateView]:
+    dialogues, source = ran.dialogues, ran.source
+    ordered = analysis.review_order(ran.found, dialogues, [source])
     gold = dialogues.resolve_version(None)
     views = []
     for candidate in ordered:
@@ -127,7 +164,7 @@ class CandidateQueues:
             future = self.ranking.get(row.id)
             if future is None:
                 future = self.ranking[row.id] = self.executor.submit(
-                    self._rank, row)
+                    rank_candidates, self.service, row)
         if not future.done():
             raise Preparing(f"the label-error candidates of run {row.id}")
         with self.lock:
@@ -139,13 +176,6 @@ class CandidateQueues:
             self.ready[row.id] = views
         return views
 
-    def _rank(self, row: JobRow) -> list[CandidateView]:
-        try:
-            return rank_candidates(self.service, row)
-        except ServiceError:
-            raise
-        except DSTJudgeError as exc:
-            raise ServiceError(f"could not rank candidates: {exc}", status=409) from None
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

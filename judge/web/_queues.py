@@ -10,13 +10,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
-from ..data import load_dialogues, load_schema
-from ..pipeline import Run
 from ..service import JobRow, JudgmentReads, Service, job_subject, predictions_sha256
 from ._agreement import (
     AgreementBoard,
@@ -27,6 +24,7 @@ from ._agreement import (
     store_sample,
     stored_sample,
 )
+from ._candidates import run_candidates
 from ._common import Preparing, plural
 from ._index import RunIndex
 
@@ -143,39 +141,15 @@ def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
 
 def candidate_queue(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
     """Turns of ranked label-error candidates (judge.analysis.find_candidates)."""
-    inputs = row.inputs or {}
-    if not isinstance(inputs.get("dialogues"), str):
-        raise ServiceError("this run's dialogues file is not on the server (an imported "
-                           "bundle); candidates need it", status=409)
-
-    def local(file_id: str) -> Path:
-        return service.files.local_path(service.files.get(row.project_id, file_id)["sha256"])
-
-    dialogues = load_dialogues(local(inputs["dialogues"]))
-    schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
-        else None
-    rows = list(service.jobs.judgments(row.project_id, row.id))
-    source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
-    found = analysis.find_candidates(dialogues.subset(list(dict.fromkeys(
-        r["dialogue_id"] for r in rows))), [source], schema=schema)
     known = {(e.dialogue_id, e.turn_index) for e in index.entries}
     items: dict[tuple[str, int], str] = {}
-    for candidate in found:
+    for candidate in run_candidates(service, row).found:
         key = (str(candidate.dialogue_id), int(candidate.turn_index))
         if key in known and key not in items:
             items[key] = (f"candidate #{len(items) + 1}: {candidate.slot} — gold "
                           f"{candidate.gold_value!r}, systems say {candidate.predicted!r} "
                           f"(score {candidate.score:.2f})")
     return [(d, t, why) for (d, t), why in items.items()]
-
-
-def _ranked(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
-    try:
-        return candidate_queue(service, row, index)
-    except ServiceError:
-        raise
-    except DSTJudgeError as exc:
-        raise ServiceError(f"could not rank candidates: {exc}", status=409) from None
 
 
 class Queues:
@@ -198,7 +172,7 @@ class Queues:
         with self.lock:
             future = self.ranking.get(key)
             if future is None:
-                future = self.executor.submit(_ranked, self.service, row, index)
+                future = self.executor.submit(candidate_queue, self.service, row, index)
                 self.ranking[key] = future
         if not future.done():
             raise Preparing(f"the label-error candidates of run {row.id}")
