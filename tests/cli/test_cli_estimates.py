@@ -81,11 +81,13 @@ def test_whole_dialogue_sample_reports_jga_and_success(runs, tmp_path, capsys):
     assert "Estimates (domain design by dialogue" in flat(capsys.readouterr().out)
 
 
-def test_compare_names_a_better_system_only_when_the_interval_excludes_zero(runs, tmp_path,
-                                                                             capsys):
+def compare_labelled(runs, tmp_path, capsys, *sample_args: str) -> tuple[str, dict]:
+    """``compare`` of the good and the weak run on a sample of 11 turns drawn from the good
+    run, every turn of both labelled (labels files in the runs' order): the flattened output
+    and the JSON table."""
     sample = tmp_path / "shared.jsonl"
-    assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--n", "11",
-                 "--out", str(sample)]) == 0
+    assert main(["labels", "sample", str(runs["good"]), *sample_args, "--n", "11", "--out",
+                 str(sample)]) == 0
     keys = list(rows_of(runs["good"]))
     good = label_file(tmp_path / "good.jsonl", runs["good"], keys)
     weak = label_file(tmp_path / "weak.jsonl", runs["weak"], keys)
@@ -93,8 +95,14 @@ def test_compare_names_a_better_system_only_when_the_interval_excludes_zero(runs
     capsys.readouterr()
     assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
                  "--human", str(good), str(weak), "--json", str(table)]) == 0
-    out = flat(capsys.readouterr().out)
-    difference = json.loads(table.read_text())["differences"][0]
+    return flat(capsys.readouterr().out), json.loads(table.read_text())
+
+
+def test_compare_names_a_better_system_only_when_the_interval_excludes_zero(runs, tmp_path,
+                                                                             capsys):
+    out, table = compare_labelled(runs, tmp_path, capsys, "--design", "random")
+    keys = list(rows_of(runs["good"]))
+    difference = table["differences"][0]
     ppi = difference["estimates"]["tsa"]["ppi"]
     # every turn is labelled: a census, so the interval is the point (no sampling error)
     assert ppi["ci"][0] == pytest.approx(ppi["value"]) == pytest.approx(ppi["ci"][1])

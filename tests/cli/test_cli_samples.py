@@ -10,7 +10,7 @@ import pytest
 from judge.analysis import recorded_predictions_sha256
 from judge.cli import main
 
-from .test_cli_estimates import flat, label_file, rows_of
+from .test_cli_estimates import compare_labelled, flat, label_file, rows_of
 
 NEW_FIELDS = ("n", "procedure", "run_turns_sha256", "predictions_sha256")
 
@@ -212,19 +212,9 @@ def test_swapped_labels_files_are_paired_by_their_predictions(runs, tmp_path, ca
 
 
 def test_labels_without_digests_pair_by_order_with_a_warning(runs, tmp_path, capsys):
-    sample = tmp_path / "shared.jsonl"
-    assert main(["labels", "sample", str(runs["good"]), "--n", "11", "--out",
-                 str(sample)]) == 0
-    keys = list(rows_of(runs["good"]))
-    good = label_file(tmp_path / "good.jsonl", runs["good"], keys)
-    weak = label_file(tmp_path / "weak.jsonl", runs["weak"], keys)
-    table = tmp_path / "t.json"
-    capsys.readouterr()
-    assert main(["compare", str(runs["good"]), str(runs["weak"]), "--sample", str(sample),
-                 "--human", str(good), str(weak), "--json", str(table)]) == 0
-    out = flat(capsys.readouterr().out)
+    out, table = compare_labelled(runs, tmp_path, capsys)
     assert "warning: labels files are paired with runs by the order given" in out
-    assert "paired with runs by the order" in json.loads(table.read_text())["labels_pairing"]
+    assert "paired with runs by the order" in table["labels_pairing"]
 
 
 def test_labels_of_other_predictions_are_refused(runs, tmp_path, capsys):

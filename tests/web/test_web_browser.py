@@ -292,10 +292,7 @@ def test_buttons_of_the_review_and_run_pages_are_on_screen_and_clear_of_the_side
     page.set_default_timeout(20_000)
     watched = Watched(page, live.url)
     try:
-        page.goto(live.url + "/ui/login")
-        page.get_by_label("Token").fill(token)
-        page.get_by_role("button", name="Log in").click()
-        sync_api.expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        log_in(watched, live, token)
         for path in (f"/ui/review/{job_id}", f"/ui/runs/{job_id}"):
             page.goto(live.url + path)
             placed = page.evaluate(BUTTONS_IN_PLACE_JS)
@@ -416,10 +413,7 @@ def test_the_new_evaluation_form_and_the_compare_page_fit_the_screen(browser, li
     page.set_default_timeout(20_000)
     watched = Watched(page, live.url)
     try:
-        page.goto(live.url + "/ui/login")
-        page.get_by_label("Token").fill(token)
-        page.get_by_role("button", name="Log in").click()
-        sync_api.expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+        log_in(watched, live, token)
         page.goto(live.url + "/ui/runs/new")
         sync_api.expect(page.locator("#predictions_id")).to_contain_text("a-rather-long-upload")
         fit = page.evaluate(FITS_JS)
