@@ -634,6 +634,28 @@ def test_candidates_queue_ranks_label_error_candidates_of_a_judged_run(web):
     assert refused.status_code == 409 and "dialogues file" in refused.text
 
 
+def test_a_retry_runs_candidates_queue_reads_the_data_of_the_run_it_retried(web):
+    """A ``retry-errors`` job names no data files of its own: its candidates come from the
+    evaluate job it started from, as its corrections queue's do (one ``run_candidates``)."""
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    done = client.post("/ui/runs/new", data={"csrf": csrf}, files=example_upload())
+    job_id = done.headers["location"].rsplit("/", 1)[1]
+    principal = web["service"].tokens.resolve_token(web["tokens"]["alice"])
+    assert _wait(web["service"], principal.project_id, job_id)["status"] == "succeeded"
+    retry = client.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {"run": job_id}},
+                        headers={"Authorization": f"Bearer {web['tokens']['alice']}"})
+    assert retry.status_code == 201, retry.text
+    retry_id = retry.json()["id"]
+    assert _wait(web["service"], principal.project_id, retry_id)["status"] == "succeeded"
+    first = _when_prepared(client, f"/ui/review/{job_id}?queue=candidates")
+    again = _when_prepared(client, f"/ui/review/{retry_id}?queue=candidates")
+    assert first.status_code == again.status_code == 200, again.text
+    shown = re.compile(r'data-dialogue="[^"]*" data-turn="\d+"')
+    assert shown.findall(again.text) == shown.findall(first.text) != []
+    assert "candidate #1: " in again.text
+
+
 def _when_prepared(client: Any, url: str, timeout: float = 30) -> Any:
     """The page once what it needs is computed: first a 202 page that reloads itself (the
     ranking runs in the background, never in the request), then the page. A finished job's
