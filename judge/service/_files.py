@@ -250,35 +250,36 @@ MAX_INFO_BYTES = 64 * 1024
 under 10 KB: counts, a few names, up to 500 slot names)."""
 
 
-def bounded_info(info: dict[str, Any]) -> dict[str, Any]:
+def bounded_info(info: dict[str, Any], where: str = "info") -> dict[str, Any]:
     """``info`` when every string in it (names, versions, slot names; keys too) is at most
     :data:`MAX_NAME_CHARS` long and the whole at most :data:`MAX_INFO_BYTES`; otherwise 422
     (a long string, naming where in ``info``) or 413. The loaders refuse most long names
-    first, naming line and field; this catches what reaches ``info`` by any other way."""
-    stack: list[tuple[str, Any]] = [("info", info)]
+    first, naming line and field; this catches what reaches ``info`` (or a job listing: an
+    imported bundle's ``where`` is its member) by any other way."""
+    stack: list[tuple[str, Any]] = [(where, info)]
     while stack:
-        where, item = stack.pop()
+        path, item = stack.pop()
         if isinstance(item, str) and len(item) > MAX_NAME_CHARS:
-            raise _long_name(where, len(item))
+            raise _long_name(path, len(item))
         if isinstance(item, dict):
             for key, inner in item.items():
                 if len(str(key)) > MAX_NAME_CHARS:
-                    raise _long_name(f"{where} (a key)", len(str(key)))
-                stack.append((f"{where}.{key}", inner))
+                    raise _long_name(f"{path} (a key)", len(str(key)))
+                stack.append((f"{path}.{key}", inner))
         elif isinstance(item, list):
-            stack.extend((f"{where}[{index}]", inner) for index, inner in enumerate(item))
+            stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
     size = len(json.dumps(info, ensure_ascii=False).encode("utf-8"))
     if size > MAX_INFO_BYTES:
         largest = max(info, key=lambda k: len(json.dumps(info[k], ensure_ascii=False)))
-        raise ServiceError(f"the file names too many things to describe ({size:,} bytes of "
-                           f"names, most in {largest}; at most {MAX_INFO_BYTES:,}): split it",
-                           status=413, field=f"info.{largest}")
+        raise ServiceError(f"{where} is too large to list with every file or job ({size:,} "
+                           f"bytes, most in {largest}; at most {MAX_INFO_BYTES:,})",
+                           status=413, field=f"{where}.{largest}")
     return info
 
 
 def _long_name(where: str, length: int) -> ServiceError:
-    return ServiceError(f"a name in the file is {length:,} characters long (at {where}); "
-                        f"names are at most {MAX_NAME_CHARS}", status=422, field=where)
+    return ServiceError(f"a name is {length:,} characters long (at {where}); names are at "
+                        f"most {MAX_NAME_CHARS}", status=422, field=where)
 
 
 MAX_LABEL_RECORDS = 50_000

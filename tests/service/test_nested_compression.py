@@ -186,6 +186,22 @@ def test_a_long_predicted_slot_name_never_reaches_info(env):
     assert answer.json()["error"]["field"].startswith("info.slot_names")
 
 
+@pytest.mark.parametrize(("member", "text", "field"), [
+    ("bundle.json", json.dumps({**hostile.BUNDLE_META, "inputs": {"schema": {"name": "s" * 300}}}),
+     "bundle.json.inputs.schema.name"),
+    ("summary.json", json.dumps({"tsa": 100.0, "rule": {"v" * 300: {"agreement": 1.0}}}),
+     "summary.json (a key)")])
+def test_an_imported_bundle_brings_no_long_name_into_job_listings(env, member, text, field):
+    """A bundle's inputs and its summary's annotation versions are shown by every job
+    listing: the same bound as a file's ``info``."""
+    before = hostile.row_counts(env.db_path)
+    answer = env.client.post("/v1/bundles", headers=env.auth(), files={
+        "file": ("b.tar.gz", hostile.good_bundle(**{member: text.encode()}))})
+    assert answer.status_code == 422, answer.text[:300]
+    assert answer.json()["error"]["field"].startswith(field.split(" ")[0]), answer.text[:300]
+    assert hostile.row_counts(env.db_path) == before
+
+
 # --- item 5: the web's JSON route meets the API's body rules ------------------------------------
 
 
