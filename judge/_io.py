@@ -278,30 +278,33 @@ def long_string(text: str, limit: int = MAX_STRING_CHARS) -> tuple[str, int] | N
     return None
 
 
-def _check_line(text: str, number: int, path: str | Path, max_chars: int) -> None:
+def _check_line(text: str, number: int, path: str | Path, max_chars: int,
+                max_string: int | None) -> None:
     """A line past the record cap, or holding a string past the string cap: InputError."""
     if len(text) > max_chars and not text.endswith("\n"):
         raise InputError(f"the line is longer than the limit of {max_chars:,} characters for "
                          "one record (a file that is not JSON Lines, or a broken one?)",
                          path=path, line=number)
-    found = long_string(text)
+    found = None if max_string is None else long_string(text, max_string)
     if found is not None:
         raise InputError(f"a string of {found[1]:,} characters; the limit for one string is "
-                         f"{MAX_STRING_CHARS:,}", path=path, line=number, field=found[0] or None)
+                         f"{max_string:,}", path=path, line=number, field=found[0] or None)
 
 
-def iter_jsonl_lines(path: str | Path, *, max_chars: int = MAX_RECORD_BYTES
-                     ) -> Iterator[tuple[int, str]]:
+def iter_jsonl_lines(path: str | Path, *, max_chars: int = MAX_RECORD_BYTES,
+                     max_string: int | None = MAX_STRING_CHARS) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for every non-blank line of a JSON Lines file. A line is
     read at most ``max_chars`` at a time: a longer one (or one holding a string longer than
-    :data:`MAX_STRING_CHARS`) is an InputError naming the line, never held whole."""
+    ``max_string``) is an InputError naming the line, never held whole. Files whose strings
+    have caps of their own (model replies: batch output, a run's rows) pass
+    ``max_string=None``."""
     try:
         with open_text(path) as handle:
             number = 0
             while line := handle.readline(max_chars + 1):
                 number += 1
                 if line.strip():
-                    _check_line(line, number, path, max_chars)
+                    _check_line(line, number, path, max_chars, max_string)
                     yield number, line
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc
