@@ -4,12 +4,18 @@ writing output files with errors that name the path; and making untrusted text s
 Every JSON text from outside (input files, run directories, model replies) is read through
 :func:`loads`, which refuses nesting deeper than a limit *before* parsing: the standard parser
 recurses once per level, so a 200,000-deep file would otherwise end in a RecursionError.
+
+A gzipped file is unpacked as it is read, one layer only: a gzip inside the gzip is refused
+(a few hundred bytes of it would unpack to gigabytes), and a JSON Lines line is read at most
+:data:`MAX_RECORD_BYTES` at a time, with no string in it longer than :data:`MAX_STRING_CHARS`,
+so no file makes a reader hold more than one bounded record.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import os
 import re
@@ -30,6 +36,15 @@ _GZIP_MAGIC = b"\x1f\x8b"
 MAX_JSON_DEPTH = 200
 """Deepest nesting accepted in input files (real ones nest fewer than ten levels; pydantic's
 own JSON reader stops at about 200 too)."""
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""Longest JSON Lines line the loaders read (in characters; real records are a few KB, the
+service's own cap, ``max_record_mb``, is lower by default and may not exceed this)."""
+MAX_STRING_CHARS = 1024 * 1024
+"""Longest string in a JSON Lines record (an utterance, a note, a name): real ones are a few
+hundred characters; a longer one is a mistake or an attack on every page that shows it."""
+MAX_NAME_CHARS = 200
+"""Longest name in a file (a reviewer, a system, an annotation version): names are repeated
+in every listing and page that shows the file."""
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
@@ -204,24 +219,92 @@ def _is_gzip(path: Path) -> bool:
         return handle.read(2) == _GZIP_MAGIC
 
 
+def _refuse_nested_gzip(path: Path) -> None:
+    """A gzip whose content is gzip again is refused: one layer is unpacked, never two (an
+    inner layer of 1 MB may hold a GB, and its ratio looks harmless from outside)."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            head = handle.read(2)
+    except (OSError, EOFError, zlib.error):
+        return  # a broken gzip: reading it says what is wrong
+    if head == _GZIP_MAGIC:
+        raise InputError("gzip inside gzip: the file is compressed twice; unpack it once "
+                         "(gunzip) and give the result (nested compression is refused)",
+                         path=path)
+
+
 def open_text(path: str | Path) -> TextIO:
-    """Open a text file for reading, transparently decompressing gzip (detected by content)."""
+    """Open a text file for reading, transparently decompressing gzip (detected by content,
+    one layer: a gzip inside it is refused)."""
     path = Path(path)
     if path.is_dir():
         raise InputError("is a directory, not a file", path=path)
     if not path.is_file():
         raise InputError("file not found", path=path)
     if _is_gzip(path):
-        return gzip.open(path, "rt", encoding="utf-8")
+        _refuse_nested_gzip(path)
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return path.open("r", encoding="utf-8")
 
 
-def iter_jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for every non-blank line of a JSON Lines file."""
+_TEXT_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def long_string(text: str, limit: int = MAX_STRING_CHARS) -> tuple[str, int] | None:
+    """The JSON path and length of the first string (a value or a key) in the JSON text that
+    is longer than ``limit`` characters, or None. Costs nothing for a text shorter than the
+    limit; otherwise one scan, and a parse only when a long string is there."""
+    if len(text) <= limit + 2 or not any(
+            match.end() - match.start() > limit + 2 for match in _TEXT_STRING.finditer(text)):
+        return None
+    try:
+        value = loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None  # not JSON: the loader says so
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > limit:
+                return where, len(item)
+        elif isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                if len(key) > limit:
+                    return (where or "(a key)"), len(key)
+                stack.append((f"{where}.{key}" if where else str(key), inner))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{index}]", inner)
+                         for index, inner in reversed(list(enumerate(item))))
+    return None
+
+
+def _check_line(text: str, number: int, path: str | Path, max_chars: int,
+                max_string: int | None) -> None:
+    """A line past the record cap, or holding a string past the string cap: InputError."""
+    if len(text) > max_chars and not text.endswith("\n"):
+        raise InputError(f"the line is longer than the limit of {max_chars:,} characters for "
+                         "one record (a file that is not JSON Lines, or a broken one?)",
+                         path=path, line=number)
+    found = None if max_string is None else long_string(text, max_string)
+    if found is not None:
+        raise InputError(f"a string of {found[1]:,} characters; the limit for one string is "
+                         f"{max_string:,}", path=path, line=number, field=found[0] or None)
+
+
+def iter_jsonl_lines(path: str | Path, *, max_chars: int = MAX_RECORD_BYTES,
+                     max_string: int | None = MAX_STRING_CHARS) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for every non-blank line of a JSON Lines file. A line is
+    read at most ``max_chars`` at a time: a longer one (or one holding a string longer than
+    ``max_string``) is an InputError naming the line, never held whole. Files whose strings
+    have caps of their own (model replies: batch output, a run's rows) pass
+    ``max_string=None``."""
     try:
         with open_text(path) as handle:
-            for number, line in enumerate(handle, start=1):
+            number = 0
+            while line := handle.readline(max_chars + 1):
+                number += 1
                 if line.strip():
+                    _check_line(line, number, path, max_chars, max_string)
                     yield number, line
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise InputError(f"cannot read file: {exc}", path=path) from exc

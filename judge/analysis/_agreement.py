@@ -193,7 +193,8 @@ def judgment_rows_source(run_dir: str | Path) -> RowsSource:
     """The file and line of each row of a run's ``judgments.jsonl`` (rows are its non-blank
     lines, in order, as :func:`judge.pipeline.load_run` reads them)."""
     path = Path(run_dir) / "judgments.jsonl"
-    return RowsSource(str(path), [line for line, _ in iter_jsonl_lines(path)])
+    return RowsSource(str(path), [line for line, _ in
+                                  iter_jsonl_lines(path, max_string=None)])
 
 
 def _as_label(value: Any, what: str, row: Mapping[str, Any], index: int, field_name: str,

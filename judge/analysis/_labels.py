@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from .._errors import DataMismatchError, InputError
-from .._io import iter_jsonl_lines, open_output, parse_line
+from .._io import MAX_NAME_CHARS, iter_jsonl_lines, open_output, parse_line
 from ..data import dialogue_key
 
 TurnKey = tuple[str, int]
@@ -89,8 +89,8 @@ class HumanLabel(BaseModel):
     turn_index: int = Field(ge=0)
     label: Label
     unsure: StrictBool = False
-    reviewer: str | None = Field(default=None, min_length=1)
-    annotator: str | None = Field(default=None, min_length=1)
+    reviewer: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
+    annotator: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
     time: Annotated[str, AfterValidator(_iso_time)] | None = None
     note: str | None = None
     slots: dict[Annotated[str, Field(min_length=1)], SlotLabel] | None = None

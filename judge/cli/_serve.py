@@ -174,7 +174,7 @@ def _server_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-ratio", type=float, help="largest compression ratio of a .gz upload "
                    "(default 100)")
     p.add_argument("--max-record-mb", type=float, help="largest JSON Lines line, or file that "
-                   "is one JSON document, in MB (default 16)")
+                   "is one JSON document, in MB (default 16, at most 64)")
     p.add_argument("--max-json-mb", type=float, help="largest JSON request body (default 2)")
     p.add_argument("--project-quota-gb", type=float, help="unpacked size of one project's "
                    "files (default 10)")

@@ -23,7 +23,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from .._digest import sha256_text
 from .._errors import CorrectionConflicts, DataMismatchError, InputError, OptionError
-from .._io import iter_jsonl_lines, parse_line
+from .._io import MAX_NAME_CHARS, iter_jsonl_lines, parse_line
 from ._dialogues import Dialogue, DialogueSet, Turn, dialogue_key
 from ._schema import Schema
 from ._slotnames import closest_slot
@@ -44,12 +44,13 @@ class Correction(BaseModel):
     value: str | None = Field(
         description="the right value of the slot in the state after the turn; null: the slot "
         "holds no value there")
-    gold: str = Field(min_length=1, description="the annotation version it corrects, e.g. 2.1")
+    gold: str = Field(min_length=1, max_length=MAX_NAME_CHARS,
+                      description="the annotation version it corrects, e.g. 2.1")
     through_turn: int | None = Field(
         default=None, ge=0,
         description="the last turn it covers; absent: the turn and the following turns whose "
         "state under that version still holds the same wrong value unchanged")
-    reviewer: str = Field(min_length=1)
+    reviewer: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     time: AwareDatetime
     was: str | None = Field(
         default=None,

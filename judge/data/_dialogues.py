@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._errors import DataMismatchError, InputError, OptionError
-from .._io import iter_jsonl_lines, parse_line, validation_error
+from .._io import MAX_NAME_CHARS, iter_jsonl_lines, parse_line, validation_error
 from ._convert import NATIVE, Context, Kind, raise_located, read_foreign
 from ._schema import Schema
 from ._states import NONE, State, apply_turn_state
@@ -148,7 +148,7 @@ class PredDialogue(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     dialogue_id: str = Field(min_length=1)
-    system_name: str | None = None
+    system_name: str | None = Field(None, max_length=MAX_NAME_CHARS)
     turns: list[PredTurn] = Field(min_length=1)
 
     def to_record(self) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
     """
     limits = limits or ReplyLimits()
     records: dict[tuple[str, int, str], Completion | ModelError] = {}
-    for line, text in iter_jsonl_lines(path):
+    for line, text in iter_jsonl_lines(path, max_string=None):  # replies: ReplyLimits
         try:
             # the reply body sits three levels down in the record
             item = loads(text, max_depth=limits.max_depth + 3)

@@ -338,7 +338,7 @@ async def submit_files(config: JudgeConfig, files: Sequence[Path], record: Path,
             found = None
         batch = found or await submit(config, path, http_client=http_client, metadata=tags)
         entry = {"id": batch.get("id"), "file": str(path.resolve()), "sha256": digests[path],
-                 "requests": sum(1 for _ in iter_jsonl_lines(path)),
+                 "requests": sum(1 for _ in iter_jsonl_lines(path, max_string=None)),
                  "status": batch.get("status"), **({"found": True} if found else {})}
         entries.append(entry)
         write_text(record, json.dumps({"format": RECORD_FORMAT, "batches": entries}, indent=2,

@@ -409,7 +409,7 @@ def load_run(path: str | Path) -> Run:
     except ValidationError as exc:
         raise validation_error(exc, path=summary_path, line=None) from None
     rows = []
-    for line, text in iter_jsonl_lines(rows_path):
+    for line, text in iter_jsonl_lines(rows_path, max_string=None):  # replies' own caps
         try:
             row = loads(text)
         except json.JSONDecodeError as exc:

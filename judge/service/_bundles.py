@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from .._errors import ServiceError
 from ._auth import Principal, new_id
 from ._db import Database, files, job_calls, jobs, judgments
-from ._files import unpack_upload
+from ._files import bounded_info, unpack_upload
 from ._jobs import JobStore
 from ._jobspec import check_bundle_options
 from ._labels import predictions_sha256
@@ -155,6 +155,9 @@ def import_bundle(service: BundleHost, principal: Principal, stream: IO[bytes]
         if not isinstance(summary, dict):
             raise ServiceError("summary.json: must hold a JSON object", status=422,
                                field="summary")
+        bounded_info({"inputs": meta.get("inputs")}, "bundle.json")  # every job listing
+        if isinstance(summary.get("rule"), dict):  # shows these (the headline's versions)
+            bounded_info({"rule": list(summary["rule"])}, "summary.json")
         manifest = (_parse_json(members["manifest.json"], "manifest.json")
                     if "manifest.json" in members else None)
         judged = members["judgments.jsonl"]

@@ -3,7 +3,10 @@ the checks and messages of the CLI, kept in the database (so every replica can r
 unpacked on demand into a local file cache for the loaders.
 
 A ``.gz`` upload is unpacked while it is checked, with a cap on the unpacked size, so a gzip
-bomb is refused (413) instead of filling the disk.
+bomb is refused (413) instead of filling the disk. One layer only: content that is gzip again
+is refused (422), so what is stored, counted against the caps and the quota, and read by the
+loaders is the content itself. What an upload's ``info`` says of it (names, versions, slot
+names) is bounded too, since every file listing repeats it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from .._errors import DSTJudgeError, InputError, ServiceError
-from .._io import iter_jsonl_lines, parse_line, replace_whole, validation_error
+from .._io import (
+    MAX_NAME_CHARS,
+    iter_jsonl_lines,
+    parse_line,
+    replace_whole,
+    validation_error,
+)
 from ..analysis import load_labels, load_sample
 from ..data import DialogueScan, PredDialogue, load_schema, read_corrections, read_foreign
 from ..method import load_rules
@@ -78,7 +87,7 @@ class FileStore:
             plain = Path(folder) / clean
             packed_path = Path(folder) / "packed.gz"
             unpacked = unpack_upload(stream, plain, packed_path, caps)
-            info = validate_upload(kind, plain, folder)
+            info = bounded_info(validate_upload(kind, plain, folder))
             existing = self._find(project_id, kind, unpacked.sha256)
             if existing is not None:
                 return existing, False
@@ -236,6 +245,43 @@ def validate_upload(kind: str, path: Path, folder: str) -> dict[str, Any]:
         raise upload_error(exc, prefix) from None
 
 
+MAX_INFO_BYTES = 64 * 1024
+"""Largest ``info`` of one file, as JSON: every file listing repeats it (a real one is well
+under 10 KB: counts, a few names, up to 500 slot names)."""
+
+
+def bounded_info(info: dict[str, Any], where: str = "info") -> dict[str, Any]:
+    """``info`` when every string in it (names, versions, slot names; keys too) is at most
+    :data:`MAX_NAME_CHARS` long and the whole at most :data:`MAX_INFO_BYTES`; otherwise 422
+    (a long string, naming where in ``info``) or 413. The loaders refuse most long names
+    first, naming line and field; this catches what reaches ``info`` (or a job listing: an
+    imported bundle's ``where`` is its member) by any other way."""
+    stack: list[tuple[str, Any]] = [(where, info)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str) and len(item) > MAX_NAME_CHARS:
+            raise _long_name(path, len(item))
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if len(str(key)) > MAX_NAME_CHARS:
+                    raise _long_name(f"{path} (a key)", len(str(key)))
+                stack.append((f"{path}.{key}", inner))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
+    size = len(json.dumps(info, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_INFO_BYTES:
+        largest = max(info, key=lambda k: len(json.dumps(info[k], ensure_ascii=False)))
+        raise ServiceError(f"{where} is too large to list with every file or job ({size:,} "
+                           f"bytes, most in {largest}; at most {MAX_INFO_BYTES:,})",
+                           status=413, field=f"{where}.{largest}")
+    return info
+
+
+def _long_name(where: str, length: int) -> ServiceError:
+    return ServiceError(f"a name is {length:,} characters long (at {where}); names are at "
+                        f"most {MAX_NAME_CHARS}", status=422, field=where)
+
+
 MAX_LABEL_RECORDS = 50_000
 """Records one labels, sample or corrections upload may hold. Their loaders keep every record (about
 0.65 KB each in memory), and such files compress 25:1, so without a count a 1 MB upload could
@@ -348,8 +394,11 @@ class _Writer:
     """Writes unpacked bytes to the plain file and its gzip copy (what the database keeps),
     hashing them and counting, against the unpacked and per-record caps."""
 
-    def __init__(self, plain: IO[bytes], packed: IO[bytes] | None, caps: UploadCaps) -> None:
+    def __init__(self, plain: IO[bytes], packed: IO[bytes] | None, caps: UploadCaps, *,
+                 unpacking: bool = False) -> None:
         self.plain = plain
+        self.unpacking = unpacking
+        self.head = b""
         self.packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS) \
             if packed is not None else None
         self.packed = packed
@@ -362,6 +411,12 @@ class _Writer:
     def write(self, block: bytes) -> None:
         if not block:
             return
+        if self.unpacking and len(self.head) < len(_GZIP_MAGIC):
+            self.head += block[:len(_GZIP_MAGIC) - len(self.head)]
+            if self.head == _GZIP_MAGIC:
+                raise ServiceError("the upload is gzip inside gzip; the server unpacks one "
+                                   "layer only: unpack it once and upload the result",
+                                   status=422, field="file")
         self.size += len(block)
         if self.size > self.caps.unpacked:
             if self.caps.quota_bound:
@@ -395,11 +450,12 @@ def _record_error(limit: int) -> ServiceError:
 def unpack_upload(stream: IO[bytes], plain: Path, packed: Path, caps: UploadCaps) -> Unpacked:
     """Copy an upload to ``plain`` (unpacked when it is gzip) and ``packed`` (its gzip form),
     block by block. 413 once the upload as sent, its unpacked size, one line, or the ratio of
-    unpacked to packed bytes (after the first MB) passes its cap; 422 for a broken gzip."""
+    unpacked to packed bytes (after the first MB) passes its cap; 422 for a broken gzip, or a
+    gzip whose content is gzip again (refused in its first bytes)."""
     head = stream.read(2)
     gzipped = head == _GZIP_MAGIC
     with plain.open("wb") as out, packed.open("wb") as copy:
-        writer = _Writer(out, None if gzipped else copy, caps)
+        writer = _Writer(out, None if gzipped else copy, caps, unpacking=gzipped)
         if gzipped:
             sent = _gunzip_stream(stream, head, writer, copy, caps)
         else:

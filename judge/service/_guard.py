@@ -14,9 +14,11 @@ passes: one careless client behind a proxy locks out nobody but itself.
 
 While the body arrives it is counted (413 the moment it passes the limit, chunked or not)
 and timed (408 for a client that stalls or takes too long; event streams and downloads are
-not bodies and have no such limit). A ``/v1`` JSON body is read whole (it is small) and
-refused with 422 naming the field when it holds NaN, Infinity or an integer no database
-column holds; integer query and path parameters get the same check.
+not bodies and have no such limit). A JSON body (any ``/v1`` body that is not multipart, and
+a body of any other route that says it is JSON: the web interface's) is read whole (it is
+small) and refused with 413 when it holds more values than any request needs, with 422 naming
+the field when it is nested too deep or holds NaN, Infinity or an integer no database column
+holds; integer query and path parameters get the same check.
 
 Every response carries ``X-Request-ID`` (the client's when it is sane, else a new one) and
 ``X-Content-Type-Options: nosniff``; ``/v1`` responses ``Cache-Control: no-store``; HSTS when
@@ -555,10 +557,10 @@ class RequestGuard:
         if length.isdigit() and int(length) > reader.limit:
             raise Refusal(413, "the request body is larger than the server's limit of "
                           f"{_megabytes(reader.limit)}")
-        if exchange.api and exchange.has_body and not exchange.multipart \
-                and exchange.method in _BODY_METHODS:
+        kind = exchange.headers.get(b"content-type", b"").lower()
+        if exchange.has_body and exchange.method in _BODY_METHODS and not exchange.multipart \
+                and (exchange.api or b"json" in kind):
             body = await reader.read_all()
-            kind = exchange.headers.get(b"content-type", b"").lower()
             if not kind or b"json" in kind:  # without a type, FastAPI reads JSON too
                 if json_values_exceed(body, MAX_JSON_VALUES):
                     raise Refusal(413, f"the JSON body holds more than {MAX_JSON_VALUES:,} "

@@ -31,6 +31,7 @@ from pydantic_settings import SettingsConfigDict, SettingsError
 
 from .._config import DEFAULT_BASE_URL, LayeredSettings, options_file
 from .._errors import InputError, OptionError
+from .._io import MAX_RECORD_BYTES
 from .._validation import first_problem
 from ..model import REPLAY_BASE_URL, Cassette, cassette_files
 
@@ -153,9 +154,10 @@ class ServiceSettings(LayeredSettings):
     max_ratio: float = Field(100.0, ge=2, le=100_000, description="Largest compression ratio "
                              "(unpacked / packed bytes), checked while unpacking once the "
                              "first MB is out: a gzip bomb is refused within its first MBs.")
-    max_record_mb: float = Field(16.0, gt=0, le=1_000_000, description="Largest JSON Lines "
-                                 "line, or whole file when it is one JSON document (a schema, "
-                                 "a file in another format), in MB: what is parsed at once.")
+    max_record_mb: float = Field(16.0, gt=0, le=MAX_RECORD_BYTES / 2 ** 20, description=(
+        "Largest JSON Lines line, or whole file when it is one JSON document (a schema, a file "
+        "in another format), in MB: what is parsed at once. At most the loaders' own cap "
+        f"({MAX_RECORD_BYTES // 2 ** 20} MB), which the workers read every file under."))
     max_json_mb: float = Field(2.0, gt=0, le=1_000, description="Largest request body that "
                                "is not a multipart upload (JSON), in MB.")
     project_quota_gb: float | None = Field(

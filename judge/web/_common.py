@@ -211,6 +211,19 @@ class WebRoute(APIRoute):
         return guarded
 
 
+async def json_body(request: Request) -> Any:
+    """The request's JSON body, only when it says it is JSON: the request guard has then
+    held it to the API's rules (size, number of values, depth, NaN), which it applies to the
+    bodies that say so. Any other body is refused (415) before it is parsed."""
+    if b"json" not in request.headers.get("content-type", "").lower().encode("latin-1"):
+        raise ServiceError("expected a JSON body (Content-Type: application/json)",
+                           status=415)
+    try:
+        return await request.json()
+    except ValueError:
+        raise ServiceError("expected a JSON body", status=422) from None
+
+
 def _takes_uploads() -> None:
     """A dependency marking a route whose form carries files: the request guard lets its
     multipart body grow to the upload limit (other routes' bodies stop at the JSON limit)."""

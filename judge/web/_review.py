@@ -38,7 +38,7 @@ from starlette.concurrency import run_in_threadpool
 from .._errors import ServiceError
 from ..service import JobRow, JobStatus, Service, ServiceDep, attachment, job_subject
 from ._agreement import label_counts, labels_since
-from ._common import WebRoute, render
+from ._common import WebRoute, json_body, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import label_records
@@ -217,10 +217,7 @@ def _consistent(service: Service, viewer: Viewer, values: dict[str, Any]) -> Non
 @router.post("/review/{job_id}/labels", dependencies=[needs("review")])
 async def save_label(request: Request, viewer: CurrentViewer, web: WebDep,
                      service: ServiceDep, job_id: str) -> Response:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ServiceError("expected a JSON body", status=422) from None
+    body = await json_body(request)
 
     def save() -> tuple[dict[str, Any], dict[str, int]]:
         row, index = _judge_run(web, service, viewer, job_id)

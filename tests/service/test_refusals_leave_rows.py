@@ -129,6 +129,10 @@ def _attempts(lab: dict[str, Any], method: str, route: RouteInfo
             yield "body past the limit", browser, {
                 "headers": {**json_accept, "X-CSRF-Token": csrf,
                             "Content-Length": str(300 * 1024)}, "content": b"x" * 1024}
+            yield "JSON nested too deep", browser, {
+                "headers": {**json_accept, "X-CSRF-Token": csrf,
+                            "Content-Type": "application/json"},
+                "content": b"[" * 300 + b"]" * 300}
         if "turn_index" in route.params:
             yield "turn past 64 bits", browser, {
                 "url": route.url({**values, "turn_index": HUGE}), "headers": json_accept}

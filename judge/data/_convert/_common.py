@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..._errors import InputError
-from ..._io import iter_jsonl_lines, json_error_message, loads, open_text, read_text
+from ..._io import (
+    MAX_RECORD_BYTES,
+    iter_jsonl_lines,
+    json_error_message,
+    loads,
+    open_text,
+    read_text,
+)
 from .._schema import Schema
 from .._states import NONE, State
 
@@ -108,16 +115,22 @@ def open_source(path: str | Path) -> Source:
 
 def _first_lines(path: Path) -> tuple[int | None, str | None, bool]:
     """The first non-blank line of a text file (number, text), and whether another non-blank
-    line follows."""
+    line follows. A line is read at most :data:`MAX_RECORD_BYTES` at a time: a first line
+    longer than that is no JSON Lines record (its text is given as ``""``), so the file is
+    read as one document."""
     try:
         with open_text(path) as handle:
             first: str | None = None
             number = None
-            for count, line in enumerate(handle, start=1):
+            count = 0
+            while line := handle.readline(MAX_RECORD_BYTES + 1):
+                count += 1
                 if not line.strip():
                     continue
                 if first is not None:
                     return number, first, True
+                if len(line) > MAX_RECORD_BYTES and not line.endswith("\n"):
+                    return count, "", True
                 first, number = line, count
             return number, first, False
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
