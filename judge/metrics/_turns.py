@@ -1,0 +1,114 @@
+"""Per-turn verdicts of the headline exact-match metrics (JGA, slot accuracy, FGA, GCA's
+counts) as compact numpy columns: what a leaderboard clusters by dialogue, breaks down by turn
+position or domain and writes one row per turn. Their pooled means are the suite's figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data import DialogueSet, PredictionSet, Schema
+from ._fga import fga_turn_marks
+from ._gca import turn_changes
+from ._matching import parse_policy
+from ._options import MetricOptions
+
+
+@dataclass
+class TurnVerdicts:
+    """One system against one gold version, turn by turn in the dialogues' order (a few bytes
+    per turn, so fifty systems of a large test set fit in memory where their states would
+    not)."""
+
+    num_slots: int
+    """K of slot accuracy."""
+    fga_lambda: float
+    """The decay constant of :attr:`fga`."""
+    jga: np.ndarray
+    """bool: the state matches exactly (under the matching policy)."""
+    wrong: np.ndarray
+    """int16: slots wrong in the turn (missed, extra or with another value)."""
+    fga_mark: np.ndarray
+    """int16: -1 exact, 0 a turn-level error, k > 0 an error carried k turns (FGA)."""
+    changes: np.ndarray
+    """int32, shape (turns, 4): GCA's counts C, W, O, M of the turn."""
+    domain_errors: np.ndarray
+    """uint32: bit d set when a slot of the schema's domain d is wrong in the turn."""
+
+    @property
+    def sa(self) -> np.ndarray:
+        """Slot accuracy of each turn, a share in [0, 1] (float64, exact as the suite's)."""
+        return (self.num_slots - self.wrong.astype(np.float64)) / self.num_slots
+
+    @property
+    def fga(self) -> np.ndarray:
+        """FGA of each turn, a share in [0, 1]."""
+        marks = self.fga_mark.astype(np.float64)
+        return np.where(marks < 0, 1.0, np.where(marks == 0, 0.0,
+                                                 1.0 - np.exp(-self.fga_lambda * marks)))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.jga, self.wrong, self.fga_mark, self.changes,
+                                      self.domain_errors))
+
+
+def turn_verdicts(dialogues: DialogueSet, predictions: PredictionSet, schema: Schema, *,
+                  version: str, options: MetricOptions, fga_lambda: float) -> TurnVerdicts:
+    """Score ``predictions`` turn by turn against gold ``version`` with the suite's options."""
+    total = dialogues.num_turns
+    num_slots = options.num_slots or len(schema.slot_names)
+    out = TurnVerdicts(num_slots, fga_lambda, np.zeros(total, bool), np.zeros(total, np.int16),
+                       np.zeros(total, np.int16), np.zeros((total, 4), np.int32),
+                       np.zeros(total, np.uint32))
+    policy = parse_policy(options.match, time_slots=schema.time_slots,
+                          separator=schema.multi_value_separator)
+    nones = frozenset(options.none_values)
+    none = options.none_values[0] if options.none_values else "none"
+    bit_of_domain = {d.domain: 1 << i for i, d in enumerate(schema.domains[:32])}
+    bits: dict[str, int] = {}
+    row = 0
+    for dialogue in dialogues.dialogues:
+        pred = predictions.for_dialogue(dialogue)
+        gold_states = [t.gold_states[version] for t in dialogue.turns]
+        pred_states = [t.pred_state or {} for t in pred.turns]
+        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
+        if options.keep_explicit_none:
+            gca_gold, gca_pred = policy.prepare(gold_states, pred_states, none_values=nones,
+                                                keep_none=True)
+        else:
+            gca_gold, gca_pred = gold, predicted
+        marks = fga_turn_marks(gold, predicted)
+        changes = turn_changes(gca_gold, gca_pred, dedupe=options.gca_dedupe, none=none)
+        for g, p, mark, counts in zip(gold, predicted, marks, changes, strict=True):
+            wrong = [s for s, v in g.items() if p.get(s) != v]
+            wrong.extend(s for s in p if s not in g)
+            mask = 0
+            for slot in wrong:
+                bit = bits.get(slot)
+                if bit is None:
+                    bit = bits[slot] = bit_of_domain.get(schema.domain_of(slot), 0)
+                mask |= bit
+            out.jga[row] = not wrong
+            out.wrong[row] = len(wrong)
+            out.fga_mark[row] = mark
+            out.changes[row] = (counts.C, counts.W, counts.O, counts.M)
+            out.domain_errors[row] = mask
+            row += 1
+    return out
+
+
+def gca_from_counts(counts: np.ndarray, *, alpha: float = 10 / 11,
+                    undefined: str = "zero") -> np.ndarray:
+    """GCA (a share, not points) from pooled counts ``[..., 4]`` (C, W, O, M), vectorised:
+    the same weighted harmonic mean as :func:`gca_score`, for many totals at once (the
+    leave-one-dialogue-out totals of a jackknife)."""
+    c, w, o, m = (counts[..., k].astype(np.float64) for k in range(4))
+    n_pred, n_gold = c + w + o, c + w + m
+    squares = n_pred**2 + n_gold**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        harmonic = (n_pred + n_gold) / (alpha * squares / c + (1 - alpha) * squares / (c + w))
+    value = np.where(c > 0, harmonic, 0.0)
+    empty = (n_pred == 0) | (n_gold == 0)
+    return np.where(empty, np.nan if undefined == "null" else 0.0, value)
