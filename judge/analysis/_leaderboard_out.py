@@ -156,11 +156,15 @@ def forest_figure(board: Leaderboard, metrics: Sequence[str] | None = None) -> A
 
     keys = list(metrics or board.metrics)
     names = [s.name for s in board.systems]
+    cols = min(4, len(keys))
+    lines = -(-len(keys) // cols)
     height = max(2.0, 0.35 * len(names) + 1.2)
-    figure, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys) + 1.5, height),
+    figure, axes = plt.subplots(lines, cols, figsize=(2.8 * cols + 1.5, height * lines),
                                 sharey=True, squeeze=False)
     y = np.arange(len(names))[::-1]
-    for axis, key in zip(axes[0], keys, strict=True):
+    for axis in axes.flat[len(keys):]:
+        axis.set_visible(False)
+    for axis, key in zip(axes.flat, keys, strict=False):
         values = [s.metrics[key].value if key in s.metrics else np.nan for s in board.systems]
         lows = [s.metrics[key].low if key in s.metrics else np.nan for s in board.systems]
         highs = [s.metrics[key].high if key in s.metrics else np.nan for s in board.systems]
@@ -170,8 +174,9 @@ def forest_figure(board: Leaderboard, metrics: Sequence[str] | None = None) -> A
         axis.set_title(metric_label(key), fontsize=9)
         axis.grid(axis="x", alpha=0.3)
         axis.tick_params(labelsize=8)
-    axes[0][0].set_yticks(y, [f"{n} ({s.group})" for n, s in zip(names, board.systems,
-                                                                     strict=True)])
+    labels = [f"{n} ({s.group})" for n, s in zip(names, board.systems, strict=True)]
+    for row in axes:
+        row[0].set_yticks(y, labels)
     level = round(100 * board.method["confidence"], 1)
     figure.suptitle(f"{level:g}% intervals clustered by dialogue", fontsize=9)
     figure.tight_layout()
