@@ -214,7 +214,8 @@ def turn_columns(layout: Layout, system: SystemTurns) -> dict[str, np.ndarray]:
     return columns
 
 
-def _turn_records(layout: Layout, system: SystemTurns) -> Iterator[dict[str, Any]]:
+def _turn_records(layout: Layout, system: SystemTurns,
+                  judged: bool) -> Iterator[dict[str, Any]]:
     columns = turn_columns(layout, system)
     lists = {k: v.tolist() for k, v in columns.items()}
     position = layout.position.tolist()
@@ -228,6 +229,9 @@ def _turn_records(layout: Layout, system: SystemTurns) -> Iterator[dict[str, Any
             if name in ("tsa", "judge_jga"):
                 value = None if value < 0 else bool(value)
             record[name] = value
+        if judged:  # every row has the judge's columns when some system is a run
+            record.setdefault("tsa", None)
+            record.setdefault("judge_jga", None)
         yield record
 
 
@@ -240,9 +244,10 @@ def write_turns(path: str | Path, layout: Layout, systems: Sequence[SystemTurns]
     if not name.endswith(".jsonl"):
         raise OptionError(f"--turns writes .jsonl or .parquet, not {Path(path).name!r}")
     rows = 0
+    judged = any(s.kind == "run" for s in systems)
     with open_output(path) as handle:
         for system in systems:
-            for record in _turn_records(layout, system):
+            for record in _turn_records(layout, system, judged):
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 rows += 1
     return rows
