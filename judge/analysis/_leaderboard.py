@@ -388,8 +388,8 @@ class Leaderboard:
 def metric_keys(versions: Sequence[str], judged: bool) -> list[tuple[str, str, str | None]]:
     """``(key, metric, version)`` of every column: ``jga`` for one gold version,
     ``jga@2.1``, ``jga@2.4`` for several; the judge's metrics when some system is a run."""
-    keys = [(m if len(versions) == 1 else f"{m}@{v}", m, v)
-            for v in versions for m in EXACT_METRICS]
+    keys: list[tuple[str, str, str | None]] = [
+        (m if len(versions) == 1 else f"{m}@{v}", m, v) for v in versions for m in EXACT_METRICS]
     if judged:
         keys.extend((m, m, None) for m in JUDGE_METRICS)
     return keys
@@ -556,7 +556,7 @@ def _bin_label(low: int, high: int | None) -> str:
 
 
 def _subsets(layout: Layout, version: str) -> Iterable[tuple[str, str, np.ndarray,
-                                                            np.ndarray | None]]:
+                                                            np.uint32 | None]]:
     """``(dimension, group, turn mask, domain bit or None)`` of every breakdown."""
     shown = layout.position + 1
     for low, high in POSITION_BINS:

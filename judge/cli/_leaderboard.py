@@ -86,7 +86,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     stats.add_argument("--no-breakdowns", action="store_true",
                        help="skip the breakdowns by domain, position, length and values")
     scoring = p.add_argument_group("scoring")
-    add_scoring_options(scoring)  # type: ignore[arg-type]
+    add_scoring_options(scoring)
     out = p.add_argument_group("outputs")
     out.add_argument("--json", dest="json_out", metavar="OUT", help="every figure as JSON")
     out.add_argument("--csv", metavar="OUT", help="every figure as CSV (long format)")

@@ -74,7 +74,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=run_validate)
 
 
-def add_scoring_options(p: argparse.ArgumentParser) -> None:
+def add_scoring_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The matching and scoring options that shape JGA, SA, FGA and GCA (``metrics`` and
     ``leaderboard`` share them; :func:`scoring_values` reads them back)."""
     p.add_argument("--match", default="exact",
