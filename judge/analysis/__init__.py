@@ -87,6 +87,7 @@ from ._leaderboard import (
     JUDGE_METRICS,
     Layout,
     Leaderboard,
+    NotInStep,
     SeenValues,
     SystemTurns,
     build_leaderboard,
@@ -94,6 +95,7 @@ from ._leaderboard import (
     run_predictions_path,
     score_predictions,
     score_run,
+    stream_predictions,
 )
 from ._leaderboard_out import (
     caption,
@@ -163,6 +165,7 @@ __all__ = [
     "Interval",
     "Layout",
     "Leaderboard",
+    "NotInStep",
     "Resolution",
     "Sample",
     "SampledTurn",
@@ -234,6 +237,7 @@ __all__ = [
     "score_run",
     "source_from_predictions",
     "source_from_run",
+    "stream_predictions",
     "system_table",
     "systems_figure",
     "write_audit",

@@ -23,14 +23,23 @@ import numpy as np
 from .._errors import DataMismatchError, InputError, OptionError
 from .._io import read_json
 from ..data import (
+    Dialogue,
+    DialogueScan,
     DialogueSet,
+    PredictionScan,
     PredictionSet,
     Schema,
     dialogue_key,
     load_dialogues,
     load_predictions,
 )
-from ..metrics import MetricOptions, TurnVerdicts, gca_from_counts, turn_verdicts
+from ..metrics import (
+    MetricOptions,
+    TurnScorer,
+    TurnVerdicts,
+    gca_from_counts,
+    turn_verdicts,
+)
 from ..pipeline import Run
 from ._clustered import (
     CORRECTIONS,
@@ -137,37 +146,55 @@ class Layout:
     @classmethod
     def of(cls, dialogues: DialogueSet, schema: Schema, versions: Sequence[str], *,
            seen: SeenValues | None = None, separator: str = "|") -> Layout:
-        turns = np.array([len(d.turns) for d in dialogues.dialogues], dtype=np.int64)
+        builder = LayoutBuilder(schema, versions, seen=seen, separator=separator)
+        for dialogue in dialogues.dialogues:
+            builder.add(dialogue)
+        return builder.finish()
+
+
+class LayoutBuilder:
+    """A :class:`Layout` built a dialogue at a time (so a streaming reader never holds the
+    dialogues)."""
+
+    def __init__(self, schema: Schema, versions: Sequence[str], *,
+                 seen: SeenValues | None = None, separator: str = "|") -> None:
+        self.schema, self.versions, self.seen, self.separator = (schema, list(versions), seen,
+                                                                 separator)
+        self.domains = [d.domain for d in schema.domains[:32]]
+        self.bit = {name: 1 << i for i, name in enumerate(self.domains)}
+        self.ids: list[str] = []
+        self.turns: list[int] = []
+        self.masks: dict[str, list[int]] = {v: [] for v in versions}
+        self.unseen: dict[str, list[bool]] = {v: [] for v in versions}
+
+    def add(self, dialogue: Dialogue) -> None:
+        self.ids.append(dialogue.dialogue_id)
+        self.turns.append(len(dialogue.turns))
+        domain_of, seen = self.schema.domain_of, self.seen
+        for version in self.versions:
+            mask = 0
+            flags = self.unseen[version]
+            for turn in dialogue.turns:
+                state = turn.gold_states[version]
+                for slot in state:
+                    mask |= self.bit.get(domain_of(slot), 0)
+                if seen is not None:
+                    flags.append(any(
+                        not any(seen.seen(slot, v) for v in value.split(self.separator))
+                        for slot, value in state.items() if value not in _SPECIAL))
+            self.masks[version].append(mask)
+
+    def finish(self) -> Layout:
+        turns = np.array(self.turns, dtype=np.int64)
         cluster = np.repeat(np.arange(len(turns), dtype=np.int32), turns)
-        position = np.concatenate([np.arange(n, dtype=np.int16) for n in turns]) if len(
-            turns) else np.zeros(0, np.int16)
-        domains = [d.domain for d in schema.domains[:32]]
-        bit = {name: 1 << i for i, name in enumerate(domains)}
-        gold_domains = {}
-        unseen: dict[str, np.ndarray] | None = {} if seen is not None else None
-        for version in versions:
-            masks = np.zeros(len(turns), dtype=np.uint32)
-            flags = np.zeros(int(turns.sum()), dtype=bool)
-            row = 0
-            for g, dialogue in enumerate(dialogues.dialogues):
-                mask = 0
-                for turn in dialogue.turns:
-                    state = turn.gold_states[version]
-                    for slot in state:
-                        mask |= bit.get(schema.domain_of(slot), 0)
-                    if seen is not None:
-                        flags[row] = any(
-                            not any(seen.seen(slot, v) for v in value.split(separator))
-                            for slot, value in state.items() if value not in _SPECIAL)
-                    row += 1
-                masks[g] = mask
-            gold_domains[version] = masks
-            if unseen is not None:
-                unseen[version] = flags
-        index = {dialogue_key(d.dialogue_id): g for g, d in enumerate(dialogues.dialogues)}
-        return cls([d.dialogue_id for d in dialogues.dialogues], turns, cluster, position,
-                   list(versions), domains, gold_domains, unseen,
-                   seen.source if seen is not None else None, index)
+        position = (np.concatenate([np.arange(n, dtype=np.int16) for n in self.turns])
+                    if self.turns else np.zeros(0, np.int16))
+        unseen = ({v: np.array(f, dtype=bool) for v, f in self.unseen.items()}
+                  if self.seen is not None else None)
+        return Layout(self.ids, turns, cluster, position, self.versions, self.domains,
+                      {v: np.array(m, dtype=np.uint32) for v, m in self.masks.items()},
+                      unseen, self.seen.source if self.seen is not None else None,
+                      {dialogue_key(d): g for g, d in enumerate(self.ids)})
 
 
 _SPECIAL = frozenset({"dontcare", "none"})
@@ -273,6 +300,59 @@ def _run_columns(run: Run, dialogues: DialogueSet) -> tuple[np.ndarray, np.ndarr
 
 def _starts(dialogues: DialogueSet) -> np.ndarray:
     return np.cumsum([0] + [len(d.turns) for d in dialogues.dialogues[:-1]])
+
+
+class NotInStep(Exception):
+    """The files cannot be read in step (another order, a missing or extra dialogue, another
+    turn count, a converted format): the caller loads them whole instead, where every such
+    problem gets its full message."""
+
+
+def stream_predictions(dialogues_path: str | Path, paths: Sequence[str | Path],
+                       schema: Schema, *, versions: Sequence[str] | None,
+                       options: MetricOptions, names: Sequence[str] | None = None,
+                       seen: SeenValues | None = None
+                       ) -> tuple[Layout, list[SystemTurns]]:
+    """Score predictions files reading them in step with the dialogues file, one dialogue
+    at a time: memory holds one dialogue and each system's per-turn columns, never a whole
+    file (the way to a test set of any size). Raises :class:`NotInStep` when a file does not
+    follow the dialogues' order or is in another format than the native one."""
+    scans = [PredictionScan(path, schema) for path in paths]
+    if any(scan.source_format != "native" for scan in scans):
+        raise NotInStep("a predictions file in another format")
+    readers = [iter(scan) for scan in scans]
+    dialogues = DialogueScan(dialogues_path, schema=schema)
+    lam = _fga_lambda(options)
+    layout: LayoutBuilder | None = None
+    scorers: list[dict[str, TurnScorer]] = []
+    chosen: list[str] = []
+    for dialogue in dialogues:
+        if layout is None:
+            probe = DialogueSet(str(dialogues_path), [], dialogue.versions, {})
+            chosen = ([probe.resolve_version(v) for v in versions] if versions
+                      else [probe.resolve_version(None)])
+            layout = LayoutBuilder(schema, chosen, seen=seen,
+                                   separator=schema.multi_value_separator)
+            scorers = [{v: TurnScorer(schema, options, fga_lambda=lam) for v in chosen}
+                       for _ in paths]
+        layout.add(dialogue)
+        key = dialogue_key(dialogue.dialogue_id)
+        for reader, by_version in zip(readers, scorers, strict=True):
+            pred = next(reader, None)
+            if (pred is None or dialogue_key(pred.dialogue_id) != key
+                    or len(pred.turns) != len(dialogue.turns)):
+                raise NotInStep(dialogue.dialogue_id)
+            states = [t.pred_state or {} for t in pred.turns]
+            for version, scorer in by_version.items():
+                scorer.add([t.gold_states[version] for t in dialogue.turns], states)
+    if layout is None:
+        raise InputError("no dialogues in file", path=dialogues_path)
+    if any(next(reader, None) is not None for reader in readers):
+        raise NotInStep("predictions of dialogues the file does not have")
+    systems = [SystemTurns(names[k] if names else scan.name, "predictions", scan.path,
+                           {v: scorer.finish() for v, scorer in scorers[k].items()})
+               for k, scan in enumerate(scans)]
+    return layout.finish(), systems
 
 
 # --- the figures ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..analysis import (
     CORRECTIONS,
     Layout,
     Leaderboard,
+    NotInStep,
     SystemTurns,
     build_leaderboard,
     caption,
@@ -29,9 +30,11 @@ from ..analysis import (
     plot_leaderboard,
     score_predictions,
     score_run,
+    stream_predictions,
     write_turns,
 )
 from ..data import DialogueSet, Schema, read_id_list
+from ..metrics import MetricOptions
 from ..pipeline import Run, load_run
 from ._analysis import recorded_schema
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
@@ -148,9 +151,28 @@ def _data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
     return schema, dialogues
 
 
+def _streamed(args: argparse.Namespace, options: MetricOptions
+              ) -> tuple[Layout, list[SystemTurns]] | None:
+    """Predictions files only, the whole dialogues file, no corrections: read every file in
+    step, a dialogue at a time (None when they are not in step: loaded whole instead)."""
+    if (any(_is_run(p) for p in args.systems) or args.dialogue_ids or args.limit is not None
+            or args.corrections):
+        return None
+    schema = load_schema_noted(args.schema)
+    seen = load_seen(args.seen, schema) if args.seen else None
+    try:
+        return stream_predictions(args.dialogues, args.systems, schema, versions=args.gold,
+                                  options=options, names=args.names, seen=seen)
+    except NotInStep:
+        return None
+
+
 def run_leaderboard(args: argparse.Namespace, console: Console) -> int:
     _check_sources(args)
     options = metric_options(**scoring_values(args), breakdowns=False)
+    streamed = _streamed(args, options)
+    if streamed is not None:
+        return _finish(args, options, *streamed, console, streamed=True)
     schema, dialogues = _data(args)
     wanted = args.gold or [dialogues.resolve_version(None)]
     dialogues, versions, _ = corrected_versions(dialogues, schema, args.corrections, wanted)
@@ -171,9 +193,16 @@ def run_leaderboard(args: argparse.Namespace, console: Console) -> int:
             del predictions
         systems.append(system)
         gc.collect()  # one system's states at a time: free them before the next is read
+    del dialogues
+    return _finish(args, options, layout, systems, console, streamed=False)
+
+
+def _finish(args: argparse.Namespace, options: MetricOptions, layout: Layout,
+            systems: list[SystemTurns], console: Console, *, streamed: bool) -> int:
     recorded = {"options": options.model_dump(mode="json", exclude={"per_dialogue",
                                                                    "breakdowns"}),
-                "dialogues_file": dialogues.path}
+                "reading": ("in step, a dialogue at a time" if streamed
+                            else "dialogues whole, one system at a time")}
     board = build_leaderboard(layout, systems, options=options, confidence=args.confidence,
                               correction=args.correction, breakdowns=not args.no_breakdowns,
                               recorded=recorded)

@@ -38,6 +38,7 @@ from ._tables import (
     to_latex,
 )
 from ._turns import (
+    TurnScorer,
     TurnVerdicts,
     gca_from_counts,
     turn_verdicts,
@@ -58,6 +59,7 @@ __all__ = [
     "PaperTables",
     "Profile",
     "SystemMetrics",
+    "TurnScorer",
     "TurnVerdicts",
     "compute_metrics",
     "f1",

@@ -4,11 +4,12 @@ position or domain and writes one row per turn. Their pooled means are the suite
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import DialogueSet, PredictionSet, Schema
+from ..data import DialogueSet, PredictionSet, Schema, State
 from ._fga import fga_turn_marks
 from ._gca import turn_changes
 from ._matching import parse_policy
@@ -54,33 +55,52 @@ class TurnVerdicts:
                                       self.domain_errors))
 
 
-def turn_verdicts(dialogues: DialogueSet, predictions: PredictionSet, schema: Schema, *,
-                  version: str, options: MetricOptions, fga_lambda: float) -> TurnVerdicts:
-    """Score ``predictions`` turn by turn against gold ``version`` with the suite's options."""
-    total = dialogues.num_turns
-    num_slots = options.num_slots or len(schema.slot_names)
-    out = TurnVerdicts(num_slots, fga_lambda, np.zeros(total, bool), np.zeros(total, np.int16),
-                       np.zeros(total, np.int16), np.zeros((total, 4), np.int32),
-                       np.zeros(total, np.uint32))
-    policy = parse_policy(options.match, time_slots=schema.time_slots,
-                          separator=schema.multi_value_separator)
-    nones = frozenset(options.none_values)
-    none = options.none_values[0] if options.none_values else "none"
-    bit_of_domain = {d.domain: 1 << i for i, d in enumerate(schema.domains[:32])}
-    bits: dict[str, int] = {}
-    row = 0
-    for dialogue in dialogues.dialogues:
-        pred = predictions.for_dialogue(dialogue)
-        gold_states = [t.gold_states[version] for t in dialogue.turns]
-        pred_states = [t.pred_state or {} for t in pred.turns]
-        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
+class TurnScorer:
+    """Scores one system against one gold version a dialogue at a time, appending to growing
+    columns: the in-memory path (:func:`turn_verdicts`) and a streaming reader (dialogues and
+    predictions read in step, never a whole file) share it."""
+
+    def __init__(self, schema: Schema, options: MetricOptions, *, fga_lambda: float,
+                 expected_turns: int = 0) -> None:
+        self.schema = schema
+        self.options = options
+        self.fga_lambda = fga_lambda
+        self.num_slots = options.num_slots or len(schema.slot_names)
+        self.policy = parse_policy(options.match, time_slots=schema.time_slots,
+                                   separator=schema.multi_value_separator)
+        self.nones = frozenset(options.none_values)
+        self.none = options.none_values[0] if options.none_values else "none"
+        self.bit_of_domain = {d.domain: 1 << i for i, d in enumerate(schema.domains[:32])}
+        self.bits: dict[str, int] = {}
+        size = max(expected_turns, 16)
+        self._columns = (np.zeros(size, bool), np.zeros(size, np.int16),
+                         np.zeros(size, np.int16), np.zeros((size, 4), np.int32),
+                         np.zeros(size, np.uint32))
+        self.rows = 0
+
+    def _grow(self, needed: int) -> None:
+        size = self._columns[0].shape[0]
+        if needed <= size:
+            return
+        size = max(needed, size * 2)
+        self._columns = tuple(np.resize(c, (size, *c.shape[1:]))  # type: ignore[assignment]
+                              for c in self._columns)
+
+    def add(self, gold_states: Sequence[State], pred_states: Sequence[State]) -> None:
+        """Score one dialogue's turns (gold and predicted cumulative states, in order)."""
+        options, policy = self.options, self.policy
+        gold, predicted = policy.prepare(gold_states, pred_states, none_values=self.nones)
         if options.keep_explicit_none:
-            gca_gold, gca_pred = policy.prepare(gold_states, pred_states, none_values=nones,
-                                                keep_none=True)
+            gca_gold, gca_pred = policy.prepare(gold_states, pred_states,
+                                                none_values=self.nones, keep_none=True)
         else:
             gca_gold, gca_pred = gold, predicted
         marks = fga_turn_marks(gold, predicted)
-        changes = turn_changes(gca_gold, gca_pred, dedupe=options.gca_dedupe, none=none)
+        changes = turn_changes(gca_gold, gca_pred, dedupe=options.gca_dedupe, none=self.none)
+        self._grow(self.rows + len(gold))
+        jga, wrong_count, fga_mark, counts_of, domain_errors = self._columns
+        row = self.rows
+        bits, bit_of_domain, domain_of = self.bits, self.bit_of_domain, self.schema.domain_of
         for g, p, mark, counts in zip(gold, predicted, marks, changes, strict=True):
             wrong = [s for s, v in g.items() if p.get(s) != v]
             wrong.extend(s for s in p if s not in g)
@@ -88,15 +108,34 @@ def turn_verdicts(dialogues: DialogueSet, predictions: PredictionSet, schema: Sc
             for slot in wrong:
                 bit = bits.get(slot)
                 if bit is None:
-                    bit = bits[slot] = bit_of_domain.get(schema.domain_of(slot), 0)
+                    bit = bits[slot] = bit_of_domain.get(domain_of(slot), 0)
                 mask |= bit
-            out.jga[row] = not wrong
-            out.wrong[row] = len(wrong)
-            out.fga_mark[row] = mark
-            out.changes[row] = (counts.C, counts.W, counts.O, counts.M)
-            out.domain_errors[row] = mask
+            jga[row] = not wrong
+            wrong_count[row] = len(wrong)
+            fga_mark[row] = mark
+            counts_of[row] = (counts.C, counts.W, counts.O, counts.M)
+            domain_errors[row] = mask
             row += 1
-    return out
+        self.rows = row
+
+    def finish(self) -> TurnVerdicts:
+        """The columns, trimmed to the turns scored."""
+        jga, wrong, fga_mark, changes, domain_errors = (c[: self.rows].copy()
+                                                        for c in self._columns)
+        return TurnVerdicts(self.num_slots, self.fga_lambda, jga, wrong, fga_mark, changes,
+                            domain_errors)
+
+
+def turn_verdicts(dialogues: DialogueSet, predictions: PredictionSet, schema: Schema, *,
+                  version: str, options: MetricOptions, fga_lambda: float) -> TurnVerdicts:
+    """Score ``predictions`` turn by turn against gold ``version`` with the suite's options."""
+    scorer = TurnScorer(schema, options, fga_lambda=fga_lambda,
+                        expected_turns=dialogues.num_turns)
+    for dialogue in dialogues.dialogues:
+        pred = predictions.for_dialogue(dialogue)
+        scorer.add([t.gold_states[version] for t in dialogue.turns],
+                   [t.pred_state or {} for t in pred.turns])
+    return scorer.finish()
 
 
 def gca_from_counts(counts: np.ndarray, *, alpha: float = 10 / 11,

@@ -257,3 +257,19 @@ def test_a_run_missing_turns_of_the_dialogues_is_refused(runs, tmp_path, capsys)
 
 def test_predictions_files_need_the_data_files(capsys):
     assert "--schema and --dialogues" in _bad(capsys, str(STRONG), str(WEAK))
+
+
+def test_files_in_another_order_are_loaded_whole_with_the_same_figures(tmp_path, capsys):
+    """Files in the dialogues' order are read in step, a dialogue at a time; a file in
+    another order is loaded whole instead, and the figures are the same."""
+    shuffled = tmp_path / "shuffled.jsonl"
+    shuffled.write_text("\n".join(reversed(WEAK.read_text().splitlines())) + "\n")
+    in_step, _ = _board(tmp_path, capsys, str(STRONG), str(WEAK), *DATA)
+    whole, _ = _board(tmp_path, capsys, str(STRONG), str(shuffled), *DATA)
+    assert in_step["method"]["reading"] == "in step, a dialogue at a time"
+    assert whole["method"]["reading"] == "dialogues whole, one system at a time"
+    for key in ("systems", "pairs", "breakdowns"):
+        for found in (in_step, whole):
+            for row in found[key]:
+                row.pop("source", None)
+        assert in_step[key] == whole[key]
