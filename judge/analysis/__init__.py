@@ -97,6 +97,7 @@ from ._leaderboard import (
     score_run,
     stream_predictions,
 )
+from ._leaderboard_labels import labelled_tsa
 from ._leaderboard_out import (
     caption,
     figure_text,
@@ -207,6 +208,7 @@ __all__ = [
     "jackknife_estimate",
     "judgment_rows_source",
     "krippendorff_alpha",
+    "labelled_tsa",
     "labels_needed",
     "leaderboard_csv",
     "leaderboard_latex",

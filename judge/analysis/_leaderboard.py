@@ -441,6 +441,8 @@ class Leaderboard:
     pairs: list[PairRow]
     breakdowns: list[BreakdownRow]
     method: dict[str, Any]
+    labelled: dict[str, Any] | None = None
+    """Prediction-powered TSA from human labels (:func:`labelled_tsa`), when given."""
 
     @property
     def metrics(self) -> list[str]:
@@ -453,11 +455,14 @@ class Leaderboard:
     def to_json(self) -> dict[str, Any]:
         """The documented shape: ``systems``, ``pairs``, ``breakdowns``, ``method``;
         percentages in points."""
-        return {"systems": [s.to_json() for s in self.systems],
-                "pairs": [p.to_json() for p in self.pairs],
-                "groups": self.method["groups"],
-                "breakdowns": [b.to_json() for b in self.breakdowns],
-                "method": self.method}
+        out = {"systems": [s.to_json() for s in self.systems],
+               "pairs": [p.to_json() for p in self.pairs],
+               "groups": self.method["groups"],
+               "breakdowns": [b.to_json() for b in self.breakdowns],
+               "method": self.method}
+        if self.labelled is not None:
+            out["labelled"] = self.labelled
+        return out
 
     def write_json(self, path: str | Path) -> None:
         from .._io import write_text
@@ -601,8 +606,9 @@ def _pairs(systems: Sequence[SystemTurns], estimates: dict[str, list[Clustered |
                 else:
                     first, second = i, j
                 result = difference(a, b, confidence)
+                p = result.p if result.p is not None and np.isfinite(result.p) else None
                 these.append(PairRow(systems[first].name, systems[second].name, key,
-                                     Figure.of(result), result.p))
+                                     Figure.of(result), p))
         adjusted = adjust([p.p if p.p is not None else float("nan") for p in these],
                           correction)
         alpha = 1 - confidence

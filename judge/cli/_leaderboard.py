@@ -21,10 +21,14 @@ from ..analysis import (
     SystemTurns,
     build_leaderboard,
     caption,
+    check_tuning,
     figure_text,
+    labelled_tsa,
     leaderboard_csv,
     leaderboard_latex,
     leaderboard_markdown,
+    load_labels,
+    load_sample,
     load_seen,
     metric_label,
     plot_leaderboard,
@@ -78,6 +82,16 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                       ".json list")
     p.add_argument("--names", nargs="+", metavar="NAME", help="system names, in order "
                    "(default: from the files and runs)")
+    labelled = p.add_argument_group("human labels (judge runs)")
+    labelled.add_argument("--human", nargs="+", metavar="FILE",
+                          help="human labels of the judge runs' predictions on --sample: one "
+                          "file for all runs or one per run (paired by the predictions they "
+                          "name): adds each run's prediction-powered TSA and the differences")
+    labelled.add_argument("--sample", metavar="FILE", help="the shared sample the labels "
+                          "come from ('labels sample' on one of the runs; drawn again and "
+                          "refused if it differs)")
+    labelled.add_argument("--tuning", default="loo", metavar="MODE",
+                          help="PPI power tuning: loo (default), plain or a fixed lambda")
     stats = p.add_argument_group("statistics")
     stats.add_argument("--confidence", type=float, default=0.95,
                        help="interval coverage; the tests use alpha = 1 - confidence "
@@ -117,9 +131,16 @@ def _check_sources(args: argparse.Namespace) -> None:
         twice = sorted({n for n in args.names if args.names.count(n) > 1})
         raise OptionError(f"--names gives {', '.join(repr(n) for n in twice)} twice: each "
                           "system needs a name of its own")
+    if not 0.5 <= args.confidence < 1:
+        raise OptionError(f"--confidence must be in [0.5, 1), not {args.confidence}")
     for path in args.systems:
         if not Path(path).exists():
             raise InputError("no such file or run directory", path=path)
+    if bool(args.human) != bool(args.sample):
+        raise OptionError("--human and --sample go together: the labels and the sample they "
+                          "label")
+    if args.human and not any(_is_run(p) for p in args.systems):
+        raise OptionError("--human labels judge runs: give at least one run directory")
     if args.turns and not args.turns.lower().endswith((".jsonl", ".parquet")):
         raise OptionError(f"--turns writes .jsonl or .parquet, not {Path(args.turns).name!r}")
     if not any(_is_run(p) for p in args.systems) and not (args.schema and args.dialogues):
@@ -206,9 +227,23 @@ def _finish(args: argparse.Namespace, options: MetricOptions, layout: Layout,
     board = build_leaderboard(layout, systems, options=options, confidence=args.confidence,
                               correction=args.correction, breakdowns=not args.no_breakdowns,
                               recorded=recorded)
+    if args.human:
+        board.labelled = _labelled(args, systems)
     print_leaderboard(board, console)
     _write_outputs(args, board, layout, systems, console)
     return 0
+
+
+def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str, Any]:
+    """The judge runs' prediction-powered TSA from the labels (runs read again: the rows of
+    the sampled turns are what the estimates need)."""
+    check_tuning(args.tuning)
+    judged = [s for s in systems if s.kind == "run"]
+    runs = [load_run(s.source) for s in judged]
+    return labelled_tsa(runs, [s.name for s in judged],
+                        [load_labels(path) for path in args.human], load_sample(args.sample),
+                        sample_path=args.sample, confidence=args.confidence,
+                        tuning=args.tuning)
 
 
 def _write_outputs(args: argparse.Namespace, board: Leaderboard, layout: Layout,
@@ -262,6 +297,8 @@ def print_leaderboard(board: Leaderboard, console: Console) -> None:
         held = sum(p.significant for p in shown)
         say(console, f"{len(shown)} pairs on {metric_label(board.rank_metric)}: {held} hold "
                      "after correction (every pair and metric: --json or --csv)")
+    if board.labelled is not None:
+        _print_labelled(board.labelled, console)
     if board.breakdowns and len(board.systems) <= _BREAKDOWN_SYSTEMS:
         key = board.rank_metric
         names = [s.name for s in board.systems]
@@ -277,3 +314,23 @@ def _p(value: float | None) -> str:
     if value is None:
         return "-"
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _print_labelled(labelled: dict[str, Any], console: Console) -> None:
+    def cell(figure: dict[str, Any]) -> str:
+        value, ci = figure.get("value"), figure.get("ci")
+        if value is None:
+            return "-"
+        return f"{value:.2f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+
+    fields = [Field("system"), Field("TSA (PPI)", "right"), Field("labels only", "right"),
+              Field("judge", "right")]
+    rows = [[s["name"], cell(s["tsa"]), cell(s["labels_only"]), cell(s["judge"])]
+            for s in labelled["systems"]]
+    console.print(fit_table(fields, rows, title="Prediction-powered TSA from human labels "
+                            f"({labelled['sample']})"))
+    for pair in labelled["pairs"]:
+        say(console, pair["verdict"])
+    for system in labelled["systems"]:
+        if system.get("warning"):
+            say(console, f"{system['name']}: {system['warning']}")

@@ -273,3 +273,48 @@ def test_files_in_another_order_are_loaded_whole_with_the_same_figures(tmp_path,
             for row in found[key]:
                 row.pop("source", None)
         assert in_step[key] == whole[key]
+
+
+def _labels(path, run):
+    """Stand-in human labels of every turn of ``run``: its RULE verdict against 2.4."""
+    rows = [json.loads(line) for line in (run / "judgments.jsonl").read_text().splitlines()]
+    path.write_text("".join(json.dumps({
+        "dialogue_id": r["dialogue_id"], "turn_index": r["turn_index"],
+        "label": int(r["rule"]["2.4"]), "reviewer": "ana"}) + "\n" for r in rows))
+    return path, rows
+
+
+def test_human_labels_add_prediction_powered_tsa_as_compare_computes_it(runs, tmp_path,
+                                                                         capsys):
+    strong_run, weak_run = runs
+    sample = tmp_path / "sample.jsonl"
+    assert main(["labels", "sample", str(strong_run), "--design", "random", "--n", str(TURNS),
+                 "--out", str(sample)]) == 0
+    strong_labels, strong_rows = _labels(tmp_path / "strong.jsonl", strong_run)
+    weak_labels, weak_rows = _labels(tmp_path / "weak.jsonl", weak_run)
+    compared = tmp_path / "compare.json"
+    assert main(["compare", str(strong_run), str(weak_run), "--sample", str(sample), "--human",
+                 str(strong_labels), str(weak_labels), "--json", str(compared)]) == 0
+    capsys.readouterr()
+    board, printed = _board(tmp_path, capsys, str(strong_run), str(weak_run), str(WEAK),
+                            "--names", "strong", "weak", "file", "--sample", str(sample),
+                            "--human", str(strong_labels), str(weak_labels))
+    labelled = board["labelled"]
+    assert "prediction-powered" in labelled["method"]
+    assert [s["name"] for s in labelled["systems"]] == ["strong", "weak"]
+    # every turn labelled: a census, the PPI value is the labels' mean
+    for system, rows in zip(labelled["systems"], (strong_rows, weak_rows), strict=True):
+        expected = 100 * sum(r["rule"]["2.4"] for r in rows) / len(rows)
+        assert system["tsa"]["value"] == pytest.approx(expected)
+    (pair,) = labelled["pairs"]
+    theirs = json.loads(compared.read_text())["differences"][0]["estimates"]["tsa"]["ppi"]
+    assert pair["difference"] == pytest.approx(theirs["value"])
+    assert pair["ci"] == pytest.approx(theirs["ci"])
+    assert "Prediction-powered TSA" in printed.out
+
+
+def test_human_labels_need_a_sample_and_a_run(runs, capsys):
+    assert "go together" in _bad(capsys, str(runs[0]), str(WEAK), "--human", str(WEAK))
+    err = _bad(capsys, str(STRONG), str(WEAK), *DATA, "--human", str(WEAK), "--sample",
+               str(WEAK))
+    assert "judge runs" in err
