@@ -15,6 +15,9 @@ from ._gca import turn_changes
 from ._matching import parse_policy
 from ._options import MetricOptions
 
+_CHUNK = 8192
+"""Turns per chunk when the total is not known in advance (a streaming reader)."""
+
 
 @dataclass
 class TurnVerdicts:
@@ -33,9 +36,10 @@ class TurnVerdicts:
     fga_mark: np.ndarray
     """int16: -1 exact, 0 a turn-level error, k > 0 an error carried k turns (FGA)."""
     changes: np.ndarray
-    """int32, shape (turns, 4): GCA's counts C, W, O, M of the turn."""
+    """int16, shape (turns, 4): GCA's counts C, W, O, M of the turn."""
     domain_errors: np.ndarray
-    """uint32: bit d set when a slot of the schema's domain d is wrong in the turn."""
+    """uint8/16/32 (by the schema's domain count): bit d set when a slot of domain d is wrong
+    in the turn."""
 
     @property
     def sa(self) -> np.ndarray:
@@ -72,19 +76,18 @@ class TurnScorer:
         self.none = options.none_values[0] if options.none_values else "none"
         self.bit_of_domain = {d.domain: 1 << i for i, d in enumerate(schema.domains[:32])}
         self.bits: dict[str, int] = {}
-        size = max(expected_turns, 16)
-        self._columns = (np.zeros(size, bool), np.zeros(size, np.int16),
-                         np.zeros(size, np.int16), np.zeros((size, 4), np.int32),
-                         np.zeros(size, np.uint32))
+        self.domain_dtype = (np.uint8 if len(self.bit_of_domain) <= 8 else
+                             np.uint16 if len(self.bit_of_domain) <= 16 else np.uint32)
+        self.chunk = expected_turns or _CHUNK
+        self._full: list[tuple[np.ndarray, ...]] = []
+        self._columns = self._new_chunk()
+        self._used = 0
         self.rows = 0
 
-    def _grow(self, needed: int) -> None:
-        size = self._columns[0].shape[0]
-        if needed <= size:
-            return
-        size = max(needed, size * 2)
-        self._columns = tuple(np.resize(c, (size, *c.shape[1:]))  # type: ignore[assignment]
-                              for c in self._columns)
+    def _new_chunk(self, size: int | None = None) -> tuple[np.ndarray, ...]:
+        size = self.chunk if size is None else size
+        return (np.zeros(size, bool), np.zeros(size, np.int16), np.zeros(size, np.int16),
+                np.zeros((size, 4), np.int16), np.zeros(size, self.domain_dtype))
 
     def add(self, gold_states: Sequence[State], pred_states: Sequence[State]) -> None:
         """Score one dialogue's turns (gold and predicted cumulative states, in order)."""
@@ -97,11 +100,14 @@ class TurnScorer:
             gca_gold, gca_pred = gold, predicted
         marks = fga_turn_marks(gold, predicted)
         changes = turn_changes(gca_gold, gca_pred, dedupe=options.gca_dedupe, none=self.none)
-        self._grow(self.rows + len(gold))
-        jga, wrong_count, fga_mark, counts_of, domain_errors = self._columns
-        row = self.rows
         bits, bit_of_domain, domain_of = self.bits, self.bit_of_domain, self.schema.domain_of
         for g, p, mark, counts in zip(gold, predicted, marks, changes, strict=True):
+            if self._used == len(self._columns[0]):  # fixed-size chunks, no doubling
+                self._full.append(self._columns)
+                self._columns = self._new_chunk()
+                self._used = 0
+            jga, wrong_count, fga_mark, counts_of, domain_errors = self._columns
+            row = self._used
             wrong = [s for s, v in g.items() if p.get(s) != v]
             wrong.extend(s for s in p if s not in g)
             mask = 0
@@ -115,13 +121,15 @@ class TurnScorer:
             fga_mark[row] = mark
             counts_of[row] = (counts.C, counts.W, counts.O, counts.M)
             domain_errors[row] = mask
-            row += 1
-        self.rows = row
+            self._used += 1
+        self.rows += len(gold)
 
     def finish(self) -> TurnVerdicts:
-        """The columns, trimmed to the turns scored."""
-        jga, wrong, fga_mark, changes, domain_errors = (c[: self.rows].copy()
-                                                        for c in self._columns)
+        """The columns, trimmed to the turns scored (the scorer's chunks are let go)."""
+        parts = [*self._full, tuple(c[: self._used] for c in self._columns)]
+        self._full, self._columns, self._used = [], self._new_chunk(0), 0
+        jga, wrong, fga_mark, changes, domain_errors = (
+            np.concatenate([part[k] for part in parts]) for k in range(5))
         return TurnVerdicts(self.num_slots, self.fga_lambda, jga, wrong, fga_mark, changes,
                             domain_errors)
 

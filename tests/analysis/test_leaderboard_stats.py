@@ -152,3 +152,25 @@ def test_per_turn_verdicts_pool_to_the_suites_figures_on_the_shared_set():
     data = shared_path("multiwoz")
     _pooled_equals_suite(data / "dialogues.jsonl.gz", data / "predictions" / "da.jsonl.gz",
                          data / "schema.json", "exact")
+
+
+def test_a_streaming_scorer_in_small_chunks_gives_the_same_columns(monkeypatch):
+    """Turns scored a dialogue at a time into fixed-size chunks (a chunk boundary inside a
+    dialogue) give the columns of the whole-set scorer."""
+    from judge.metrics import _turns
+
+    monkeypatch.setattr(_turns, "_CHUNK", 3)
+    schema = load_schema(EXAMPLES / "schema.json")
+    dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
+    predictions = load_predictions(EXAMPLES / "predictions-weak.jsonl", dialogues, schema)
+    scorer = _turns.TurnScorer(schema, MetricOptions(), fga_lambda=0.5)
+    for dialogue in dialogues.dialogues:
+        scorer.add([t.gold_states["2.1"] for t in dialogue.turns],
+                   [t.pred_state or {} for t in predictions.for_dialogue(dialogue).turns])
+    chunked = scorer.finish()
+    whole = turn_verdicts(dialogues, predictions, schema, version="2.1",
+                          options=MetricOptions(), fga_lambda=0.5)
+    assert len(chunked.jga) == dialogues.num_turns == 11
+    for name in ("jga", "wrong", "fga_mark", "changes", "domain_errors"):
+        assert np.array_equal(getattr(chunked, name), getattr(whole, name)), name
+    assert not chunked.jga.all() and chunked.changes.sum() > 0  # a real case, not all zeros
