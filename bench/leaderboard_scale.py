@@ -41,8 +41,10 @@ from judge.cli import main
 start = time.perf_counter()
 code = main(sys.argv[1:])
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(f"@@ {code} {seconds:.2f} {peak:.1f}", file=sys.stderr)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+peak = usage.ru_maxrss / 1024
+print(f"@@ {code} {seconds:.2f} {peak:.1f} {usage.ru_utime + usage.ru_stime:.2f}",
+      file=sys.stderr)
 """
 
 
@@ -96,16 +98,17 @@ def build(data: Path, work: Path, copies: int, systems: int) -> tuple[Path, list
     return dialogues_path, paths
 
 
-def measure(args: list[str]) -> tuple[float, float]:
-    """Wall time and peak RSS (MB) of ``dst-judge`` run in a fresh process."""
+def measure(args: list[str]) -> tuple[float, float, float]:
+    """Wall time, peak RSS (MB) and CPU time of ``dst-judge`` run in a fresh process (on a
+    shared machine the CPU time is the steadier figure)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
     done = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True,
                           text=True, env=env, check=False)
     line = next((x for x in done.stderr.splitlines() if x.startswith("@@ ")), None)
     if line is None or line.split()[1] != "0":
         raise SystemExit(f"dst-judge failed:\n{done.stderr[-3000:]}")
-    _, _, seconds, peak = line.split()
-    return float(seconds), float(peak)
+    _, _, seconds, peak, cpu = line.split()
+    return float(seconds), float(peak), float(cpu)
 
 
 def main() -> int:
@@ -137,15 +140,16 @@ def main() -> int:
                    "--dialogues", str(dialogues), "--gold", *args.gold, "--json", str(out)]
         if whole:
             command += ["--limit", str(999 * copies)]
-        seconds, peak = measure(command)
+        seconds, peak, cpu = measure(command)
         board = json.loads(out.read_text(encoding="utf-8"))
         turns = board["method"]["turns"]
         peaks[config] = peak
         reading = board["method"]["reading"]
         print(f"{config:11s} {systems:3d} systems  {turns:7d} turns  {seconds:7.1f} s  "
-              f"peak {peak:6.0f} MB  ({reading}; data built in {built:.0f} s)")
+              f"CPU {cpu:7.1f} s  peak {peak:6.0f} MB  ({reading}; data built in "
+              f"{built:.0f} s; load {os.getloadavg()[0]:.1f})")
         rows.append([f"{copies}x", str(systems), f"{turns:,}", reading, f"{seconds:.0f}",
-                     f"{peak:.0f}"])
+                     f"{cpu:.0f}", f"{peak:.0f}"])
     note = ""
     if "10x10" in peaks and "10x50" in peaks:
         growth = 100 * (peaks["10x50"] / peaks["10x10"] - 1)
@@ -154,7 +158,8 @@ def main() -> int:
     write_results("leaderboard_scale", [{
         "title": "dst-judge leaderboard at scale: time and peak memory (one process each, "
                  f"gold {' '.join(args.gold)}, breakdowns included)",
-        "columns": ["test set", "systems", "turns", "reading", "time (s)", "peak RSS (MB)"],
+        "columns": ["test set", "systems", "turns", "reading", "wall time (s)", "CPU time (s)",
+                    "peak RSS (MB)"],
         "rows": rows,
         "note": ("Goals: 50 systems on 10x <= 10 min and <= 1.5 GB; 10 systems on 100x <= "
                  "2 GB; <= 25 % more memory from 10 to 50 systems. " + note).strip()}])
