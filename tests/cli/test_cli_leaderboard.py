@@ -318,3 +318,20 @@ def test_human_labels_need_a_sample_and_a_run(runs, capsys):
     err = _bad(capsys, str(STRONG), str(WEAK), *DATA, "--human", str(WEAK), "--sample",
                str(WEAK))
     assert "judge runs" in err
+
+
+def test_seen_values_from_a_dialogues_file_or_a_json_list(tmp_path, capsys):
+    """A training set of the same dialogues has seen every value: no unseen turns; a JSON
+    list with one value leaves every turn holding another value unseen."""
+    board, _ = _board(tmp_path, capsys, str(STRONG), str(WEAK), *DATA, "--seen", str(DIALOGUES))
+    groups = {b["group"]: b["turns"] for b in board["breakdowns"]
+              if b["dimension"] == "values" and b["metric"] == "jga"}
+    assert groups == {"seen": TURNS}
+    listed = tmp_path / "seen.json"
+    listed.write_text(json.dumps(["north"]))
+    board, _ = _board(tmp_path, capsys, str(STRONG), str(WEAK), *DATA, "--seen", str(listed))
+    groups = {b["group"]: b["turns"] for b in board["breakdowns"] if b["dimension"] == "values"}
+    assert groups["unseen"] >= 10 and sum(groups.values()) == TURNS
+    listed.write_text(json.dumps({"north": 1}))
+    assert "list of values" in _bad(capsys, str(STRONG), str(WEAK), *DATA, "--seen",
+                                    str(listed))
