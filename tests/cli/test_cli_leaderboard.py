@@ -335,3 +335,17 @@ def test_seen_values_from_a_dialogues_file_or_a_json_list(tmp_path, capsys):
     listed.write_text(json.dumps({"north": 1}))
     assert "list of values" in _bad(capsys, str(STRONG), str(WEAK), *DATA, "--seen",
                                     str(listed))
+
+
+def test_names_are_escaped_in_latex_and_markdown(tmp_path, capsys):
+    latex, markdown = tmp_path / "t.tex", tmp_path / "t.md"
+    _board(tmp_path, capsys, str(STRONG), str(WEAK), *DATA, "--names", "sys_a 50%", "b|c",
+           "--latex", str(latex), "--markdown", str(markdown))
+    assert r"sys\_a 50\%" in latex.read_text()
+    assert "sys_a 50%" not in latex.read_text()
+    assert r"b\|c" in markdown.read_text()
+
+
+def test_turns_with_another_suffix_is_refused_before_any_work(tmp_path, capsys):
+    err = _bad(capsys, str(STRONG), str(WEAK), *DATA, "--turns", str(tmp_path / "t.csv"))
+    assert ".jsonl or .parquet" in err and not (tmp_path / "t.csv").exists()
