@@ -22,6 +22,7 @@ from . import (
     _corrections,
     _evaluate,
     _labels,
+    _leaderboard,
     _local,
     _metrics,
     _remote,
@@ -31,6 +32,7 @@ from . import (
 )
 
 COMMAND_GROUPS = (_evaluate.add_parsers, _metrics.add_parsers, _tables.add_parser,
+                  _leaderboard.add_parsers,
                   _batch.add_parsers, _agreement.add_parsers, _analysis.add_parsers,
                   _audit.add_parsers, _corrections.add_parsers, _labels.add_parsers,
                   _convert.add_parser, _cache.add_parsers, _local.add_local_parser,

@@ -38,32 +38,15 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gold", help="annotation version to score against, e.g. 2.1 or 2.4 "
                    "(default: the file's first)")
     add_corrections_option(p)
-    p.add_argument("--match", default="exact",
-                   help="matching policy: exact, nospace, normalized, alternatives, or a '+' "
-                   "combination (default: exact)")
+    add_scoring_options(p)
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write every figure to OUT")
-    p.add_argument("--num-slots", type=int,
-                   help="K of slot accuracy (default: the schema's slot count)")
-    p.add_argument("--none-values", nargs="+", default=["none"], metavar="V",
-                   help="values that mean 'absent' (default: none)")
     p.add_argument("--aga-unit", choices=["turn", "frame"], default="turn",
                    help="average goal accuracy per turn or per frame (default: turn)")
     p.add_argument("--rsa-empty-turn", choices=["zero", "skip", "one"], default="zero",
                    help="relative slot accuracy of a turn where gold and prediction are both "
                    "empty (default: zero)")
-    p.add_argument("--fga-lambdas", type=float, nargs="+", default=list(DEFAULT_LAMBDAS),
-                   metavar="L", help="flexible goal accuracy decay constants (default: "
-                   + " ".join(str(v) for v in DEFAULT_LAMBDAS) + ")")
     p.add_argument("--update-include-removals", action="store_true",
                    help="turn update accuracy also compares slot removals")
-    p.add_argument("--alpha", type=float, default=10 / 11,
-                   help="GCA value weight (default: 10/11)")
-    p.add_argument("--gca-dedupe", action="store_true",
-                   help="GCA: count a slot once per turn when both loops see it")
-    p.add_argument("--keep-explicit-none", action="store_true",
-                   help="GCA: explicit 'none' values count as changes (published few-shot)")
-    p.add_argument("--undefined", choices=["zero", "null"], default="zero",
-                   help="GCA with nothing to count: 0 (reference) or null (default: zero)")
     p.add_argument("--rule-match", choices=["exact", "nospace"],
                    help="RULE verdict matching (default: follows --match)")
     p.add_argument("--per-dialogue", action="store_true", help="add per-dialogue figures")
@@ -91,15 +74,43 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(handler=run_validate)
 
 
+def add_scoring_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The matching and scoring options that shape JGA, SA, FGA and GCA (``metrics`` and
+    ``leaderboard`` share them; :func:`scoring_values` reads them back)."""
+    p.add_argument("--match", default="exact",
+                   help="matching policy: exact, nospace, normalized, alternatives, or a '+' "
+                   "combination (default: exact)")
+    p.add_argument("--num-slots", type=int,
+                   help="K of slot accuracy (default: the schema's slot count)")
+    p.add_argument("--none-values", nargs="+", default=["none"], metavar="V",
+                   help="values that mean 'absent' (default: none)")
+    p.add_argument("--fga-lambdas", type=float, nargs="+", default=list(DEFAULT_LAMBDAS),
+                   metavar="L", help="flexible goal accuracy decay constants (default: "
+                   + " ".join(str(v) for v in DEFAULT_LAMBDAS) + ")")
+    p.add_argument("--alpha", type=float, default=10 / 11,
+                   help="GCA value weight (default: 10/11)")
+    p.add_argument("--gca-dedupe", action="store_true",
+                   help="GCA: count a slot once per turn when both loops see it")
+    p.add_argument("--keep-explicit-none", action="store_true",
+                   help="GCA: explicit 'none' values count as changes (published few-shot)")
+    p.add_argument("--undefined", choices=["zero", "null"], default="zero",
+                   help="GCA with nothing to count: 0 (reference) or null (default: zero)")
+
+
+def scoring_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of :func:`add_scoring_options`, named as :class:`MetricOptions` names
+    them."""
+    return {"match": args.match, "none_values": tuple(args.none_values),
+            "num_slots": args.num_slots, "fga_lambdas": tuple(args.fga_lambdas),
+            "alpha": args.alpha, "gca_dedupe": args.gca_dedupe,
+            "keep_explicit_none": args.keep_explicit_none, "undefined": args.undefined}
+
+
 def run_metrics(args: argparse.Namespace, console: Console) -> int:
     options = metric_options(
-        match=args.match, none_values=tuple(args.none_values), num_slots=args.num_slots,
-        aga_unit=args.aga_unit, rsa_empty_turn=args.rsa_empty_turn,
-        fga_lambdas=tuple(args.fga_lambdas),
-        update_include_removals=args.update_include_removals, alpha=args.alpha,
-        gca_dedupe=args.gca_dedupe, keep_explicit_none=args.keep_explicit_none,
-        undefined=args.undefined, rule_match=args.rule_match, per_dialogue=args.per_dialogue,
-        breakdowns=not args.no_breakdowns)
+        **scoring_values(args), aga_unit=args.aga_unit, rsa_empty_turn=args.rsa_empty_turn,
+        update_include_removals=args.update_include_removals, rule_match=args.rule_match,
+        per_dialogue=args.per_dialogue, breakdowns=not args.no_breakdowns)
     schema, dialogues = load_data(args)
     dialogues, gold, _ = corrected_gold(dialogues, schema, args.corrections, args.gold)
     predictions = [load_predictions_noted(p, dialogues, schema, warn_slots=False)

@@ -418,6 +418,45 @@ def load_predictions(
     return result
 
 
+class PredictionScan:
+    """A predictions file one dialogue at a time, each record checked and completed as
+    :func:`load_predictions` does it (turn order, ``pred_state`` derived from the turn states,
+    slot names renamed to the schema's), for a reader that must not hold the whole file (a
+    leaderboard reads many systems in step with the dialogues). Matching a record to its
+    dialogue is the caller's: :attr:`line` is the current record's line for its messages.
+    ``source_format`` is known before the loop (a converted file may need the dialogue order
+    first: check it is ``native`` to read in step)."""
+
+    def __init__(self, path: str | Path, schema: Schema | None = None, *,
+                 name: str | None = None, fmt: str | None = None,
+                 dialogue_order: list[tuple[str, int]] | None = None) -> None:
+        self.path = str(path)
+        self.schema = schema
+        context = Context(schema=schema, system_name=name, dialogue_order=dialogue_order)
+        self.source_format, self._records = _records(PredDialogue, path, "predictions",
+                                                     context, fmt)
+        self.renamed: Counter[str] = Counter()
+        self.out_of_schema: Counter[str] = Counter()
+        self.names: set[str] = set()
+        self.line: int | None = None
+
+    def __iter__(self) -> Iterator[PredDialogue]:
+        for loc, pred in self._records:
+            self.line = loc.line
+            _complete_turns(pred, loc)
+            if self.schema is not None:
+                _canonical_turns(pred, self.schema, self.renamed)
+                _count_out_of_schema(pred, self.schema, self.out_of_schema)
+            if pred.system_name:
+                self.names.add(pred.system_name)
+            yield pred
+
+    @property
+    def name(self) -> str:
+        """The system's name: the one its records give, else the file's stem."""
+        return next(iter(self.names)) if len(self.names) == 1 else _stem(self.path)
+
+
 def _matching_dialogue(pred: PredDialogue, dialogues: DialogueSet,
                        seen: dict[str, PredDialogue], loc: _Loc) -> Dialogue | None:
     """The gold dialogue a predicted one belongs to (None: left out of this subset); unknown

@@ -37,6 +37,12 @@ from ._tables import (
     to_csv,
     to_latex,
 )
+from ._turns import (
+    TurnScorer,
+    TurnVerdicts,
+    gca_from_counts,
+    turn_verdicts,
+)
 from ._types import (
     f1,
     ratio,
@@ -53,8 +59,11 @@ __all__ = [
     "PaperTables",
     "Profile",
     "SystemMetrics",
+    "TurnScorer",
+    "TurnVerdicts",
     "compute_metrics",
     "f1",
+    "gca_from_counts",
     "get_profile",
     "loose_form",
     "normalize_time",
@@ -69,4 +78,5 @@ __all__ = [
     "score_profile",
     "to_csv",
     "to_latex",
+    "turn_verdicts",
 ]

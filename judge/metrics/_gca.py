@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,11 +29,21 @@ def count_changes(gold: Sequence[dict[str, str]], pred: Sequence[dict[str, str]]
                   dedupe: bool = False, none: str = "none") -> ChangeCounts:
     """Run GCA's two loops over one dialogue (METRICS.md, GCA)."""
     counts = ChangeCounts()
+    for turn in turn_changes(gold, pred, dedupe=dedupe, none=none):
+        counts.add(turn)
+    return counts
+
+
+def turn_changes(gold: Sequence[dict[str, str]], pred: Sequence[dict[str, str]], *,
+                 dedupe: bool = False, none: str = "none") -> Iterator[ChangeCounts]:
+    """GCA's counts turn by turn (their sum is :func:`count_changes`): a leaderboard needs
+    each turn's part to cluster and to break down by turn position."""
     prev_g: dict[str, str] = {}
     prev_p: dict[str, str] = {}
     seen_g: set[str] = set()
     seen_p: set[str] = set()
     for gold_state, pred_state in zip(gold, pred, strict=True):
+        counts = ChangeCounts()
         seen_g.update(gold_state)
         seen_p.update(pred_state)
         g = dict(gold_state)
@@ -77,7 +87,7 @@ def count_changes(gold: Sequence[dict[str, str]], pred: Sequence[dict[str, str]]
             elif value != g[slot] and slot not in wrong:
                 counts.W += 1
         prev_g, prev_p = g, p
-    return counts
+        yield counts
 
 
 def gca_score(counts: ChangeCounts, *, alpha: float = 10 / 11,
