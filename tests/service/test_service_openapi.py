@@ -2,8 +2,8 @@
 operation, the scope each one needs (read off its dependencies), every error status with the
 error body, media types of the non-JSON answers, readable operation ids, size limits and
 links; a 405 names every method of its path in ``Allow``; the route table of
-``docs/SERVICE.md`` and ``docs/openapi.json`` are the ones the document generates; the client's models are the server's;
-``create_app`` only composes them."""
+``docs/SERVICE.md`` and ``docs/openapi.json`` are the ones the document generates; the
+client's models are the server's; ``create_app`` only composes them."""
 
 from __future__ import annotations
 
