@@ -36,7 +36,7 @@ def _normal(name: str) -> str:
 
 
 @functools.cache
-def _project() -> dict[str, list[str]]:
+def project_requirements() -> dict[str, list[str]]:
     """The project's requirements: ``""`` for the core, then one entry per extra."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     return {"": project["dependencies"], **project["optional-dependencies"]}
@@ -54,7 +54,7 @@ def _closure(requirements: Iterable[str], extras: Iterable[str] = ("",)) -> set[
         name = _normal(requirement.name)
         if name == "dst-judge":
             for wanted in requirement.extras:
-                todo += [(Requirement(r), "") for r in _project()[wanted]]
+                todo += [(Requirement(r), "") for r in project_requirements()[wanted]]
             continue
         try:
             found = metadata.distribution(name)
@@ -78,13 +78,17 @@ def _modules_of() -> dict[str, set[str]]:
     return found
 
 
+def importable(*extras: str) -> set[str]:
+    """The top-level modules of the distributions the core and ``extras`` bring."""
+    kept = _closure([r for extra in ("", *extras) for r in project_requirements()[extra]])
+    return {m for name in kept for m in _modules_of().get(name, ())}
+
+
 def unimportable(*extras: str) -> list[str]:
     """The top-level modules missing where only the core and ``extras`` are installed."""
-    every = _closure([r for requirements in _project().values() for r in requirements])
-    kept = _closure([r for extra in ("", *extras) for r in _project()[extra]])
-    modules_kept = {m for name in kept for m in _modules_of().get(name, ())}
-    blocked = {m for name in every - kept for m in _modules_of().get(name, ())}
-    return sorted(blocked - modules_kept - {"judge", "tests"})
+    every = _closure([r for needs in project_requirements().values() for r in needs])
+    blocked = {m for name in every for m in _modules_of().get(name, ())}
+    return sorted(blocked - importable(*extras) - {"judge", "tests"})
 
 
 def environment(*extras: str) -> dict[str, str]:
