@@ -7,6 +7,7 @@ import the service: the ``docs`` extra does not bring the ``serve`` extra's pack
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
@@ -22,11 +23,18 @@ END = "<!-- /routes -->"
 
 
 def openapi_document() -> dict[str, Any]:
-    """The document of an app with default settings (nothing is started)."""
+    """The document of an app with default settings (nothing is started): the server's
+    variables of this environment (``DST_JUDGE_SERVE_*``, which would change the limits it
+    states) are left out, so every machine writes the same document."""
     from judge.service import build_settings, create_app
+    from judge.service._settings import ENV_PREFIX
 
-    with tempfile.TemporaryDirectory() as folder:
-        return create_app(build_settings({"data_dir": folder}), run_worker=False).openapi()
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(ENV_PREFIX)}
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            return create_app(build_settings({"data_dir": folder}), run_worker=False).openapi()
+    finally:
+        os.environ.update(saved)
 
 
 def _what(operation: dict[str, Any]) -> str:
