@@ -1,7 +1,10 @@
 """MkDocs hooks: parts of pages generated at build time, so they cannot drift from the code.
 
-* ``<!-- generated:openapi -->`` becomes the table of the HTTP API's operations, read from the
-  OpenAPI document of the app itself; the document is written to ``openapi.json`` in the site.
+* ``<!-- generated:openapi -->`` becomes the table of the HTTP API's operations, read from
+  ``docs/openapi.json`` (published with the site as it is). That file is the app's own OpenAPI
+  document, written by ``python -m tests.service.openapi_docs`` and kept equal to the live app
+  by ``tests/service/test_service_openapi.py``; the hooks read the file instead of building the
+  app because the ``docs`` extra does not install the ``serve`` extra's packages (fastapi).
 * ``<!-- generated:bench NAME -->`` becomes the tables a benchmark script last wrote to
   ``bench/results/NAME.json`` (with the command, date and machine they were measured on).
 * ``<!-- generated:bench NAME pending -->`` marks the place of a table whose script
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +27,9 @@ _SPEC: dict[str, Any] = {}
 
 
 def openapi_document() -> dict[str, Any]:
-    """The service's OpenAPI document, from an app that is built but never started."""
+    """The service's OpenAPI document, as committed in ``docs/openapi.json``."""
     if not _SPEC:
-        from judge.service import build_settings, create_app
-
-        with tempfile.TemporaryDirectory() as folder:
-            app = create_app(build_settings({"data_dir": Path(folder)}), run_worker=False)
-            _SPEC.update(app.openapi())
+        _SPEC.update(json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8")))
     return _SPEC
 
 
@@ -92,11 +90,3 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return _BENCH.sub(lambda match: (pending_table if match.group(2) else bench_tables)(
         match.group(1)), markdown)
 
-
-def on_files(files: Any, config: Any) -> Any:
-    """Publish the OpenAPI document with the site (pages link to it)."""
-    from mkdocs.structure.files import File
-
-    files.append(File.generated(config, "openapi.json",
-                                content=json.dumps(openapi_document(), indent=1)))
-    return files

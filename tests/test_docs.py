@@ -1,11 +1,17 @@
 """The documentation: the site builds with no warning, README stays short, and every command
 the README and the getting-started page mark as runnable (``<!-- runnable -->`` before a fenced
-block) runs, in a fresh folder holding the project's examples and cassettes."""
+block) runs, in a fresh folder holding the project's examples and cassettes.
+
+Each command runs in the installation the page tells the reader to make for it: the core
+alone for ``<!-- runnable -->``, the core and the named extras for ``<!-- runnable: serve -->``
+(the packages of every other extra cannot be imported, ``tests/minimal_env.py``), and the site
+builds with the ``docs`` extra alone, as on a fresh machine."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -14,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.minimal_env import VARIABLE, environment, project_requirements
 from tests.netguard.sitecustomize import subprocess_pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNABLE = re.compile(r"<!-- runnable -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
+RUNNABLE = re.compile(r"<!-- runnable(?:: ([\w,]+))? -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
 DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md"]
 COPIED = ("examples", "cassettes", "tests/fixtures/formats")
 """What the pages' commands read, copied into the folder they run in."""
@@ -26,11 +33,33 @@ HARNESS = (".bin/", "cache/", "data/", "xdg-cache/")
 
 
 def runnable_blocks(path: Path) -> list[str]:
-    """The page's runnable blocks as shell script; Python blocks run through ``python3 -``."""
+    """The page's runnable blocks as shell script; Python blocks run through ``python3 -``.
+    Each starts by making the packages of the extras it does not name unimportable."""
     blocks = []
-    for language, body in RUNNABLE.findall(path.read_text(encoding="utf-8")):
-        blocks.append(body if language == "bash" else f"python3 - <<'PYTHON'\n{body}\nPYTHON")
+    for extras, language, body in RUNNABLE.findall(path.read_text(encoding="utf-8")):
+        names = [e for e in extras.split(",") if e]
+        missing = environment(*names)[VARIABLE]
+        script = body if language == "bash" else f"python3 - <<'PYTHON'\n{body}\nPYTHON"
+        blocks.append(f"export {VARIABLE}={shlex.quote(missing)}\n{script}")
     return blocks
+
+
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_a_block_that_needs_an_extra_follows_its_install_command(page: str) -> None:
+    """A page that marks a block ``runnable: serve`` tells the reader to install that extra
+    before it, and every extra a page installs is one ``pyproject.toml`` declares."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    declared = set(_project_extras())
+    for match in RUNNABLE.finditer(text):
+        for extra in filter(None, (match[1] or "").split(",")):
+            assert extra in declared, (page, extra)
+            assert f"pip install -e '.[{extra}]'" in text[:match.start()], (page, extra)
+    for extras in re.findall(r"pip install -e '\.\[([\w,]+)\]'", text):
+        assert set(extras.split(",")) <= declared, (page, extras)
+
+
+def _project_extras() -> list[str]:
+    return [name for name in project_requirements() if name]
 
 
 def free_port() -> int:
@@ -42,16 +71,22 @@ def free_port() -> int:
 @pytest.mark.servers("subprocess")
 @pytest.mark.timeout(300)  # mkdocs in a subprocess: a longer bound than the suite's 60 s
 def test_site_builds_without_a_warning(tmp_path: Path) -> None:
+    """As the documented command does on a fresh machine (``pip install -e '.[docs]'``): with
+    only the core's and the ``docs`` extra's packages importable (no fastapi, the hooks read
+    the committed ``docs/openapi.json``)."""
     pytest.importorskip("mkdocs", reason="the docs extra (mkdocs-material) is not installed")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1",
-           "PYTHONPATH": subprocess_pythonpath(ROOT)}
+           "PYTHONPATH": subprocess_pythonpath(ROOT), **environment("docs")}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d",
                            str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, env=env)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
     assert "WARNING" not in log, log
-    assert (tmp_path / "site" / "openapi.json").is_file()
+    published = tmp_path / "site" / "openapi.json"
+    assert published.read_bytes() == (ROOT / "docs" / "openapi.json").read_bytes()
+    api_page = (tmp_path / "site" / "http-api" / "index.html").read_text(encoding="utf-8")
+    assert "<code>/v1/jobs</code>" in api_page and "create_job" in api_page
     assert (tmp_path / "site" / "glossary" / "index.html").is_file()
     loaded = _loaded_from_elsewhere(tmp_path / "site")
     assert loaded == [], f"the site asks other hosts for: {loaded[:10]}"
@@ -159,10 +194,12 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
 @pytest.mark.servers("subprocess")
 @pytest.mark.timeout(300)  # a subprocess running the CLI: a longer bound than the suite's 60 s
 def test_the_first_setup_command_judges_the_example(tmp_path: Path) -> None:
-    """The README's first command minus its install step (the test environment is installed)."""
+    """The README's first command minus its install step (``pip install -e .``: the core
+    alone, no extra importable)."""
     line = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n", 1)[1]
     command = line.splitlines()[0].split(" && ", 1)[1]
-    done = _run_script(command, tmp_path)
+    core = shlex.quote(environment()[VARIABLE])
+    done = _run_script(f"export {VARIABLE}={core}\n{command}", tmp_path)
     assert "TSA" in done.stdout, done.stdout
 
 

@@ -1,6 +1,7 @@
 """What to make of runs: human labels, agreement statistics, sampling for labels, comparisons,
 the audit page and ranked label-error candidates."""
 
+from .._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._agreement import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
@@ -72,7 +73,6 @@ from ._estimates import (
     ppi_mean,
     sample_estimates,
 )
-from ._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._labels import (
     HumanLabel,
     HumanLabels,

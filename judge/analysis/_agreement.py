@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
 from .._errors import DataMismatchError, OptionError
 from .._io import iter_jsonl_lines
@@ -41,6 +40,7 @@ from ._sampling import Sample, check_sample
 from ._statistics import (
     COEFFICIENTS,
     cluster_bootstrap,
+    cohen_kappa,
     group_statistics,
     group_vectors,
     krippendorff_alpha,
@@ -243,29 +243,25 @@ def read_ratings(rows: Sequence[Mapping[str, Any]],
 # --------------------------------------------------------------------------- step 2: pairs
 
 
-def _kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
-    """Cohen's kappa, or None when chance agreement is 1 (both raters constant, same label)."""
-    if not a or (len(set(a)) == 1 and set(a) == set(b)):
-        return None
-    return _optional(cohen_kappa_score(list(a), list(b), labels=[0, 1]))
+def _confusion(a: Sequence[int], b: Sequence[int]) -> np.ndarray:
+    """``matrix[x, y]``: units rater a labelled x and rater b labelled y (0 = incorrect)."""
+    matrix = np.zeros((2, 2), dtype=np.int64)
+    for x, y in zip(a, b, strict=True):
+        matrix[x, y] += 1
+    return matrix
 
 
 def _point_estimates(a: Sequence[int], b: Sequence[int]) -> dict[str, float | None]:
     """Every pair statistic on the units both raters labelled (b is the reference)."""
     if not a:
         return dict.fromkeys(PAIR_STATISTICS)
-    precision, recall, f1, _ = precision_recall_fscore_support(
-        b, a, labels=[0], zero_division=np.nan)
-    table = np.zeros((2, 2))
-    for x, y in zip(a, b, strict=True):
-        table[x, y] += 1
-    closed = pair_statistics(table)
+    closed = statistics_from_counts(_confusion(a, b).reshape(4))
     return {
         "accuracy": 100.0 * sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
-        "kappa": _kappa(a, b),
-        "precision": _optional(100.0 * precision[0]),
-        "recall": _optional(100.0 * recall[0]),
-        "f1": _optional(100.0 * f1[0]),
+        "kappa": cohen_kappa(a, b),
+        "precision": _optional(closed["precision"]),
+        "recall": _optional(closed["recall"]),
+        "f1": _optional(closed["f1"]),
         "ac1": _optional(closed["ac1"]),
         "alpha": krippendorff_alpha(list(zip(a, b, strict=True))),
         "pabak": _optional(closed["pabak"]),
@@ -300,7 +296,7 @@ def compare_raters(name_a: str, labels_a: Mapping[Any, int], name_b: str,
         intervals = {s: boot.interval(replicates[s]) for s in PAIR_STATISTICS}
     for statistic in PAIR_STATISTICS:
         entry[statistic] = {"value": points[statistic], "ci": intervals[statistic]}
-    matrix = confusion_matrix(a, b, labels=[0, 1]) if keys else np.zeros((2, 2), dtype=np.int64)
+    matrix = _confusion(a, b)
     entry["confusion"] = {"rows": name_a, "columns": name_b, "labels": list(LABEL_NAMES),
                           "matrix": [[int(v) for v in row] for row in matrix]}
     return entry

@@ -38,22 +38,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from .._digest import text_digest
 from .._errors import DataMismatchError, InputError, OptionError
+from .._glossary import ALLOCATIONS, DESIGNS, UNITS, Allocation, Design, Unit
 from .._io import iter_jsonl_lines, open_output, parse_line
 from ._labels import TurnKey, row_key
 
-Allocation = Literal["equal", "proportional"]
-ALLOCATIONS: tuple[Allocation, ...] = ("equal", "proportional")
-Design = Literal["judge-rule", "random", "domain"]
-DESIGNS: tuple[Design, ...] = ("judge-rule", "random", "domain")
-Unit = Literal["turn", "dialogue"]
-UNITS: tuple[Unit, ...] = ("turn", "dialogue")
 UnitKey = TurnKey | str
 """A sampling unit: a turn key, or a dialogue key for whole-dialogue designs."""
 PROCEDURE = 1

@@ -11,19 +11,6 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import OptionError
-from ..analysis import (
-    check_sample,
-    check_tuning,
-    load_labels,
-    load_sample,
-    method_table,
-    pair_by_predictions,
-    plot_systems,
-    recorded_predictions_sha256,
-    run_differences,
-    sampled_run,
-    system_table,
-)
 from ..data import Schema, load_schema
 from ..pipeline import Run, RunDirectory, load_run
 from ._gold import (
@@ -77,6 +64,19 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_compare(args: argparse.Namespace, console: Console) -> int:
+    # the analysis stage (numpy, scipy) is imported when a command uses it, not for --help
+    from ..analysis import (
+        check_sample,
+        check_tuning,
+        load_labels,
+        load_sample,
+        method_table,
+        pair_by_predictions,
+        recorded_predictions_sha256,
+        run_differences,
+        sampled_run,
+    )
+
     check_tuning(args.tuning)
     files = args.human or []
     if len(files) > 1 and len(files) != len(args.runs):
@@ -137,6 +137,8 @@ def recorded_schema(runs: list[Run]) -> Schema:
 
 
 def run_systems(args: argparse.Namespace, console: Console) -> int:
+    from ..analysis import plot_systems, system_table
+
     runs = [load_run(path) for path in args.runs]
     if args.names and len(args.names) != len(runs):
         raise OptionError(f"--names has {len(args.names)} names for {len(runs)} runs")

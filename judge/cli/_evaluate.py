@@ -11,8 +11,8 @@ from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
+from .._glossary import JUDGE_JGA_DEFINITION
 from .._io import check_output_dir, plural, printable
-from ..analysis import JUDGE_JGA_DEFINITION
 from ..model import cassette_client, replay_base_url
 from ..pipeline import (
     TRANSPORT_OPTIONS,

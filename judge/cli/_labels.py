@@ -18,7 +18,7 @@ __all__ = ["add_parsers"]
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``labels import|sample|plan`` under the main ``dst-judge`` parser."""
-    from ..analysis import ALLOCATIONS, DESIGNS, UNITS
+    from .._glossary import ALLOCATIONS, DESIGNS, UNITS
 
     p = commands.add_parser("labels", help="human labels: draw a sample to label, import "
                             "annotators' decisions")

@@ -15,9 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from scipy.stats import t as student_t
-
 from ..data import DialogueSet, PredictionSet, Schema
 from ._options import MetricOptions
 from ._profiles import get_profile, score_profile
@@ -51,7 +48,12 @@ def paired_change(before: Sequence[float], after: Sequence[float], turns: Sequen
                   confidence: float = 0.95) -> tuple[float, float, float]:
     """A turn-weighted mean change with its interval, clustered by dialogue: each dialogue's
     ``turns × (after − before)`` is one cluster total (a ratio estimator with the
-    cluster-robust variance and a t quantile on clusters − 1 degrees of freedom)."""
+    cluster-robust variance and a t quantile on clusters − 1 degrees of freedom). numpy and
+    scipy are imported here: the metrics need neither otherwise, and ``dst-judge --help``
+    imports this package."""
+    import numpy as np
+    from scipy.stats import t as student_t
+
     weights = np.asarray(turns, dtype=float)
     diffs = weights * (np.asarray(after, dtype=float) - np.asarray(before, dtype=float))
     total = weights.sum()

@@ -17,16 +17,18 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
-import openai
 
 from .._config import JudgeConfig
 from .._errors import InputError, JSONTooDeep, ModelError, ReplyError
 from .._io import iter_jsonl_lines, json_error_message, loads, open_output, printable
 from ..data import dialogue_key
 from ._reply import Completion, ReplyLimits, completion_from_body, redact
+
+if TYPE_CHECKING:
+    import openai
 
 CHAT_URL: Final = "/v1/chat/completions"
 ID_SEPARATOR = "::"
@@ -145,7 +147,10 @@ def _completion_or_error(item: dict[str, Any], *, path: str | Path, line: int,
 async def _sdk(config: JudgeConfig, http_client: httpx.AsyncClient | None,
                what: str) -> AsyncIterator[openai.AsyncOpenAI]:
     """An SDK client for one Batch API step; its errors stop the command, naming the step,
-    with the key removed from the server's words (a 401 body quotes it)."""
+    with the key removed from the server's words (a 401 body quotes it). The SDK is imported
+    here, not with the module: it takes seconds, and only the Batch API steps use it."""
+    import openai
+
     client = openai.AsyncOpenAI(api_key=config.secret or "not-needed", base_url=config.endpoint,
                                 max_retries=2, organization=config.organization,
                                 project=config.project, timeout=config.timeout,

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._errors import ServiceError
+from ..analysis import cohen_kappa
 from ._auth import Principal
 from ._db import Database, correction_decisions, now
 
@@ -150,11 +151,7 @@ def reviewer_agreement(decisions: list[dict[str, Any]]) -> dict[str, Any]:
         return {"candidates_shared": both, "pairs": 0, "same": None, "kappa": None,
                 "candidates_reviewed": len(shared)}
     n = len(pairs)
-    observed = sum(a == b for a, b, _ in pairs) / n
-    first = sum(a for a, _, _ in pairs) / n
-    second = sum(b for _, b, _ in pairs) / n
-    chance = first * second + (1 - first) * (1 - second)
-    kappa = None if chance >= 1 else (observed - chance) / (1 - chance)
+    kappa = cohen_kappa([a for a, _, _ in pairs], [b for _, b, _ in pairs], (False, True))
     return {"candidates_shared": both, "pairs": n,
             "same": sum(same for _, _, same in pairs) / n, "kappa": kappa,
             "candidates_reviewed": len(shared)}

@@ -31,8 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sklearn.metrics import cohen_kappa_score
-
 from .. import analysis
 from .._errors import DSTJudgeError
 from ..data import dialogue_key
@@ -68,13 +66,6 @@ def fingerprint(labels: list[dict[str, Any]]) -> tuple[Any, ...]:
             sum(int(i["id"]) for i in labels))
 
 
-def _kappa(a: list[int], b: list[int]) -> float | None:
-    if len(a) < 2 or len(set(a) | set(b)) < 2:
-        return None
-    value = float(cohen_kappa_score(a, b))
-    return None if value != value else value  # NaN: no variation
-
-
 def label_counts(labels: list[dict[str, Any]], me: str) -> dict[str, int]:
     """The panel's headline counts (what a save answers with): labels, labelled turns,
     reviewers, and the turns ``me`` labelled."""
@@ -106,7 +97,7 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
         agree = sum(p == q for p, q in zip(a, b, strict=True))
         pairs.append({"a": x, "b": y, "n": len(both),
                       "agreement": 100.0 * agree / len(both) if both else None,
-                      "kappa": _kappa(a, b)})
+                      "kappa": analysis.cohen_kappa(a, b)})
     turns = {(i["dialogue_id"], int(i["turn_index"])) for i in labels}
     return {"labels": len(labels), "turns": len(turns), "reviewers": reviewers,
             "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}

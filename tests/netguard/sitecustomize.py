@@ -6,7 +6,10 @@ or from local fake servers, never from the network.
 :func:`subprocess_pythonpath`), and Python imports a ``sitecustomize`` module at start-up. A
 subprocess writes each host it was refused to the file named by ``DST_JUDGE_TEST_NETLOG``;
 the test session reads that file at its end, so a subprocess that tried to reach
-api.openai.com past the cassettes fails the run as the pytest process would."""
+api.openai.com past the cassettes fails the run as the pytest process would.
+
+The same start-up hook simulates a smaller installation: the top-level modules named in
+``DST_JUDGE_TEST_UNIMPORTABLE`` cannot be imported (see ``tests/minimal_env.py``)."""
 
 from __future__ import annotations
 
@@ -82,5 +85,20 @@ def _install_in_subprocess(log: str) -> None:
     socket.getaddrinfo = stand_ins["getaddrinfo"]
 
 
+class Unimportable:
+    """A finder, first on ``sys.meta_path``, for which the named top-level modules are not
+    installed (``tests/minimal_env.py`` names the packages of the extras a user lacks)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 if __name__ == "sitecustomize" and os.environ.get(LOG_VARIABLE):
     _install_in_subprocess(os.environ[LOG_VARIABLE])
+if __name__ == "sitecustomize" and os.environ.get("DST_JUDGE_TEST_UNIMPORTABLE"):
+    sys.meta_path.insert(0, Unimportable(set(
+        os.environ["DST_JUDGE_TEST_UNIMPORTABLE"].split(","))))

@@ -2,8 +2,8 @@
 operation, the scope each one needs (read off its dependencies), every error status with the
 error body, media types of the non-JSON answers, readable operation ids, size limits and
 links; a 405 names every method of its path in ``Allow``; the route table of
-``docs/SERVICE.md`` is the one the document generates; the client's models are the server's;
-``create_app`` only composes them."""
+``docs/SERVICE.md`` and ``docs/openapi.json`` are the ones the document generates; the
+client's models are the server's; ``create_app`` only composes them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,16 @@ from judge._api_models import ApiModel
 from judge._version import __version__
 from judge.service import create_app
 from judge.service._routes import ROUTERS, scopes_of
-from tests.service.openapi_docs import BEGIN, END, SERVICE_MD, route_table, with_table
+from tests.service.openapi_docs import (
+    BEGIN,
+    END,
+    OPENAPI_JSON,
+    SERVICE_MD,
+    document_text,
+    openapi_document,
+    route_table,
+    with_table,
+)
 
 OPERATIONS = {
     "get_health", "get_readiness", "get_metrics", "get_me", "get_usage", "list_tokens",
@@ -236,6 +245,15 @@ def test_the_route_table_of_the_docs_is_generated(document):
     assert BEGIN in text and END in text
     assert text == with_table(text, route_table(document)), (
         "docs/SERVICE.md's route table is stale: run `python -m tests.service.openapi_docs`")
+
+
+def test_the_published_document_is_the_apps(monkeypatch):
+    """The site publishes ``docs/openapi.json`` (and renders the HTTP API page from it), read
+    from the file because the ``docs`` extra cannot import the service: it must be the app's
+    with default settings, whatever this environment sets."""
+    monkeypatch.setenv("DST_JUDGE_SERVE_MAX_JSON_MB", "3")
+    assert OPENAPI_JSON.read_text(encoding="utf-8") == document_text(openapi_document()), (
+        "docs/openapi.json is stale: run `python -m tests.service.openapi_docs`")
 
 
 def test_create_app_only_composes():

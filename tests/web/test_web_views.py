@@ -837,18 +837,9 @@ def test_fingerprint_and_counts() -> None:
     assert _agreement.sample_name("job_1") == "review-sample-job_1.jsonl"
 
 
-def test_kappa() -> None:
-    """Cohen's kappa, None without two labels or without variation."""
-    assert _agreement._kappa([1], [1]) is None
-    assert _agreement._kappa([1, 1], [1, 1]) is None
-    assert _agreement._kappa([1, 0], [1, 0]) == 1.0
-    assert _agreement._kappa([1, 0], [0, 1]) == -1.0
-    assert _agreement._kappa([1, 1], [1, 0]) == 0.0
-    assert math.isclose(_agreement._kappa([1, 0, 1, 0], [1, 0, 0, 0]), 0.5)
-
-
 def test_quick_stats() -> None:
-    """Per reviewer counts and the pairwise agreement on turn labels (unsure left out)."""
+    """Per reviewer counts and the pairwise agreement on turn labels (unsure left out); κ is
+    the analysis' (one disagreeing shared turn: 0, as ``dst-judge agreement`` says)."""
     stats = _agreement.quick_stats(LABELS, "ann")
     assert stats["labels"] == 8 and stats["turns"] == 3
     assert stats["reviewers"] == {
@@ -859,7 +850,7 @@ def test_quick_stats() -> None:
     assert stats["pairs"] == [
         {"a": "ann", "b": "bob", "n": 2, "agreement": 50.0, "kappa": 0.0},
         {"a": "ann", "b": "cy", "n": 0, "agreement": None, "kappa": None},
-        {"a": "bob", "b": "cy", "n": 1, "agreement": 0.0, "kappa": None}]
+        {"a": "bob", "b": "cy", "n": 1, "agreement": 0.0, "kappa": 0.0}]
     assert _agreement.quick_stats(LABELS, "nobody")["mine"] == {"turns": 0, "slots": 0}
     assert _agreement.quick_stats([], "x") == {"labels": 0, "turns": 0, "reviewers": {},
                                                "mine": {"turns": 0, "slots": 0}, "pairs": []}
