@@ -1,7 +1,7 @@
-"""Definitions of the figures the reports show, and the names of the sampling designs, written
-once for the command-line help, the reports and the documentation's glossary. A root module
-that imports nothing, so that the CLI's parser (``dst-judge --help``) reads them without
-loading the analysis stage (numpy, scipy)."""
+"""Definitions of the figures the reports show, and the names of the sampling designs and
+multiplicity corrections, written once for the command-line help, the reports and the
+documentation's glossary. A root module that imports nothing, so that the CLI's parser
+(``dst-judge --help``) reads them without loading the analysis stage (numpy, scipy)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ Design = Literal["judge-rule", "random", "domain"]
 DESIGNS: tuple[Design, ...] = ("judge-rule", "random", "domain")
 Unit = Literal["turn", "dialogue"]
 UNITS: tuple[Unit, ...] = ("turn", "dialogue")
+Correction = Literal["holm", "by"]
+CORRECTIONS: tuple[Correction, ...] = ("holm", "by")
+"""Multiplicity corrections across a leaderboard's pairs (Holm's step-down, Benjamini–Yekutieli)."""
 
 JUDGE_JGA_SHORT = ("Judge JGA: the share of turns after which the judge leaves nothing "
                    "outstanding in the dialogue (no slot still incorrect or missed); unlike "

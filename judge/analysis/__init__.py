@@ -1,7 +1,7 @@
 """What to make of runs: human labels, agreement statistics, sampling for labels, comparisons,
 the audit page and ranked label-error candidates."""
 
-from .._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
+from .._glossary import CORRECTIONS, JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._agreement import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
@@ -39,7 +39,6 @@ from ._candidates import (
     write_candidates,
 )
 from ._clustered import (
-    CORRECTIONS,
     Clustered,
     Interval,
     adjust,

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from scipy import stats
 
-Correction = Literal["holm", "by"]
-CORRECTIONS: tuple[Correction, ...] = ("holm", "by")
+from .._glossary import Correction
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DataMismatchError, InputError, OptionError
+from .._glossary import CORRECTIONS, Correction
 from .._io import read_json
 from ..data import (
     Dialogue,
@@ -42,9 +43,7 @@ from ..metrics import (
 )
 from ..pipeline import Run
 from ._clustered import (
-    CORRECTIONS,
     Clustered,
-    Correction,
     Interval,
     adjust,
     difference,

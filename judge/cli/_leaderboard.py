@@ -7,36 +7,13 @@ from __future__ import annotations
 import argparse
 import gc
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._errors import InputError, OptionError
+from .._glossary import CORRECTIONS
 from .._io import write_text
-from ..analysis import (
-    CORRECTIONS,
-    Layout,
-    Leaderboard,
-    NotInStep,
-    SystemTurns,
-    build_leaderboard,
-    caption,
-    check_tuning,
-    figure_text,
-    labelled_tsa,
-    leaderboard_csv,
-    leaderboard_latex,
-    leaderboard_markdown,
-    load_labels,
-    load_sample,
-    load_seen,
-    metric_label,
-    plot_leaderboard,
-    score_predictions,
-    score_run,
-    stream_predictions,
-    write_turns,
-)
 from ..data import DialogueSet, Schema, read_id_list
 from ..metrics import MetricOptions
 from ..pipeline import Run, load_run
@@ -47,6 +24,9 @@ from ._layout import Field, fit_table
 from ._metrics import add_scoring_options, scoring_values
 from ._options import metric_options
 from ._report import say
+
+if TYPE_CHECKING:  # the analysis stage (numpy, scipy) loads when the command runs
+    from ..analysis import Layout, Leaderboard, SystemTurns
 
 _PAIRS_SHOWN = 45
 _BREAKDOWN_SYSTEMS = 4
@@ -176,6 +156,8 @@ def _streamed(args: argparse.Namespace, options: MetricOptions
               ) -> tuple[Layout, list[SystemTurns]] | None:
     """Predictions files only, the whole dialogues file, no corrections: read every file in
     step, a dialogue at a time (None when they are not in step: loaded whole instead)."""
+    from ..analysis import NotInStep, load_seen, stream_predictions
+
     if (any(_is_run(p) for p in args.systems) or args.dialogue_ids or args.limit is not None
             or args.corrections):
         return None
@@ -189,6 +171,8 @@ def _streamed(args: argparse.Namespace, options: MetricOptions
 
 
 def run_leaderboard(args: argparse.Namespace, console: Console) -> int:
+    from ..analysis import Layout, load_seen, score_predictions, score_run
+
     _check_sources(args)
     options = metric_options(**scoring_values(args), breakdowns=False)
     streamed = _streamed(args, options)
@@ -220,6 +204,8 @@ def run_leaderboard(args: argparse.Namespace, console: Console) -> int:
 
 def _finish(args: argparse.Namespace, options: MetricOptions, layout: Layout,
             systems: list[SystemTurns], console: Console, *, streamed: bool) -> int:
+    from ..analysis import build_leaderboard
+
     recorded = {"options": options.model_dump(mode="json", exclude={"per_dialogue",
                                                                    "breakdowns"}),
                 "reading": ("in step, a dialogue at a time" if streamed
@@ -237,6 +223,8 @@ def _finish(args: argparse.Namespace, options: MetricOptions, layout: Layout,
 def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str, Any]:
     """The judge runs' prediction-powered TSA from the labels (runs read again: the rows of
     the sampled turns are what the estimates need)."""
+    from ..analysis import check_tuning, labelled_tsa, load_labels, load_sample
+
     check_tuning(args.tuning)
     judged = [s for s in systems if s.kind == "run"]
     runs = [load_run(s.source) for s in judged]
@@ -248,6 +236,14 @@ def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str,
 
 def _write_outputs(args: argparse.Namespace, board: Leaderboard, layout: Layout,
                    systems: list[SystemTurns], console: Console) -> None:
+    from ..analysis import (
+        leaderboard_csv,
+        leaderboard_latex,
+        leaderboard_markdown,
+        plot_leaderboard,
+        write_turns,
+    )
+
     if args.json_out:
         board.write_json(args.json_out)
         say(console, f"wrote {args.json_out}")
@@ -267,6 +263,8 @@ def _write_outputs(args: argparse.Namespace, board: Leaderboard, layout: Layout,
 def print_leaderboard(board: Leaderboard, console: Console) -> None:
     """The systems (one table per gold version, then the judge's metrics), the pairs of the
     rank metric and, for a few systems, the breakdowns; every figure whole at 80 columns."""
+    from ..analysis import caption, figure_text, metric_label
+
     groups: dict[str, list[str]] = {}
     for key in board.metrics:
         groups.setdefault(key.partition("@")[2] if "@" in key else

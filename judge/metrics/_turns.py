@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..data import DialogueSet, PredictionSet, Schema, State
 from ._fga import fga_turn_marks
 from ._gca import turn_changes
 from ._matching import parse_policy
 from ._options import MetricOptions
+
+if TYPE_CHECKING:  # numpy loads when verdicts are computed, not with the metrics stage
+    import numpy as np
 
 _CHUNK = 8192
 """Turns per chunk when the total is not known in advance (a streaming reader)."""
@@ -44,11 +46,15 @@ class TurnVerdicts:
     @property
     def sa(self) -> np.ndarray:
         """Slot accuracy of each turn, a share in [0, 1] (float64, exact as the suite's)."""
+        import numpy as np
+
         return (self.num_slots - self.wrong.astype(np.float64)) / self.num_slots
 
     @property
     def fga(self) -> np.ndarray:
         """FGA of each turn, a share in [0, 1]."""
+        import numpy as np
+
         marks = self.fga_mark.astype(np.float64)
         return np.where(marks < 0, 1.0, np.where(marks == 0, 0.0,
                                                  1.0 - np.exp(-self.fga_lambda * marks)))
@@ -66,6 +72,8 @@ class TurnScorer:
 
     def __init__(self, schema: Schema, options: MetricOptions, *, fga_lambda: float,
                  expected_turns: int = 0) -> None:
+        import numpy as np
+
         self.schema = schema
         self.options = options
         self.fga_lambda = fga_lambda
@@ -85,6 +93,8 @@ class TurnScorer:
         self.rows = 0
 
     def _new_chunk(self, size: int | None = None) -> tuple[np.ndarray, ...]:
+        import numpy as np
+
         size = self.chunk if size is None else size
         return (np.zeros(size, bool), np.zeros(size, np.int16), np.zeros(size, np.int16),
                 np.zeros((size, 4), np.int16), np.zeros(size, self.domain_dtype))
@@ -126,6 +136,8 @@ class TurnScorer:
 
     def finish(self) -> TurnVerdicts:
         """The columns, trimmed to the turns scored (the scorer's chunks are let go)."""
+        import numpy as np
+
         parts = [*self._full, tuple(c[: self._used] for c in self._columns)]
         self._full, self._columns, self._used = [], self._new_chunk(0), 0
         jga, wrong, fga_mark, changes, domain_errors = (
@@ -151,6 +163,8 @@ def gca_from_counts(counts: np.ndarray, *, alpha: float = 10 / 11,
     """GCA (a share, not points) from pooled counts ``[..., 4]`` (C, W, O, M), vectorised:
     the same weighted harmonic mean as :func:`gca_score`, for many totals at once (the
     leave-one-dialogue-out totals of a jackknife)."""
+    import numpy as np
+
     c, w, o, m = (counts[..., k].astype(np.float64) for k in range(4))
     n_pred, n_gold = c + w + o, c + w + m
     squares = n_pred**2 + n_gold**2
