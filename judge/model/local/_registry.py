@@ -167,6 +167,8 @@ DEFAULT_MODEL = "1.5b"
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 """The sdist whose vendored llama.cpp tree is built; part of the binary's cache path."""
+LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+"""sha256 of ``llama_cpp_python-0.3.36.tar.gz`` (76,589,250 bytes) as published on PyPI."""
 SERVER_ALIAS = "local"
 """The model name the server answers to (``--alias``), whatever weights it loaded."""
 
