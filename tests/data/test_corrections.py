@@ -160,6 +160,23 @@ def test_bad_corrections_name_file_line_and_field(tmp_path, fields, field, words
     assert caught.value.path.endswith("corrections.jsonl")
 
 
+@pytest.mark.parametrize("was", [None, "none"])
+def test_a_stale_correction_of_an_empty_slot_is_refused_once_the_slot_holds_a_value(
+        tmp_path, was):
+    """``was: null`` says the slot was empty when the reviewer looked; version 2.1 now holds
+    "acorn house" for hotel-name at turn 3, so the correction is stale, not an overwrite."""
+    with pytest.raises(InputError) as caught:
+        _apply(tmp_path, _correction(turn_index=3, slot="hotel-name", value="acorn lodge",
+                                     was=was))
+    assert caught.value.line == 1 and caught.value.field == "was"
+    assert "stale correction" in caught.value.reason
+    assert "'acorn house'" in caught.value.reason
+    # where the slot is still empty (turn 1 under 2.1) the same correction applies
+    result = _apply(tmp_path, _correction(turn_index=1, slot="hotel-name", value="acorn house",
+                                          was=was))
+    assert [s.get("hotel-name") for s in _states(result)] == [None] + ["acorn house"] * 3
+
+
 def test_an_unknown_dialogue_is_named_with_its_line(tmp_path):
     with pytest.raises(DataMismatchError) as caught:
         _apply(tmp_path, _correction(dialogue_id="NOPE.json"))
