@@ -165,8 +165,10 @@ def open_output(path: str | Path, mode: str = "w", *,
         binary = "b" in mode
         if gzip_name(target):
             packed = mode.replace("t", "").replace("b", "") + ("b" if binary else "t")
-            handle = (gzip.open(target, packed) if binary else
-                      gzip.open(target, packed, encoding="utf-8", newline=newline))
+            # closed by the ``with handle`` below, as the plain files are
+            handle = (gzip.open(target, packed) if binary  # noqa: SIM115
+                      else gzip.open(target, packed, encoding="utf-8",  # noqa: SIM115
+                                     newline=newline))
         elif binary:
             handle = target.open(mode)
         else:
