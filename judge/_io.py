@@ -19,7 +19,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -166,9 +166,11 @@ def open_output(path: str | Path, mode: str = "w", *,
         if gzip_name(target):
             packed = mode.replace("t", "").replace("b", "") + ("b" if binary else "t")
             # closed by the ``with handle`` below, as the plain files are
-            handle = (gzip.open(target, packed) if binary  # noqa: SIM115
-                      else gzip.open(target, packed, encoding="utf-8",  # noqa: SIM115
-                                     newline=newline))
+            if binary:
+                handle = cast(IO[bytes], gzip.open(target, packed))  # noqa: SIM115
+            else:
+                handle = gzip.open(target, packed, encoding="utf-8",  # noqa: SIM115
+                                   newline=newline)
         elif binary:
             handle = target.open(mode)
         else:
