@@ -169,8 +169,8 @@ def open_output(path: str | Path, mode: str = "w", *,
             if binary:
                 handle = cast(IO[bytes], gzip.open(target, packed))  # noqa: SIM115
             else:
-                handle = gzip.open(target, packed, encoding="utf-8",  # noqa: SIM115
-                                   newline=newline)
+                handle = cast(IO[str], gzip.open(target, packed,  # noqa: SIM115
+                                                 encoding="utf-8", newline=newline))
         elif binary:
             handle = target.open(mode)
         else:
