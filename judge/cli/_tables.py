@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from .._io import open_output, write_text
+from .._io import open_output, plain_suffix, write_text
 from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
 from ._gold import add_corrections_option, corrected_versions
@@ -88,9 +88,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _format_of(path: str | None) -> str:
-    if path and path.endswith(".csv"):
+    if path and plain_suffix(path) == ".csv":
         return "csv"
-    if path and path.endswith(".tex"):
+    if path and plain_suffix(path) == ".tex":
         return "latex"
     return "table"
 

@@ -39,6 +39,7 @@ from .._api_models import (
     Usage,
 )
 from .._errors import ServiceError
+from .._io import write_text
 from .._validation import first_problem
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -214,7 +215,7 @@ class Client:
         returns how many corrections it holds."""
         records = self.corrections(job_id)
         text = "".join(r.model_dump_json(exclude_unset=True) + "\n" for r in records)
-        Path(path).write_text(text, encoding="utf-8")
+        write_text(path, text)  # gzip under a .gz name, like every other writer
         return len(records)
 
     def download_run(self, job_id: str, out_dir: str | Path, *, inputs: bool = True) -> Path:
@@ -263,7 +264,9 @@ class Client:
                                           + "\n", encoding="utf-8")
 
     def export(self, job_id: str, path: str | Path) -> Path:
-        """Save the job's bundle (``.tar.gz``) to ``path``."""
+        """Save the job's bundle (``.tar.gz``) to ``path``: its bytes are gzip already, so
+        they are written as they come (not through ``open_output``, which would pack them
+        again under a ``.gz`` name)."""
         target = Path(path)
         target.write_bytes(self._request("GET", f"/v1/jobs/{job_id}/export").content)
         return target

@@ -10,7 +10,7 @@ from scipy.stats import ttest_1samp
 
 from judge import OptionError
 from judge.analysis import agreement_report, alt_test, benjamini_yekutieli, format_alt_test
-from judge.analysis._alttest import MIN_SHARED, _t_less
+from judge.analysis._alttest import MIN_SHARED, Q, _t_less
 from judge.analysis._labels import HumanLabel, HumanLabels
 
 
@@ -71,6 +71,27 @@ def test_benjamini_yekutieli_rejects_by_its_step_up_rule():
     # m = 2, limits 0.0167 and 0.0333; 0.02 misses the first but 0.025 meets the second
     assert benjamini_yekutieli([0.02, 0.025]) == [True, True]
     assert benjamini_yekutieli([0.02, 0.04]) == [False, False]
+
+
+def test_reviewer_p_values_between_the_by_cut_and_q_are_not_rejected():
+    """Two reviewers whose p-values both lie below q = 0.05 but above the Benjamini–Yekutieli
+    lines (m = 2: 0.05/3 and 0.1/3): uncorrected (or Benjamini–Hochberg, lines 0.025 and 0.05)
+    the judge would beat both; corrected as the paper asks, it beats neither."""
+    judge, reviewers = panel(60, judge_error=0.15, reviewer_error=0.15, seed=4, reviewers=2)
+    block = alt_test(judge, reviewers, n_boot=0)
+    p = sorted(entry["p_value"] for entry in block["reviewers"])
+    harmonic = 1 + 1 / 2
+    by_lines = [k * Q / (2 * harmonic) for k in (1, 2)]
+    assert by_lines[0] < p[0] < Q and by_lines[1] < p[1] < Q  # between the BY cut and q
+    assert p[1] <= Q * 2 / 2  # ... and under Benjamini–Hochberg's line
+    assert [entry["rejected"] for entry in block["reviewers"]] == [False, False]
+    assert block["winning_rate"] == 0.0 and not block["passes"]
+    assert "wins against 0 of 2" in block["verdict"]
+    # at q = 0.1 the same p-values clear the lines 0.1/3 and 0.2/3: both are rejected
+    assert p[1] <= 2 * 0.1 / (2 * harmonic)
+    loose = alt_test(judge, reviewers, q=0.1, n_boot=0)
+    assert [entry["rejected"] for entry in loose["reviewers"]] == [True, True]
+    assert loose["winning_rate"] == 1.0 and loose["passes"]
 
 
 def test_a_judge_as_good_as_the_majority_stands_in_and_a_poor_one_does_not():

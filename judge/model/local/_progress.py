@@ -121,9 +121,10 @@ class PipProgress:
                 self.megabytes += float(match.group(1)) * _UNITS[match.group(2)] / 1e6
         elif text.startswith(("Using cached", "File was already downloaded")):
             self.downloaded += 1
-        elif text.startswith("Installing collected packages"):
+        elif text.startswith(("Installing collected packages", "Successfully downloaded")):
             self.heartbeat.update(f"all {self.packages} downloaded "
-                                  f"({self.megabytes:,.0f} MB); installing")
+                                  f"({self.megabytes:,.0f} MB); "
+                                  f"{'installing' if 'Installing' in text else 'checking'}")
             return
         else:
             return

