@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import OptionError
-from .._io import open_output
+from .._io import open_output, plain_suffix
 from ._leaderboard import METRIC_LABELS, Figure, Layout, Leaderboard, SystemTurns
 
 
@@ -187,7 +187,7 @@ def plot_leaderboard(board: Leaderboard, path: str | Path) -> Path:
     """Write the forest plot as PNG or SVG (by the file's suffix)."""
     import matplotlib.pyplot as plt
 
-    fmt = "svg" if str(path).lower().endswith(".svg") else "png"
+    fmt = "svg" if plain_suffix(path) == ".svg" else "png"
     figure = forest_figure(board)
     try:
         with open_output(path, "wb") as handle:
@@ -238,11 +238,12 @@ def _turn_records(layout: Layout, system: SystemTurns,
 def write_turns(path: str | Path, layout: Layout, systems: Sequence[SystemTurns]) -> int:
     """One row per (system, dialogue, turn) with every verdict: ``.jsonl`` or ``.parquet``
     (pyarrow, the ``parquet`` extra), written one system at a time. Returns the rows."""
-    name = str(path).lower()
-    if name.endswith(".parquet"):
+    suffix = plain_suffix(path)
+    if suffix == ".parquet" and not str(path).lower().endswith(".gz"):
         return _write_parquet(path, layout, systems)
-    if not name.endswith(".jsonl"):
-        raise OptionError(f"--turns writes .jsonl or .parquet, not {Path(path).name!r}")
+    if suffix != ".jsonl":
+        raise OptionError("--turns writes .jsonl (gzipped as .jsonl.gz) or .parquet (compressed "
+                          f"by itself), not {Path(path).name!r}")
     rows = 0
     judged = any(s.kind == "run" for s in systems)
     with open_output(path) as handle:

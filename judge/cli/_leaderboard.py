@@ -13,7 +13,7 @@ from rich.console import Console
 
 from .._errors import InputError, OptionError
 from .._glossary import CORRECTIONS
-from .._io import write_text
+from .._io import plain_suffix, write_text
 from ..data import DialogueSet, Schema, read_id_list
 from ..metrics import MetricOptions
 from ..pipeline import Run, load_run
@@ -121,8 +121,10 @@ def _check_sources(args: argparse.Namespace) -> None:
                           "label")
     if args.human and not any(_is_run(p) for p in args.systems):
         raise OptionError("--human labels judge runs: give at least one run directory")
-    if args.turns and not args.turns.lower().endswith((".jsonl", ".parquet")):
-        raise OptionError(f"--turns writes .jsonl or .parquet, not {Path(args.turns).name!r}")
+    if args.turns and (plain_suffix(args.turns), args.turns.lower().endswith(".gz")) not in (
+            (".jsonl", False), (".jsonl", True), (".parquet", False)):
+        raise OptionError("--turns writes .jsonl (gzipped as .jsonl.gz) or .parquet (compressed "
+                          f"by itself), not {Path(args.turns).name!r}")
     if not any(_is_run(p) for p in args.systems) and not (args.schema and args.dialogues):
         raise OptionError("predictions files need --schema and --dialogues")
 

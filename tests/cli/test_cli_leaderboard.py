@@ -348,4 +348,4 @@ def test_names_are_escaped_in_latex_and_markdown(tmp_path, capsys):
 
 def test_turns_with_another_suffix_is_refused_before_any_work(tmp_path, capsys):
     err = _bad(capsys, str(STRONG), str(WEAK), *DATA, "--turns", str(tmp_path / "t.csv"))
-    assert ".jsonl or .parquet" in err and not (tmp_path / "t.csv").exists()
+    assert ".jsonl (gzipped as .jsonl.gz) or .parquet" in err and not (tmp_path / "t.csv").exists()

@@ -94,6 +94,21 @@ CASES: dict[tuple[str, str], Case] = {
         lambda runs, tmp: ["labels", "plan", str(runs["good"]), "--width", "30",
                            "--disagreement", "0.1"],
         "plan.json.gz", _json),
+    **{("leaderboard", flag): (
+        lambda runs, tmp: ["leaderboard", *DATA, PREDICTIONS,
+                           str(EXAMPLES / "predictions-weak.jsonl"), "--gold", "2.4"],
+        name, check)
+       for flag, name, check in (
+           ("--json", "board.json.gz",
+            lambda p: bool(json.loads(_unpacked(p))["systems"][0]["metrics"])),
+           ("--csv", "board.csv.gz", lambda p: _unpacked(p).splitlines()[0].count(",") > 3),
+           ("--markdown", "board.md.gz", lambda p: "|" in _unpacked(p)),
+           ("--latex", "board.tex.gz", lambda p: "\\toprule" in _unpacked(p)),
+           ("--png", "forest.png.gz", lambda p: gzip.decompress(p.read_bytes())[:4]
+            == b"\x89PNG"),
+           ("--svg", "forest.svg.gz", lambda p: "<svg" in _unpacked(p)),
+           ("--turns", "turns.jsonl.gz",
+            lambda p: bool(json.loads(_unpacked(p).splitlines()[0])["dialogue_id"])))},
     ("convert", "--out"): (
         lambda runs, tmp: ["convert", str(EXAMPLES / "dialogues.jsonl")],
         "dialogues.jsonl.gz", _dialogues_back),
@@ -110,7 +125,8 @@ ELSEWHERE = {
 }
 """Output options this file does not write through, and why."""
 
-OUTPUT_FLAGS = ("--out", "--json", "--png", "--table-out", "--candidates", "--export")
+OUTPUT_FLAGS = ("--out", "--json", "--png", "--svg", "--csv", "--markdown", "--latex", "--turns",
+                "--table-out", "--candidates", "--export")
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
