@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from ._gold import add_corrections_option, corrected_gold
+from .._io import plural
+from ..data import decided_slots
+from ._gold import add_corrections_option, corrected_gold, read_all
 
 __all__ = ["add_parsers"]
 
@@ -28,11 +30,14 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="judge run directories and/or predictions files")
     p.add_argument("--out", metavar="HTML", help="write the audit page")
     p.add_argument("--candidates", metavar="FILE",
-                   help="write the ranked candidates: CSV if FILE ends in .csv, else JSON Lines")
+                   help="write the ranked candidates: CSV if FILE ends in .csv, else JSON Lines; "
+                   "each with its id, the dialogue up to its turn (context) and empty decision, "
+                   "value and note columns to fill in for 'dst-judge corrections "
+                   "from-candidates'")
     p.add_argument("--gold", metavar="VERSION",
                    help="annotation version audited (default: the dialogues file's first); "
                    "other versions are shown beside, never used as evidence")
-    add_corrections_option(p)
+    add_corrections_option(p, decided=True)
     p.add_argument("--order", choices=["review", "evidence"], default="review",
                    help="review (default): the order that moves JGA furthest per review, a "
                    "turn's candidates together; evidence: by evidence score alone")
@@ -48,6 +53,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
     from ..analysis import (
+        drop_decided,
         find_candidates,
         load_audit_inputs,
         review_order,
@@ -69,13 +75,19 @@ def run(args: argparse.Namespace, console: Console) -> int:
         items = write_audit(runs[0], args.out)
         console.print(f"wrote {args.out} ({items} judge/RULE items)", markup=False)
         return 0
-    dialogues, gold, _ = corrected_gold(inputs.dialogues, inputs.schema, args.corrections,
-                                        args.gold)
+    dialogues, gold, corrected = corrected_gold(inputs.dialogues, inputs.schema,
+                                                args.corrections, args.gold)
     candidates = find_candidates(dialogues, inputs.sources, gold=gold, schema=inputs.schema)
     if args.order == "review":
         candidates = review_order(candidates, dialogues, inputs.sources, gold=gold)
+    if corrected is not None:
+        candidates, dropped = drop_decided(candidates, decided_slots(
+            inputs.dialogues, corrected.base, read_all(args.corrections),
+            schema=inputs.schema))
+        console.print(f"left out {plural(dropped, 'candidate')} the corrections already "
+                      "decide (accepted, edited or rejected)", markup=False)
     if args.candidates:
-        count = write_candidates(candidates, args.candidates)
+        count = write_candidates(candidates, args.candidates, dialogues)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
     if args.out:
         items = write_audit(runs[0] if runs else None, args.out, candidates=candidates)
