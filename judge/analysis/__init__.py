@@ -49,7 +49,13 @@ from ._compare import (
     system_table,
     systems_figure,
 )
-from ._decided import corrections_from_candidates
+from ._decided import (
+    ORDERS,
+    audit_gold,
+    corrections_from_candidates,
+    open_candidates,
+    queue_records,
+)
 from ._estimates import (
     CORNERS,
     DIFFERENCE_CORNERS,
@@ -76,7 +82,7 @@ from ._labels import (
     pair_by_predictions,
     write_labels,
 )
-from ._review import error_chance, fix_span, review_order
+from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sampling import (
     ALLOCATIONS,
@@ -113,6 +119,8 @@ __all__ = [
     "JUDGE_JGA_DEFINITION",
     "JUDGE_JGA_SHORT",
     "JUDGE_NOTE",
+    "ORDERS",
+    "ORDER_TRADEOFF",
     "POPULATION_HEADER",
     "PSEUDO_UNITS",
     "REEVALUATION_HEADER",
@@ -136,6 +144,7 @@ __all__ = [
     "agreement_report",
     "allocate",
     "alt_test",
+    "audit_gold",
     "audit_items",
     "base_version",
     "benjamini_yekutieli",
@@ -168,11 +177,13 @@ __all__ = [
     "load_labels",
     "load_sample",
     "method_table",
+    "open_candidates",
     "pabak",
     "pair_by_predictions",
     "plan_labels",
     "plot_systems",
     "ppi_mean",
+    "queue_records",
     "recorded_input",
     "recorded_predictions_sha256",
     "render_audit",

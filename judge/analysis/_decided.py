@@ -12,17 +12,34 @@ counts as an edit. The correction names the candidate's id, the annotation versi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import InputError
+from .._errors import InputError, OptionError
 from .._validation import first_problem
-from ..data import Correction
+from ..data import (
+    Correction,
+    DialogueSet,
+    Located,
+    Schema,
+    apply_corrections,
+    decided_slots,
+)
 from ._audit import _read_export
-from ._candidates import base_version, candidate_id
+from ._candidates import (
+    AuditSource,
+    Candidate,
+    base_version,
+    candidate_id,
+    context,
+    drop_decided,
+    find_candidates,
+)
+from ._review import fix_span, review_order
 
 DECISIONS = ("accept", "reject", "edit")
 _NEEDED = ("dialogue_id", "turn_index", "slot", "gold_version", "gold_value", "predicted")
@@ -98,5 +115,65 @@ def corrections_from_candidates(path: str | Path, *, reviewer: str, time: dateti
         record = correction.model_dump(mode="json", exclude_none=True)
         record.update(value=correction.value, was=correction.was)
         record.pop("adjudicated", None)
+        out.append(record)
+    return out
+
+
+ORDERS = ("review", "evidence")
+"""The orders a queue of candidates can take: ``review`` (whole turns first, the most JGA per
+review) or ``evidence`` (the evidence score alone: the most likely errors first)."""
+
+
+def audit_gold(dialogues: DialogueSet, corrections: Sequence[Located], *,
+               schema: Schema | None = None, gold: str | None = None
+               ) -> tuple[DialogueSet, str, set[tuple[str, int, str]]]:
+    """The gold an audit over ``corrections`` scores against: the dialogues with the corrected
+    version added, its name, and every (dialogue key, turn, slot) the corrections decide.
+    Without corrections, the dialogues as they are and ``gold`` (default the first)."""
+    if not corrections:
+        return dialogues, dialogues.resolve_version(gold), set()
+    if gold is None:
+        named = list(dict.fromkeys(c.correction.gold for c in corrections))
+        if len(named) > 1:
+            raise OptionError(f"the corrections correct several versions ({', '.join(named)}): "
+                              "say which is audited")
+        gold = named[0]
+    result = apply_corrections(dialogues, gold, corrections, schema=schema)
+    decided = decided_slots(dialogues, result.base, corrections, schema=schema)
+    return result.dialogues, result.name, decided
+
+
+def open_candidates(dialogues: DialogueSet, sources: Sequence[AuditSource], *, gold: str,
+                    schema: Schema | None = None,
+                    decided: Iterable[tuple[str, int, str]] = (), order: str = "review"
+                    ) -> tuple[list[Candidate], int]:
+    """The candidates still to review, in ``order``, and how many the corrections already
+    decide (left out before ordering, so the review order plans over what is open)."""
+    if order not in ORDERS:
+        raise OptionError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+    found, dropped = drop_decided(find_candidates(dialogues, sources, gold=gold, schema=schema),
+                                  decided)
+    if order == "review":
+        found = review_order(found, dialogues, sources, gold=gold)
+    return found, dropped
+
+
+def queue_records(candidates: Sequence[Candidate], dialogues: DialogueSet, gold: str,
+                  sources: Sequence[AuditSource]) -> list[dict[str, Any]]:
+    """What a review queue needs of each candidate, in review order: the candidates file's
+    record with the dialogue up to the turn (``context``), the later turns a fix covers
+    (``later``) and the candidate's place in evidence order (``evidence_rank``), so a queue
+    can offer either order without ranking again."""
+    evidence_rank = {id(c): position for position, c in enumerate(candidates, start=1)}
+    ordered = review_order(candidates, dialogues, sources, gold=gold)
+    out = []
+    for candidate in ordered:
+        dialogue = dialogues.get(candidate.dialogue_id)
+        span = fix_span(candidate, dialogues, gold)
+        record = candidate.record()
+        record.update(
+            evidence_rank=evidence_rank[id(candidate)], context=context(candidate, dialogues),
+            later=[{"turn_index": t.turn_index, "user": t.user}
+                   for t in (dialogue.turns[span.start + 1:span.stop] if dialogue else [])])
         out.append(record)
     return out

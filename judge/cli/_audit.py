@@ -40,7 +40,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     add_corrections_option(p, decided=True)
     p.add_argument("--order", choices=["review", "evidence"], default="review",
                    help="review (default): the order that moves JGA furthest per review, a "
-                   "turn's candidates together; evidence: by evidence score alone")
+                   "turn's candidates together (more wrong turns fixed early, fewer real "
+                   "errors at the top); evidence: by evidence score alone, the most likely "
+                   "errors first (see docs/audit.md)")
     p.add_argument("--dialogues", metavar="FILE",
                    help="dialogues file (default: the one the first judge run recorded)")
     p.add_argument("--schema", metavar="FILE",
@@ -52,14 +54,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
-    from ..analysis import (
-        drop_decided,
-        find_candidates,
-        load_audit_inputs,
-        review_order,
-        write_audit,
-        write_candidates,
-    )
+    from ..analysis import load_audit_inputs, open_candidates, write_audit, write_candidates
 
     if not (args.out or args.candidates):
         raise OptionError("say what to write: --candidates FILE, --out HTML, or both")
@@ -77,20 +72,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return 0
     dialogues, gold, corrected = corrected_gold(inputs.dialogues, inputs.schema,
                                                 args.corrections, args.gold)
-    candidates = find_candidates(dialogues, inputs.sources, gold=gold, schema=inputs.schema)
-    if args.order == "review":
-        candidates = review_order(candidates, dialogues, inputs.sources, gold=gold)
+    decided = decided_slots(inputs.dialogues, corrected.base, read_all(args.corrections),
+                            schema=inputs.schema) if corrected is not None else set()
+    candidates, dropped = open_candidates(dialogues, inputs.sources, gold=gold or
+                                          dialogues.resolve_version(None),
+                                          schema=inputs.schema, decided=decided,
+                                          order=args.order)
     if corrected is not None:
-        candidates, dropped = drop_decided(candidates, decided_slots(
-            inputs.dialogues, corrected.base, read_all(args.corrections),
-            schema=inputs.schema))
         console.print(f"left out {plural(dropped, 'candidate')} the corrections already "
-                      "decide (accepted, edited or rejected)", markup=False)
+                      "decide (accepted, edited or rejected)", markup=False, soft_wrap=True)
     if args.candidates:
         count = write_candidates(candidates, args.candidates, dialogues)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
     if args.out:
-        items = write_audit(runs[0] if runs else None, args.out, candidates=candidates)
+        items = write_audit(runs[0] if runs else None, args.out, candidates=candidates,
+                            order=args.order)
         what = f"{items} judge/RULE items, " if runs else ""
         console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)",
                       markup=False)
