@@ -5,6 +5,7 @@ from ._agreement import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
     ESTIMATE_HEADER,
+    LABELS_ONLY_NOTE,
     POPULATION_HEADER,
     REEVALUATION_HEADER,
     REEVALUATION_NOTE,
@@ -17,6 +18,7 @@ from ._agreement import (
     format_reevaluation,
     format_reviewers,
     judgment_rows_source,
+    sample_words,
 )
 from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt_test
 from ._audit import (
@@ -119,6 +121,7 @@ __all__ = [
     "JUDGE_JGA_DEFINITION",
     "JUDGE_JGA_SHORT",
     "JUDGE_NOTE",
+    "LABELS_ONLY_NOTE",
     "ORDERS",
     "ORDER_TRADEOFF",
     "POPULATION_HEADER",
@@ -191,6 +194,7 @@ __all__ = [
     "run_differences",
     "run_turns_digest",
     "sample_estimates",
+    "sample_words",
     "sampled_run",
     "source_from_predictions",
     "source_from_run",
