@@ -406,9 +406,12 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
     ]
-    if figures.get("systems", 1) > 1 or figures.get("duplicates"):
-        rows.append((f"requests shared by several systems ({figures.get('systems', 1)} "
-                     "systems), sent once", f"{figures['duplicates']:,}"))
+    systems = int(figures.get("systems", 1))
+    if systems > 1:
+        rows.append((f"requests shared by several systems ({plural(systems, 'system')}), "
+                     "sent once", f"{figures['duplicates']:,}"))
+    elif figures.get("duplicates"):
+        rows.append(("identical requests, sent once", f"{figures['duplicates']:,}"))
     rows += [
         ("skipped (empty turn state)", figures["skipped"]),
         ("prompt tokens (static prefix)",

@@ -307,3 +307,12 @@ def test_the_estimate_comes_first_whole_and_named_for_its_design(runs, tmp_path,
     assert "from the simple random sample" in flat(out)
     assert "design)" not in out and "from the stratified" not in flat(out)
     assert flat(LABELS_ONLY_NOTE) in flat(out)
+
+
+def test_labels_plan_on_a_small_run_says_why(runs, capsys):
+    """On a run of 11 turns the plan is every turn and a width of 0.0: it says why."""
+    assert main(["labels", "plan", str(runs["good"]), "--width", "10", "--disagreement",
+                 "0.1"]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "Why: this run has only 11 judged turns, fewer than the 50" in out
+    assert "no sampling error" in out
