@@ -92,6 +92,10 @@ def test_a_predictions_audit_is_reviewed_in_the_web_and_reaudited(web):
     records = [json.loads(line) for line in exported.text.splitlines()]
     assert [r["candidate"] for r in records] == evidence[:3]
     assert all(r["gold"] == "2.1" for r in records)
+    api = web["client"]()  # the API's export (dst-judge corrections export) says the same
+    same = api.get(f"/v1/jobs/{job}/corrections",
+                   headers={"Authorization": f"Bearer {web['tokens']['reader']}"})
+    assert same.status_code == 200 and same.text == exported.text
 
     # an audit given the exported corrections leaves the three out
     corrections = upload(web, "corrections", "corrections.jsonl", exported.content)
