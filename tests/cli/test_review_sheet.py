@@ -132,3 +132,30 @@ def test_nothing_decided_is_an_error(sheet, tmp_path, capsys):
     assert main(["corrections", "from-candidates", str(sheet), "--reviewer", "ann",
                  "--out", str(tmp_path / "c.jsonl")]) == 2
     assert "no decided candidates" in capsys.readouterr().err
+
+
+def test_submit_audit_sends_every_predictions_file_and_the_corrections(tmp_path):
+    """``dst-judge submit audit --predictions P1 P2 --corrections C`` asks for an audit of
+    predictions files: every predictions file (a list) and the corrections, uploaded."""
+    import argparse
+
+    from judge.cli import _remote
+
+    uploaded: list[tuple[str, str]] = []
+
+    class Uploads:
+        def upload(self, path: str, kind: str) -> object:
+            uploaded.append((Path(path).name, kind))
+            return argparse.Namespace(id=f"file_{len(uploaded)}")
+
+    corrections = tmp_path / "c.jsonl"
+    corrections.write_text("{}\n")
+    args = argparse.Namespace(
+        kind="audit", schema=None, dialogues=str(EXAMPLES / "dialogues.jsonl"), rules=None,
+        predictions=[str(EXAMPLES / "predictions.jsonl"),
+                     str(EXAMPLES / "predictions-weak.jsonl")],
+        corrections=[str(corrections)], human=None, run=None, runs=None)
+    inputs = _remote._inputs(Uploads(), args)
+    assert inputs == {"dialogues": "file_1", "predictions": ["file_2", "file_3"],
+                      "corrections": ["file_4"]}
+    assert ("c.jsonl", "corrections") in uploaded

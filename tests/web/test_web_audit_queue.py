@@ -74,6 +74,11 @@ def test_a_predictions_audit_is_reviewed_in_the_web_and_reaudited(web):
     said = record["turns"][int(turn)]["user"]
     assert said.replace("'", "&#39;") in html
 
+    # reached from the review index and from the job's page
+    assert f"/ui/corrections/{job}" in alice.get("/ui/review").text
+    assert "audit of 2 predictions files" in alice.get("/ui/review").text
+    assert 'id="review-candidates"' in alice.get(f"/ui/runs/{job}").text
+
     # the reviewer chooses the order: both hold the same candidates, in other orders
     review = ids_in_order(alice, job, "review", size)
     evidence = ids_in_order(alice, job, "evidence", size)
