@@ -563,10 +563,11 @@ def _dialogue_candidates(dialogue: Dialogue, key: str, sources: Sequence[AuditSo
 CSV_FIELDS: tuple[str, ...] = (
     "id", "rank", "score", "dialogue_id", "turn_index", "slot", "gold_version", "gold_value",
     "predicted", "systems", "predictions", "evidence", "other_versions")
-REVIEW_FIELDS: tuple[str, ...] = ("context", "decision", "value", "note")
+REVIEW_FIELDS: tuple[str, ...] = ("context", "later", "decision", "value", "note")
 """Columns a file written with the dialogues adds: the dialogue up to the candidate's turn,
-and the reviewer's (empty) ``decision`` (accept, reject or edit), ``value`` (an edit's value)
-and ``note``, which ``dst-judge corrections from-candidates`` reads back."""
+the user's words in the later turns a fix carries to, and the reviewer's (empty)
+``decision`` (accept, reject or edit), ``value`` (an edit's value) and ``note``, which
+``dst-judge corrections from-candidates`` reads back."""
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -586,6 +587,22 @@ def context(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[st
         return []
     return [{"turn_index": t.turn_index, "system": t.system, "user": t.user}
             for t in dialogue.turns[:candidate.turn_index + 1]]
+
+
+def later_turns(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[str, Any]]:
+    """The turns after the candidate's that a fix carries to (the annotation keeps the same
+    value of the slot there), with what the user says in each."""
+    dialogue = dialogues.get(candidate.dialogue_id) if dialogues is not None else None
+    if dialogue is None or candidate.gold_version not in dialogue.turns[0].gold_states:
+        return []
+    version = candidate.gold_version
+    wrong = dialogue.turns[candidate.turn_index].gold_states[version].get(candidate.slot)
+    out = []
+    for turn in dialogue.turns[candidate.turn_index + 1:]:
+        if turn.gold_states[version].get(candidate.slot) != wrong:
+            break
+        out.append({"turn_index": turn.turn_index, "user": turn.user})
+    return out
 
 
 def _context_text(turns: Sequence[Mapping[str, Any]]) -> str:
@@ -609,8 +626,10 @@ def _csv_row(candidate: Candidate, dialogues: DialogueSet | None = None) -> dict
                                          for k, v in record["other_versions"].items())
     fields = CSV_FIELDS
     if dialogues is not None:
-        record.update(context=_context_text(context(candidate, dialogues)), decision="",
-                      value="", note="")
+        record.update(context=_context_text(context(candidate, dialogues)),
+                      later="\n".join(f"{t['turn_index']} user: {t['user']}"
+                                      for t in later_turns(candidate, dialogues)),
+                      decision="", value="", note="")
         fields = (*CSV_FIELDS, *REVIEW_FIELDS)
     return {name: csv_cell(record[name]) for name in fields}
 
@@ -635,7 +654,8 @@ def write_candidates(candidates: Sequence[Candidate], path: str | Path,
             for candidate in candidates:
                 record = candidate.record()
                 if dialogues is not None:
-                    record.update(context=context(candidate, dialogues), decision=None,
+                    record.update(context=context(candidate, dialogues),
+                                  later=later_turns(candidate, dialogues), decision=None,
                                   value=None, note=None)
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return len(candidates)

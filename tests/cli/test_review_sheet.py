@@ -52,6 +52,16 @@ def test_the_candidates_file_carries_an_id_and_the_dialogue(sheet, tmp_path):
     assert f"{first['turn_index']} user: {turn['user']}" in first["context"]
     assert first["context"].startswith(f"0 user: {dialogue['turns'][0]['user']}")
     assert first["decision"] == first["value"] == ""
+    # the later turns a fix carries to: the next turn's words, where the annotation keeps
+    # the same value there
+    carried = [r for r in rows if r["later"]]
+    assert carried
+    row = carried[0]
+    turns = next(json.loads(line) for line in
+                 (EXAMPLES / "dialogues.jsonl").read_text().splitlines()
+                 if json.loads(line)["dialogue_id"] == row["dialogue_id"])["turns"]
+    following = turns[int(row["turn_index"]) + 1]
+    assert row["later"].startswith(f"{following['turn_index']} user: {following['user']}")
     jsonl = tmp_path / "c.jsonl"
     assert main(["audit", *AUDIT, "--candidates", str(jsonl)]) == 0
     record = json.loads(jsonl.read_text().splitlines()[0])
