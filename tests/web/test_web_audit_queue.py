@@ -140,3 +140,19 @@ def test_an_audit_needs_a_run_or_predictions(web):
         answer = api.post("/v1/jobs", json={"kind": "audit", "inputs": inputs}, headers=auth)
         assert answer.status_code == 422, answer.text
         assert field in answer.text
+
+
+def test_a_judge_runs_queue_takes_either_order_too(web):
+    from .test_web_corrections import judged_run
+
+    job = judged_run(web)
+    alice = web["client"]()
+    alice.login(web["tokens"]["alice"])
+    html = page(alice, f"/ui/corrections/{job}").text
+    size = int(re.search(r"Candidate 1 of (\d+)", html).group(1))
+    review = ids_in_order(alice, job, "review", size)
+    evidence = ids_in_order(alice, job, "evidence", size)
+    assert sorted(review) == sorted(evidence) and len(set(review)) == size
+    assert "<strong>most likely errors first</strong>" in page(
+        alice, f"/ui/corrections/{job}?order=evidence").text
+    assert alice.get(f"/ui/corrections/{job}?order=sideways").status_code == 422
