@@ -1,6 +1,7 @@
 """The label-error candidates a corrections queue shows: ``judge.analysis``'s
-``find_candidates`` over a judge run, in ``review_order``, each with what a reviewer needs to
-decide it; ranked once per run in a background thread."""
+``find_candidates`` over a judge run (or, for an audit job of predictions files, the ranking its
+worker wrote to ``candidates.jsonl``), in review or evidence order, each with what a reviewer
+needs to decide it; ranked once per run and order in a background thread."""
 
 from __future__ import annotations
 
@@ -137,6 +138,7 @@ def rank_candidates(service: Service, row: JobRow, order: str = "review"
     for view in views:
         if view.id not in seen:
             seen.add(view.id)
+            view.rank = len(unique) + 1
             unique.append(view)
     return unique
 

@@ -1,5 +1,6 @@
-"""The candidates queue: a judge run's label-error candidates (``judge.analysis``'s
-``find_candidates`` over the run, in ``review_order``), one at a time, decided with a key:
+"""The candidates queue: the label-error candidates of a judge run (``judge.analysis``'s
+``find_candidates`` over the run) or of an audit job of predictions files (no judge run), in
+review order or, at the reviewer's choice, evidence order, one at a time, decided with a key:
 accept the suggested value, type another, or reject ("the annotation is right"). Decisions go
 to the service's decision store under the token's name with the time; several reviewers may
 decide the same candidate, and where they disagree the candidate waits in the adjudication
