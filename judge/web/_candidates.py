@@ -134,7 +134,7 @@ def rank_candidates(service: Service, row: JobRow, order: str = "review"
         with _ranking_refusals():
             views = _views(ran, order)
     seen: set[str] = set()
-    unique = []
+    unique: list[CandidateView] = []
     for view in views:
         if view.id not in seen:
             seen.add(view.id)
