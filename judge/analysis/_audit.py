@@ -358,7 +358,8 @@ def embed_json(data: Any) -> str:
 
 def _candidate_rows(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
     """What the page's ranking table shows of each candidate (the candidates file's fields)."""
-    return [{"rank": c.rank, "score": f"{c.score:.3f}", "dialogue_id": c.dialogue_id,
+    return [{"id": c.id, "rank": c.rank, "score": f"{c.score:.3f}",
+             "dialogue_id": c.dialogue_id,
              "turn_index": c.turn_index, "slot": c.slot, "gold_version": c.gold_version,
              "gold_value": c.gold_value, "predicted": c.predicted,
              "systems": ", ".join(c.systems),

@@ -169,3 +169,11 @@ def test_submit_audit_sends_every_predictions_file_and_the_corrections(tmp_path)
     assert inputs == {"dialogues": "file_1", "predictions": ["file_2", "file_3"],
                       "corrections": ["file_4"]}
     assert ("c.jsonl", "corrections") in uploaded
+
+
+def test_the_audit_page_names_each_candidate_by_the_same_id(sheet, tmp_path):
+    page = tmp_path / "audit.html"
+    assert main(["audit", *AUDIT, "--out", str(page)]) == 0
+    html = page.read_text()
+    for row in rows_of(sheet):
+        assert f'data-candidate="{row["id"]}"' in html
