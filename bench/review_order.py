@@ -109,6 +109,23 @@ def same_as(dialogues: DialogueSet, version: str, truth: str = "2.4") -> float:
     return sum(t.gold_states[version] == t.gold_states[truth] for t in turns) / len(turns)
 
 
+def wrong_fixed(dialogues: DialogueSet, version: str, audited: str = "2.1",
+                truth: str = "2.4") -> float:
+    """The share of the wrongly annotated turns (2.1 differs from 2.4) that ``version`` brings
+    to 2.4's state."""
+    wrong = [turn for d in dialogues.dialogues for turn in d.turns
+             if turn.gold_states[audited] != turn.gold_states[truth]]
+    return sum(t.gold_states[version] == t.gold_states[truth] for t in wrong) / len(wrong)
+
+
+def precision_at(order: Sequence[Candidate], dialogues: DialogueSet, count: int) -> float:
+    """The share of the first ``count`` candidates that are real errors (the review changes
+    the annotation)."""
+    head = order[:count]
+    return sum(review(c, dialogues)[0].value != review(c, dialogues)[0].was
+               for c in head) / len(head)
+
+
 def tune(candidates: Sequence[Candidate], dialogues: DialogueSet) -> tuple[float, float]:
     """The logistic calibration of the evidence score: P(a review corrects something) against
     the candidate's logit, fitted on the tuning half only."""
@@ -135,7 +152,8 @@ def simulate(dialogues: DialogueSet, systems: Sequence[PredictionSet],
         fixed = apply_corrections(dialogues, "2.1", located, name="fixed")
         row: dict[str, object] = {"reviews": budget,
                                   "moved away": moved_away(fixed.dialogues, "fixed"),
-                                  "equal to 2.4": 100.0 * same_as(fixed.dialogues, "fixed")}
+                                  "equal to 2.4": 100.0 * same_as(fixed.dialogues, "fixed"),
+                                  "wrong fixed": 100.0 * wrong_fixed(fixed.dialogues, "fixed")}
         for system in systems:
             gap = best[system.name] - base[system.name]
             now = jga(fixed.dialogues, system, "fixed")
@@ -180,24 +198,28 @@ def main() -> int:
                   "jga": review_order(candidates, dialogues, sources, gold="2.1")}
         for name, order in orders.items():
             rows = simulate(dialogues, systems, order)
+            head = 100.0 * precision_at(order, dialogues, 50)
             print(f"\n{half}, order {name} ({len(dialogues)} dialogues, "
-                  f"{len(candidates)} candidates)")
-            print("| reviews | " + " | ".join(SYSTEMS) + " | moved away | equal to 2.4 |")
-            print("| --- |" + " --- |" * (len(SYSTEMS) + 2))
+                  f"{len(candidates)} candidates; real errors among the first 50: "
+                  f"{head:.0f} %)")
+            print("| reviews | " + " | ".join(SYSTEMS)
+                  + " | moved away | equal to 2.4 | wrong turns fixed |")
+            print("| --- |" + " --- |" * (len(SYSTEMS) + 3))
             table = []
             for row in rows:
                 cells = [str(row["reviews"]),
                          *(f"{row[s]:.1f} %" for s in SYSTEMS), str(row["moved away"]),
-                         f"{row['equal to 2.4']:.1f} %"]
+                         f"{row['equal to 2.4']:.1f} %", f"{row['wrong fixed']:.1f} %"]
                 table.append(cells)
                 print("| " + " | ".join(cells) + " |")
             tables.append({"title": f"Share of the 2.1 → 2.4 JGA gap closed, {half}, "
                                     f"order: {name} ({len(dialogues)} dialogues, "
                                     f"{len(candidates)} candidates)",
                            "columns": ["reviews", *SYSTEMS, "turns moved away from 2.4",
-                                       "turns equal to 2.4"],
+                                       "turns equal to 2.4", "wrongly annotated turns fixed"],
                            "rows": table,
-                           "note": f"Turns equal to 2.4 before any review: {baseline:.1f} %."})
+                           "note": f"Turns equal to 2.4 before any review: {baseline:.1f} %. "
+                                   f"Real errors among the first 50 candidates: {head:.0f} %."})
     print(f"\n({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     write_results("review_order", tables)
     return 0

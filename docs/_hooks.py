@@ -11,6 +11,12 @@
   ``bench/NAME.py`` has not been run yet (it needs a model the build machine lacks): it says
   so on the page. Once ``bench/results/NAME.json`` exists the build fails until the word
   ``pending`` is dropped, so a table cannot stay hidden behind the marker.
+
+The pages also read as plain Markdown (on GitHub, in an editor), so the rendered tables are
+written into them too, between the marker and ``<!-- end generated:bench NAME -->``:
+``python docs/_hooks.py`` rewrites every such block from ``bench/results/`` (run it after a
+benchmark), and ``tests/test_docs.py`` fails when a committed block differs from what the
+results render. The build replaces the whole block, so the site always shows the results.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-_BENCH = re.compile(r"<!-- generated:bench ([\w.-]+)( pending)? -->")
+_BENCH = re.compile(r"<!-- generated:bench ([\w.-]+)( pending)? -->"
+                    r"(?:\n.*?\n<!-- end generated:bench \1 -->)?", re.S)
 _OPENAPI = "<!-- generated:openapi -->"
 _SPEC: dict[str, Any] = {}
 
@@ -84,9 +91,39 @@ def bench_tables(name: str) -> str:
     return "\n".join(parts)
 
 
+def _rendered(match: re.Match[str]) -> str:
+    return (pending_table if match.group(2) else bench_tables)(match.group(1))
+
+
+def with_bench_blocks(markdown: str) -> str:
+    """The page with each benchmark marker followed by its rendered tables and the end
+    marker (what ``python docs/_hooks.py`` writes into the Markdown files)."""
+    def block(match: re.Match[str]) -> str:
+        name, pending = match.group(1), match.group(2) or ""
+        return (f"<!-- generated:bench {name}{pending} -->\n{_rendered(match)}\n"
+                f"<!-- end generated:bench {name} -->")
+
+    return _BENCH.sub(block, markdown)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if _OPENAPI in markdown:
         markdown = markdown.replace(_OPENAPI, operations_table(openapi_document()))
-    return _BENCH.sub(lambda match: (pending_table if match.group(2) else bench_tables)(
-        match.group(1)), markdown)
+    return _BENCH.sub(_rendered, markdown)
 
+
+def write_bench_blocks(folder: Path = ROOT / "docs") -> list[Path]:
+    """Rewrite the benchmark blocks of every page under ``folder``; the pages changed."""
+    changed = []
+    for page in sorted(folder.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        new = with_bench_blocks(text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
+if __name__ == "__main__":
+    for written in write_bench_blocks():
+        print(f"rewrote the benchmark tables of {written.relative_to(ROOT)}")

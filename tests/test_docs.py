@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,6 +180,40 @@ def test_a_pending_benchmark_table_says_so_until_its_results_exist(
     (tmp_path / "bench" / "results" / "slow.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ValueError, match="drop 'pending'"):
         hooks.on_page_markdown(page, None, None, None)
+
+
+def _hooks() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_pages_read_as_markdown_show_their_benchmark_tables() -> None:
+    """A page read as plain Markdown (GitHub, an editor) shows the tables the site renders:
+    each benchmark marker is followed by the tables ``bench/results/`` render, up to its end
+    marker, exactly as ``python docs/_hooks.py`` writes them (run it after a benchmark)."""
+    hooks = _hooks()
+    stale = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for name in re.findall(r"<!-- generated:bench ([\w.-]+)(?: pending)? -->", text):
+            assert f"<!-- end generated:bench {name} -->" in text, (
+                f"{page.name}: the tables of {name} are not written into the page: run "
+                "python docs/_hooks.py")
+        if hooks.with_bench_blocks(text) != text:
+            stale.append(page.name)
+    assert not stale, f"tables differ from bench/results in {stale}: run python docs/_hooks.py"
+    audit = (ROOT / "docs" / "audit.md").read_text(encoding="utf-8")
+    assert "| reviews | original | da | da-p |" in audit  # the review-order table itself
+    # the site shows each table once: the build replaces the whole block
+    rendered = hooks.on_page_markdown(audit, None, None, None)
+    assert rendered.count("**Share of the 2.1 → 2.4 JGA gap closed, first half (tuning), "
+                          "order: jga") == 1
+    assert "end generated:bench" not in rendered
 
 
 def test_readme_is_short_and_starts_with_the_two_commands() -> None:

@@ -699,6 +699,22 @@ def format_population(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+def sample_words(block: Mapping[str, Any]) -> str:
+    """How a population block's sample was drawn, in words: ``simple random sample``,
+    ``stratified sample (judge-rule design)``; a random sample is not stratified."""
+    design = (((block.get("estimation") or {}).get("design") or {}).get("design")
+              or block.get("design"))
+    if design == "random":
+        return "simple random sample"
+    return f"stratified sample ({design} design)" if design else "sample"
+
+
+LABELS_ONLY_NOTE = (
+    "'human: correct turns %' above is the labels-only TSA of the Estimates table: report "
+    "that table's figure and its t interval (the estimate); the bootstrap interval here only "
+    "puts it beside the agreement rows.")
+
+
 ESTIMATE_HEADER: tuple[str, ...] = (
     "metric", "estimate", "value % [CI]", "labelled", "turns", "note")
 METRIC_NAMES = {"tsa": "TSA", "jga": "JGA (every turn so far correct)",

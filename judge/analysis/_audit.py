@@ -30,6 +30,7 @@ from ..metrics import normalize_time
 from ..pipeline import load_run
 from ._candidates import Candidate
 from ._labels import write_labels as write_labels  # re-exported: its old home
+from ._review import ORDER_TRADEOFF
 
 MISSED_DONTCARE = "missed dontcare"
 SURFACE_VARIANT = "surface variant"
@@ -357,7 +358,8 @@ def embed_json(data: Any) -> str:
 
 def _candidate_rows(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
     """What the page's ranking table shows of each candidate (the candidates file's fields)."""
-    return [{"rank": c.rank, "score": f"{c.score:.3f}", "dialogue_id": c.dialogue_id,
+    return [{"id": c.id, "rank": c.rank, "score": f"{c.score:.3f}",
+             "dialogue_id": c.dialogue_id,
              "turn_index": c.turn_index, "slot": c.slot, "gold_version": c.gold_version,
              "gold_value": c.gold_value, "predicted": c.predicted,
              "systems": ", ".join(c.systems),
@@ -367,10 +369,12 @@ def _candidate_rows(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
 
 
 def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
-                 items: list[AuditItem], candidates: Sequence[Candidate] | None = None) -> str:
+                 items: list[AuditItem], candidates: Sequence[Candidate] | None = None,
+                 order: str | None = None) -> str:
     """The self-contained HTML page (inline CSS and JS, data embedded as JSON).
 
-    With ``candidates`` it also shows the ranked label-error candidates, in their rank order;
+    With ``candidates`` it also shows the ranked label-error candidates, in their rank order
+    (``order``, ``review`` or ``evidence``, says which, with what each order costs and gains);
     without any judge ``rows`` it shows only them.
     """
     versions = list((summary.get("data") or {}).get("versions") or [])
@@ -390,12 +394,13 @@ def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
     audited = candidates[0].gold_version if candidates else None
     return template.render(header=_header(summary, rows, items), versions=versions,
                            kinds=KINDS, data_json=payload, has_run=bool(rows),
-                           candidates=ranking, audited=audited,
+                           candidates=ranking, audited=audited, order=order,
+                           order_tradeoff=ORDER_TRADEOFF.sentence(),
                            report_id=hashlib.sha256(payload.encode()).hexdigest()[:16])
 
 
 def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
-                candidates: Sequence[Candidate] | None = None) -> int:
+                candidates: Sequence[Candidate] | None = None, order: str | None = None) -> int:
     """Write the audit page of a run directory (and of ranked candidates, when given; with no
     run directory, of the candidates alone); returns the number of judge/RULE items listed."""
     if run_dir is not None:
@@ -404,7 +409,7 @@ def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
         summary, rows = {}, []
     ignore_none = "nospace" in str(summary.get("rule_match") or "")
     items = audit_items(rows, ignore_none_pairs=ignore_none)
-    write_text(out_html, render_audit(summary, rows, items, candidates))
+    write_text(out_html, render_audit(summary, rows, items, candidates, order))
     return len(items)
 
 

@@ -264,6 +264,11 @@ class Candidate:
     rank: int = 0
 
     @property
+    def id(self) -> str:
+        """The candidate's id (:func:`candidate_id`), the same in every file and queue."""
+        return candidate_id(self.dialogue_id, self.turn_index, self.slot)
+
+    @property
     def logit(self) -> float:
         return sum(e.weight for e in self.evidence)
 
@@ -275,7 +280,8 @@ class Candidate:
     def record(self) -> dict[str, Any]:
         """The candidate as one JSON Lines record."""
         return {
-            "rank": self.rank, "score": round(self.score, 6), "dialogue_id": self.dialogue_id,
+            "id": self.id, "rank": self.rank, "score": round(self.score, 6),
+            "dialogue_id": self.dialogue_id,
             "turn_index": self.turn_index, "slot": self.slot, "gold_version": self.gold_version,
             "gold_value": self.gold_value, "predicted": self.predicted,
             "systems": list(self.systems), "predictions": dict(self.predictions),
@@ -283,6 +289,35 @@ class Candidate:
                          for e in self.evidence],
             "other_versions": dict(self.other_versions),
         }
+
+
+def candidate_id(dialogue_id: str, turn_index: int, slot: str) -> str:
+    """A candidate's id, ``dialogue:turn:slot`` (``PMUL0117.json:4:hotel-area``): stable across
+    audits of the same data, and the same in the candidates file, the web queue, its decisions
+    and the corrections made of them. It names the question (the slot's value after that
+    turn), so two systems' competing proposals for one slot share it: one decision answers
+    both."""
+    return f"{dialogue_id}:{turn_index}:{slot}"
+
+
+def base_version(name: str) -> str:
+    """The annotation version a corrected version was made from (``2.1+corr:1a2b`` → ``2.1``):
+    what a correction found on a corrected gold must name to apply to the dialogues file."""
+    return name.split("+corr:")[0]
+
+
+def drop_decided(candidates: Sequence[Candidate], decided: Iterable[tuple[str, int, str]]
+                 ) -> tuple[list[Candidate], int]:
+    """The candidates without those already decided, ranks renumbered, and how many were
+    left out. ``decided`` holds (dialogue key, turn, slot) of every turn a correction covers,
+    a rejection ("the annotation is right") as much as an accepted or edited value: a re-audit
+    over the corrected gold would otherwise list them again, at the top."""
+    done = set(decided)
+    kept = [c for c in candidates
+            if (dialogue_key(c.dialogue_id), c.turn_index, c.slot) not in done]
+    for rank, candidate in enumerate(kept, start=1):
+        candidate.rank = rank
+    return kept, len(candidates) - len(kept)
 
 
 def _show(value: str | None) -> str:
@@ -526,8 +561,13 @@ def _dialogue_candidates(dialogue: Dialogue, key: str, sources: Sequence[AuditSo
 
 
 CSV_FIELDS: tuple[str, ...] = (
-    "rank", "score", "dialogue_id", "turn_index", "slot", "gold_version", "gold_value",
+    "id", "rank", "score", "dialogue_id", "turn_index", "slot", "gold_version", "gold_value",
     "predicted", "systems", "predictions", "evidence", "other_versions")
+REVIEW_FIELDS: tuple[str, ...] = ("context", "later", "decision", "value", "note")
+"""Columns a file written with the dialogues adds: the dialogue up to the candidate's turn,
+the user's words in the later turns a fix carries to, and the reviewer's (empty)
+``decision`` (accept, reject or edit), ``value`` (an edit's value) and ``note``, which
+``dst-judge corrections from-candidates`` reads back."""
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -540,7 +580,41 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-def _csv_row(candidate: Candidate) -> dict[str, Any]:
+def context(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[str, Any]]:
+    """The dialogue up to and including the candidate's turn, as a reviewer reads it."""
+    dialogue = dialogues.get(candidate.dialogue_id) if dialogues is not None else None
+    if dialogue is None:
+        return []
+    return [{"turn_index": t.turn_index, "system": t.system, "user": t.user}
+            for t in dialogue.turns[:candidate.turn_index + 1]]
+
+
+def later_turns(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[str, Any]]:
+    """The turns after the candidate's that a fix carries to (the annotation keeps the same
+    value of the slot there), with what the user says in each."""
+    dialogue = dialogues.get(candidate.dialogue_id) if dialogues is not None else None
+    if dialogue is None or candidate.gold_version not in dialogue.turns[0].gold_states:
+        return []
+    version = candidate.gold_version
+    wrong = dialogue.turns[candidate.turn_index].gold_states[version].get(candidate.slot)
+    out = []
+    for turn in dialogue.turns[candidate.turn_index + 1:]:
+        if turn.gold_states[version].get(candidate.slot) != wrong:
+            break
+        out.append({"turn_index": turn.turn_index, "user": turn.user})
+    return out
+
+
+def _context_text(turns: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for turn in turns:
+        if turn["system"]:
+            lines.append(f"{turn['turn_index']} system: {turn['system']}")
+        lines.append(f"{turn['turn_index']} user: {turn['user']}")
+    return "\n".join(lines)
+
+
+def _csv_row(candidate: Candidate, dialogues: DialogueSet | None = None) -> dict[str, Any]:
     record = candidate.record()
     record["gold_value"] = "" if record["gold_value"] is None else record["gold_value"]
     record["predicted"] = "" if record["predicted"] is None else record["predicted"]
@@ -550,23 +624,41 @@ def _csv_row(candidate: Candidate) -> dict[str, Any]:
     record["evidence"] = "; ".join(e.detail for e in candidate.evidence if e.code != "prior")
     record["other_versions"] = "; ".join(f"{k}={'' if v is None else v}"
                                          for k, v in record["other_versions"].items())
-    return {name: csv_cell(record[name]) for name in CSV_FIELDS}
+    fields = CSV_FIELDS
+    if dialogues is not None:
+        record.update(context=_context_text(context(candidate, dialogues)),
+                      later="\n".join(f"{t['turn_index']} user: {t['user']}"
+                                      for t in later_turns(candidate, dialogues)),
+                      decision="", value="", note="")
+        fields = (*CSV_FIELDS, *REVIEW_FIELDS)
+    return {name: csv_cell(record[name]) for name in fields}
 
 
-def write_candidates(candidates: Sequence[Candidate], path: str | Path) -> int:
+def write_candidates(candidates: Sequence[Candidate], path: str | Path,
+                     dialogues: DialogueSet | None = None) -> int:
     """Write ranked candidates as CSV (``.csv``, ``.csv.gz``) or JSON Lines (anything else,
-    gzip under a ``.gz`` name); returns the
-    number written. CSV cells are escaped against formula injection."""
+    gzip under a ``.gz`` name); returns the number written. CSV cells are escaped against
+    formula injection.
+
+    With ``dialogues`` each candidate also carries its ``context`` (the dialogue up to its
+    turn) and empty ``decision``/``value``/``note`` to fill in: the file is then a review
+    sheet that ``dst-judge corrections from-candidates`` turns into corrections."""
     if plain_suffix(path) == ".csv":
+        fields = (*CSV_FIELDS, *REVIEW_FIELDS) if dialogues is not None else CSV_FIELDS
         with open_output(path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(CSV_FIELDS))
+            writer = csv.DictWriter(handle, fieldnames=list(fields))
             writer.writeheader()
             for candidate in candidates:
-                writer.writerow(_csv_row(candidate))
+                writer.writerow(_csv_row(candidate, dialogues))
     else:
         with open_output(path) as handle:
             for candidate in candidates:
-                handle.write(json.dumps(candidate.record(), ensure_ascii=False) + "\n")
+                record = candidate.record()
+                if dialogues is not None:
+                    record.update(context=context(candidate, dialogues),
+                                  later=later_turns(candidate, dialogues), decision=None,
+                                  value=None, note=None)
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return len(candidates)
 
 

@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import Console
 
 from .._errors import OptionError
-from ._gold import add_corrections_option, corrected_gold
+from .._io import plural
+from ..data import decided_slots
+from ._gold import add_corrections_option, corrected_gold, read_all
 
 __all__ = ["add_parsers"]
 
@@ -28,14 +30,19 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="judge run directories and/or predictions files")
     p.add_argument("--out", metavar="HTML", help="write the audit page")
     p.add_argument("--candidates", metavar="FILE",
-                   help="write the ranked candidates: CSV if FILE ends in .csv, else JSON Lines")
+                   help="write the ranked candidates: CSV if FILE ends in .csv, else JSON Lines; "
+                   "each with its id, the dialogue up to its turn (context) and empty decision, "
+                   "value and note columns to fill in for 'dst-judge corrections "
+                   "from-candidates'")
     p.add_argument("--gold", metavar="VERSION",
                    help="annotation version audited (default: the dialogues file's first); "
                    "other versions are shown beside, never used as evidence")
-    add_corrections_option(p)
+    add_corrections_option(p, decided=True)
     p.add_argument("--order", choices=["review", "evidence"], default="review",
                    help="review (default): the order that moves JGA furthest per review, a "
-                   "turn's candidates together; evidence: by evidence score alone")
+                   "turn's candidates together (more wrong turns fixed early, fewer real "
+                   "errors at the top); evidence: by evidence score alone, the most likely "
+                   "errors first (see docs/audit.md)")
     p.add_argument("--dialogues", metavar="FILE",
                    help="dialogues file (default: the one the first judge run recorded)")
     p.add_argument("--schema", metavar="FILE",
@@ -47,13 +54,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
-    from ..analysis import (
-        find_candidates,
-        load_audit_inputs,
-        review_order,
-        write_audit,
-        write_candidates,
-    )
+    from ..analysis import load_audit_inputs, open_candidates, write_audit, write_candidates
 
     if not (args.out or args.candidates):
         raise OptionError("say what to write: --candidates FILE, --out HTML, or both")
@@ -69,16 +70,23 @@ def run(args: argparse.Namespace, console: Console) -> int:
         items = write_audit(runs[0], args.out)
         console.print(f"wrote {args.out} ({items} judge/RULE items)", markup=False)
         return 0
-    dialogues, gold, _ = corrected_gold(inputs.dialogues, inputs.schema, args.corrections,
-                                        args.gold)
-    candidates = find_candidates(dialogues, inputs.sources, gold=gold, schema=inputs.schema)
-    if args.order == "review":
-        candidates = review_order(candidates, dialogues, inputs.sources, gold=gold)
+    dialogues, gold, corrected = corrected_gold(inputs.dialogues, inputs.schema,
+                                                args.corrections, args.gold)
+    decided = decided_slots(inputs.dialogues, corrected.base, read_all(args.corrections),
+                            schema=inputs.schema) if corrected is not None else set()
+    candidates, dropped = open_candidates(dialogues, inputs.sources, gold=gold or
+                                          dialogues.resolve_version(None),
+                                          schema=inputs.schema, decided=decided,
+                                          order=args.order)
+    if corrected is not None:
+        console.print(f"left out {plural(dropped, 'candidate')} the corrections already "
+                      "decide (accepted, edited or rejected)", markup=False, soft_wrap=True)
     if args.candidates:
-        count = write_candidates(candidates, args.candidates)
+        count = write_candidates(candidates, args.candidates, dialogues)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
     if args.out:
-        items = write_audit(runs[0] if runs else None, args.out, candidates=candidates)
+        items = write_audit(runs[0] if runs else None, args.out, candidates=candidates,
+                            order=args.order)
         what = f"{items} judge/RULE items, " if runs else ""
         console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)",
                       markup=False)

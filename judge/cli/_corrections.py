@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from .._errors import OptionError
+from .._errors import InputError, OptionError
 from .._io import plural
 from ..data import apply_corrections, load_dialogues, load_schema, write_native_jsonl
 from ..data._dialogues import version_label
@@ -40,6 +40,21 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                        help="check every corrected slot name against this schema")
     apply.add_argument("--out", required=True, metavar="FILE", help="dialogues to write")
     apply.set_defaults(handler=run_apply)
+    reviewed = sub.add_parser(
+        "from-candidates", help="a reviewed candidates file (CSV or JSONL) as corrections",
+        description="Turn the decisions written into a candidates file from 'dst-judge audit "
+        "--candidates' (no judge run or server needed) into a corrections file. Fill in each "
+        "row's decision column: accept (the suggested value is right), reject (the "
+        "annotation is right), edit (the right value is in the value column; empty: the "
+        "slot holds none), or leave it blank to skip the row. A value with no decision is an "
+        "edit. Each correction names the candidate's id and the value it replaces (was).")
+    reviewed.add_argument("candidates", metavar="CANDIDATES",
+                          help="the reviewed candidates file (.csv, else JSON Lines)")
+    reviewed.add_argument("--reviewer", required=True, metavar="NAME",
+                          help="who decided (the corrections' reviewer)")
+    reviewed.add_argument("--out", required=True, metavar="FILE",
+                          help="corrections file to write (JSON Lines)")
+    reviewed.set_defaults(handler=run_from_candidates)
     export = sub.add_parser(
         "export", help="a judge run's reviewed candidates from a server, as corrections",
         description="Download the decisions reviewers took on a judge run's label-error "
@@ -51,6 +66,26 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                         help="corrections file to write (JSON Lines)")
     add_server_option(export)
     export.set_defaults(handler=run_corrections_export)
+
+
+def run_from_candidates(args: argparse.Namespace, console: Console) -> int:
+    from datetime import datetime, timezone
+
+    from ..analysis import corrections_from_candidates
+
+    reviewer = args.reviewer.strip()
+    if not reviewer:
+        raise OptionError("--reviewer: give a name")
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    records = corrections_from_candidates(args.candidates, reviewer=reviewer, time=now)
+    if not records:
+        raise InputError("no decided candidates (fill in the decision column: accept, reject "
+                         "or edit with a value)", path=args.candidates)
+    count = write_native_jsonl(records, args.out)
+    changed = sum(r["value"] != r["was"] for r in records)
+    console.print(f"wrote {args.out} ({plural(count, 'correction')}: {changed} change the "
+                  f"annotation, {count - changed} confirm it)", markup=False)
+    return 0
 
 
 def run_apply(args: argparse.Namespace, console: Console) -> int:

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
     from ..pipeline import Run
 
 
-def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                           decided: bool = False) -> None:
     parser.add_argument(
         "--corrections", action="extend", nargs="+", default=[], metavar="FILE",
         help="corrections of the gold annotation (JSON Lines; see 'dst-judge validate "
         "corrections --print-schema'), applied on the fly to the version they correct; the "
-        "corrected version is named VERSION+corr:DIGEST in every output (repeatable)")
+        "corrected version is named VERSION+corr:DIGEST in every output (repeatable)"
+        + ("; candidates they already decide (rejected ones too) are left out"
+           if decided else ""))
 
 
 def read_all(paths: Sequence[str]) -> list[Located]:

@@ -20,8 +20,13 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``labels import|sample|plan`` under the main ``dst-judge`` parser."""
     from .._glossary import ALLOCATIONS, DESIGNS, UNITS
 
-    p = commands.add_parser("labels", help="human labels: draw a sample to label, import "
-                            "annotators' decisions")
+    p = commands.add_parser(
+        "labels", help="human labels: draw a sample to label, import annotators' decisions",
+        description="Human labels of a judge run's turns, in three steps: 'plan' says how "
+        "many labelled turns give a TSA interval of the width you need; 'sample' draws those "
+        "turns (simple random, judge × RULE strata, domain strata, or whole dialogues) for "
+        "reviewers to label; 'import' turns the decisions exported from the audit page into "
+        "a human-labels file. 'agreement --human --sample' then gives the estimates.")
     sub = p.add_subparsers(dest="labels_command", required=True, metavar="STEP")
     imp = sub.add_parser("import", help="turn an audit export (CSV or JSONL) with decisions "
                          "into a human-labels file")
@@ -131,7 +136,8 @@ def run_sample(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_plan(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import load_labels, load_sample, plan_labels
+    from .._io import plural
+    from ..analysis import MIN_TURNS, load_labels, load_sample, plan_labels
     from ..pipeline import load_run
     from ._options import write_json
 
@@ -161,5 +167,14 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
                       f"{figures['width_at_share']:.1f}")
     console.print(table)
     console.print(f"Criterion: {plan['criterion']}.", markup=False)
+    population = int(plan["population"])
+    if any(plan[key]["labels_needed"] >= population for key in ("labels", "ppi")):
+        console.print(
+            f"Why: this run has only {plural(population, 'judged turn')}"
+            + (f", fewer than the {MIN_TURNS} labelled turns below which the bench has not "
+               "shown the interval to hold" if population < MIN_TURNS else "")
+            + ", so the plan is to label every turn. With every turn labelled the figure is "
+            "counted, not estimated: there is no sampling error, hence a width of 0.0.",
+            markup=False)
     write_json(args.json_out, plan, console)
     return 0

@@ -8,12 +8,13 @@ the width it is given:
 1. the boxed table, every cell on one line, when it fits;
 2. the same with headers and free-text cells wrapped at spaces;
 3. a compact table (no borders) like 2;
-4. the compact table with long header words broken (data cells still whole);
+4. the compact table cut into parts of a few columns each, one under the other, every part
+   repeating the first column (the row's name), each part laid out as in 2 or 3;
 5. otherwise one block per row, ``column  value`` on a line each.
 
-Columns marked ``whole`` (figures, ids, dates, names) are never wrapped or cut in 1–4; only in
-5, when a single value is wider than the whole terminal, is it folded onto the next line,
-never shortened.
+No word is ever broken inside (a header once read ``gol`` / ``d``). Columns marked ``whole``
+(figures, ids, dates, names) are never wrapped or cut in 1–4; only in 5, when a single value
+is wider than the whole terminal, is it folded onto the next line, never shortened.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -119,23 +120,68 @@ class FitTable:
         wide = options.update_width(10_000)
         return Measurement.get(console, wide, probe).maximum - len(self.fields)
 
-    def layout(self, console: Console, options: ConsoleOptions) -> Table:
-        """The first layout of the module's list that fits ``options.max_width``."""
+    def _fitting(self, console: Console, options: ConsoleOptions) -> Table | None:
+        """The first of layouts 1–3 that fits ``options.max_width``, if any."""
         width = options.max_width
         natural = self._natural()
-        plans = [("boxed", None), ("boxed", False), ("compact", False), ("compact", True)]
-        for style, break_headers in plans:
+        for style, wrap in (("boxed", False), ("boxed", True), ("compact", True)):
             room = width - self._overhead(console, options, style)
-            if break_headers is None:
+            if not wrap:
                 if sum(natural) <= room:
                     return self._table(style, None)
                 continue
             needed = self._needed(break_headers=False)
-            if break_headers:  # break the longest header words, and only as far as needed
-                needed = _shrink(needed, self._needed(break_headers=True), room)
             if sum(needed) <= room:
                 return self._table(style, _fill(needed, natural, room))
-        return self._vertical(width)
+        return None
+
+    def _part(self, columns: Sequence[int], title: str | None) -> FitTable:
+        part = FitTable([self.fields[i] for i in columns], title=title)
+        part.rows = [[row[i] for i in columns] for row in self.rows]
+        return part
+
+    def _key(self) -> int:
+        """How many leading columns name a row: the left-aligned ones (system, gold, slot),
+        at least one."""
+        count = 0
+        while count < len(self.fields) - 1 and self.fields[count].justify == "left":
+            count += 1
+        return max(1, count)
+
+    def _parts(self, console: Console, options: ConsoleOptions, key: int
+               ) -> list[Table] | None:
+        """Layout 4: the columns after the ``key`` columns in as few consecutive groups as
+        fit, each part repeating the key columns; None when one column does not fit."""
+        parts: list[Table] = []
+        rest = list(range(key, len(self.fields)))
+        title = self.title
+        while rest:
+            fitted = None
+            for count in range(len(rest), 0, -1):
+                fitted = self._part([*range(key), *rest[:count]], title)._fitting(console,
+                                                                                 options)
+                if fitted is not None:
+                    break
+            if fitted is None:
+                return None
+            parts.append(fitted)
+            rest = rest[count:]
+            title = None
+        return parts if len(parts) > 1 else None
+
+    def layout(self, console: Console, options: ConsoleOptions) -> RenderableType:
+        """The first layout of the module's list that fits ``options.max_width``."""
+        whole = self._fitting(console, options)
+        if whole is not None:
+            return whole
+        for key in dict.fromkeys((self._key(), 1)):
+            if len(self.fields) - key < 2:
+                continue
+            parts = self._parts(console, options, key)
+            if parts is not None:
+                return Group(*(item for n, part in enumerate(parts)
+                               for item in ((Text(""), part) if n else (part,))))
+        return self._vertical(options.max_width)
 
     def _vertical(self, width: int) -> Table:
         table = Table(title=inert(self.title) if self.title else None, title_justify="left",
@@ -166,18 +212,6 @@ def _fill(needed: list[int], natural: list[int], room: int) -> list[int]:
             break
         widths[best] += 1
         spare -= 1
-    return widths
-
-
-def _shrink(widths: list[int], floor: list[int], room: int) -> list[int]:
-    """Narrow the widest columns still above their ``floor``, one cell at a time, until the
-    widths fit ``room`` or none can give way."""
-    widths = list(widths)
-    while sum(widths) > room:
-        able = [i for i, (w, f) in enumerate(zip(widths, floor, strict=True)) if w > f]
-        if not able:
-            break
-        widths[max(able, key=lambda i: widths[i])] -= 1
     return widths
 
 

@@ -19,7 +19,6 @@ from ..data import (
     load_schema,
     out_of_schema_slots,
     predicted_slot_names,
-    read_corrections,
     slot_problem,
     validate_file,
 )
@@ -137,8 +136,11 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
         raise OptionError("--strict needs --schema (the schema the slot names are checked "
                           "against)")
     problems = validate_file(args.kind, args.file, limit=args.limit)
-    if args.kind == "corrections" and args.schema and not problems:
-        problems = _corrections_outside(args.file, args.schema)[: args.limit]
+    if args.kind == "corrections" and args.schema:
+        # every problem in one pass: the slot names of the records that read, beside the
+        # other lines' problems, in line order
+        problems = sorted([*problems, *_corrections_outside(args.file, args.schema)],
+                          key=lambda p: p.line or 0)[: args.limit]
     outside = (_slot_names_outside(args.file, args.schema)
                if args.schema and args.kind == "predictions" and not problems else [])
     if outside and args.strict:
@@ -158,10 +160,22 @@ def run_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _corrections_outside(path: str, schema_path: str) -> list[InputError]:
-    """Each correction whose slot the schema does not have, naming the closest schema slot."""
+    """Each correction whose slot the schema does not have, naming the closest schema slot;
+    records that do not read are skipped (the schema check lists their problems)."""
+    from .._io import iter_jsonl_lines, parse_line
+    from ..data import Correction, Located
+
     schema = load_schema(schema_path)
-    found = (slot_problem(located, schema) for located in read_corrections([path]))
-    return [problem for problem in found if problem is not None]
+    found = []
+    for line, text in iter_jsonl_lines(path):
+        try:
+            located = Located(parse_line(Correction, text, path=path, line=line), path, line)
+        except InputError:
+            continue
+        problem = slot_problem(located, schema)
+        if problem is not None:
+            found.append(problem)
+    return found
 
 
 def _slot_names_outside(path: str, schema_path: str) -> list[OutOfSchemaSlot]:

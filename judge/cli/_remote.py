@@ -40,12 +40,17 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     g = sub.add_argument_group("inputs (paths are uploaded; file_... ids are used as given)")
     g.add_argument("--schema")
     g.add_argument("--dialogues")
-    g.add_argument("--predictions", nargs="+", metavar="P")
+    g.add_argument("--predictions", nargs="+", metavar="P",
+                   help="predictions files (one for evaluate; several for metrics and for an "
+                   "audit of predictions files, which needs no judge run)")
     g.add_argument("--rules", help="a rule file (evaluate)")
     g.add_argument("--run", metavar="JOB_ID", help="the judge run (agreement, audit, "
                    "retry-errors)")
     g.add_argument("--runs", nargs="+", metavar="JOB_ID", help="judge runs (compare)")
     g.add_argument("--human", help="human labels file (agreement, compare)")
+    g.add_argument("--corrections", nargs="+", metavar="C",
+                   help="corrections files (evaluate, metrics, agreement, audit); an audit "
+                   "leaves out the candidates they decide")
     o = sub.add_argument_group("options")
     o.add_argument("--endpoint", help="model endpoint by name (the server's list: GET "
                    "/v1/endpoints)")
@@ -120,9 +125,11 @@ def _inputs(client: Client, args: argparse.Namespace) -> dict[str, Any]:
             inputs[name] = _file(client, getattr(args, name), name)
     if args.predictions:
         ids = [_file(client, p, "predictions") for p in args.predictions]
-        inputs["predictions"] = ids if args.kind == "metrics" else ids[0]
-        if args.kind != "metrics" and len(ids) > 1:
+        inputs["predictions"] = ids if args.kind in ("metrics", "audit") else ids[0]
+        if args.kind not in ("metrics", "audit") and len(ids) > 1:
             raise OptionError("an evaluate job judges one predictions file")
+    if args.corrections:
+        inputs["corrections"] = [_file(client, c, "corrections") for c in args.corrections]
     if args.human:
         inputs["human"] = _file(client, args.human, "labels")
     if args.run:

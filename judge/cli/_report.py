@@ -182,18 +182,24 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
     from ..analysis import (
         AGREEMENT_HEADER,
         COEFFICIENT_HEADER,
+        LABELS_ONLY_NOTE,
         POPULATION_HEADER,
         REEVALUATION_HEADER,
         REEVALUATION_NOTE,
         REVIEWER_HEADER,
         format_agreement,
         format_coefficients,
+        format_estimates,
         format_population,
         format_reevaluation,
         format_reviewers,
+        sample_words,
     )
 
     console = console or Console()
+    population = report.get("population")
+    if population:  # the estimate asked for first, before the agreement tables
+        print_estimates(population, console)
     boot = report["bootstrap"]
     level = f"{100 * boot['confidence']:g} %"
     _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
@@ -211,17 +217,17 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         _simple_table("Accuracy after human re-evaluation (the paper's figure)",
                       REEVALUATION_HEADER, rows, console)
         console.print(REEVALUATION_NOTE, highlight=False)
-    population = report.get("population")
     if population:
         labelled, drawn = population["labelled_turns"], population["sampled_turns"]
-        _simple_table(f"Population estimates from the stratified sample ({labelled} of {drawn} "
-                      f"drawn turns labelled, population {population['population_turns']} "
-                      "turns)",
+        _simple_table(f"Population agreement from the {sample_words(population)} ({labelled} "
+                      f"of {drawn} drawn turns labelled, population "
+                      f"{population['population_turns']} turns; {level} bootstrap intervals)",
                       POPULATION_HEADER, format_population(report), console)
         if population["uncovered_turns"]:
             console.print(text(f"{population['uncovered_turns']} turns belong to strata with "
                                "no labelled turn; the estimates leave them out", style="yellow"))
-        print_estimates(population, console)
+        if format_estimates(population):
+            console.print(text(LABELS_ONLY_NOTE))
     human = report.get("human")
     if human and human["unknown"]["count"]:
         console.print(text(f"{plural(human['unknown']['count'], 'human label')} "
@@ -276,8 +282,11 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
     design = estimation["design"]
     level = f"{100 * estimation['confidence']:g} %"
     what = f"difference {estimation['difference']}, " if estimation.get("difference") else ""
-    _simple_table(f"Estimates ({what}{design['design']} design by {design['unit']}, "
-                  f"{level} t intervals)", ESTIMATE_HEADER, rows, console)
+    fields = [Field(name, "left" if name in ("metric", "estimate", "note") else "right",
+                    whole=name != "note") for name in ESTIMATE_HEADER]
+    console.print(fit_table(fields, rows, title=(
+        f"Estimates ({what}{design['design']} design by {design['unit']}, {level} t "
+        "intervals)")))
     for warning in dict.fromkeys(figure["warning"] for figures in block["estimates"].values()
                                  for figure in figures.values() if figure.get("warning")):
         console.print(text(f"Warning: {warning}", style="yellow"))
@@ -397,9 +406,12 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
     ]
-    if figures.get("systems", 1) > 1 or figures.get("duplicates"):
-        rows.append((f"requests shared by several systems ({figures.get('systems', 1)} "
-                     "systems), sent once", f"{figures['duplicates']:,}"))
+    systems = int(figures.get("systems", 1))
+    if systems > 1:
+        rows.append((f"requests shared by several systems ({plural(systems, 'system')}), "
+                     "sent once", f"{figures['duplicates']:,}"))
+    elif figures.get("duplicates"):
+        rows.append(("identical requests, sent once", f"{figures['duplicates']:,}"))
     rows += [
         ("skipped (empty turn state)", figures["skipped"]),
         ("prompt tokens (static prefix)",

@@ -28,6 +28,7 @@ from ._corrections import (
     CorrectionConflicts,
     Located,
     apply_corrections,
+    decided_slots,
     read_corrections,
     slot_problem,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "closest_slot",
     "convert",
     "cumulative_states",
+    "decided_slots",
     "describe_out_of_schema",
     "detect",
     "detect_kind",

@@ -236,6 +236,14 @@ def decide(dialogues: DialogueSet, version: str, corrections: Sequence[Located],
     return decisions, len(usable), other
 
 
+def decided_slots(dialogues: DialogueSet, version: str, corrections: Sequence[Located], *,
+                  schema: Schema | None = None) -> set[tuple[str, int, str]]:
+    """Every (dialogue key, turn, slot) a correction of ``version`` covers, rejections ("the
+    annotation is right") included: what a re-audit must not ask about again."""
+    base = dialogues.resolve_version(version)
+    return set(decide(dialogues, base, corrections, schema=schema)[0])
+
+
 def _canonical(located: Located, schema: Schema | None) -> Located:
     """The correction with its slot named as the schema names it (the gold states' names)."""
     if schema is None:

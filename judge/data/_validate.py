@@ -132,7 +132,13 @@ def validate_file(kind: FileKind, path: str | Path, *, limit: int = 100) -> list
 
 @cache
 def _validator(kind: FileKind) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json_schema(kind))
+    """The kind's validator; for corrections it also checks formats (``time`` must be an
+    RFC 3339 date-time with a time zone, as reading the file requires), so one pass lists a
+    bad time beside every other problem. Labels read any ISO 8601 time, so their format is
+    left to the loader."""
+    checker = (jsonschema.Draft202012Validator.FORMAT_CHECKER if kind == "corrections"
+               else None)
+    return jsonschema.Draft202012Validator(json_schema(kind), format_checker=checker)
 
 
 _NOUNS = {"dialogues": "dialogues", "predictions": "predictions", "labels": "labels",

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._errors import ServiceError
+from ..analysis import candidate_id as candidate_id  # the one id (re-exported: its old home)
 from ..analysis import cohen_kappa
 from ._auth import Principal
 from ._db import Database, correction_decisions, now
@@ -34,11 +35,6 @@ ADJUDICATOR = "adjudicator"
 def may_adjudicate(principal: Principal) -> bool:
     return principal.allows("admin") or (principal.token_name == ADJUDICATOR
                                          and principal.allows("review"))
-
-
-def candidate_id(dialogue_id: str, turn_index: int, slot: str) -> str:
-    """A candidate's id: one per (dialogue, turn, slot) of a run's candidates."""
-    return f"{dialogue_id}:{turn_index}:{slot}"
 
 
 class DecisionStore:

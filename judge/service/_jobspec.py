@@ -73,7 +73,9 @@ INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
                   "corrections": ("corrections", False, True)},
     "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
                 "sample": ("sample", False, False)},
-    "audit": {"run": ("job", True, False), "corrections": ("corrections", False, True)},
+    "audit": {"run": ("job", False, False), "dialogues": ("dialogues", False, False),
+              "predictions": ("predictions", False, True), "schema": ("schema", False, False),
+              "corrections": ("corrections", False, True)},
     "retry-errors": {"run": ("job", True, False)},
 }
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
@@ -117,7 +119,8 @@ class JobRequest(BaseModel):
         max_length=10,
         description="Input name → file id (or job id for runs); lists where the kind takes "
         "several (metrics: predictions; compare: runs, and human: one labels file per run; "
-        "corrections: the corrections files of evaluate, metrics, agreement and audit), "
+        "corrections: the corrections files of evaluate, metrics, agreement and audit; "
+        "audit: predictions, given with dialogues and optionally schema in place of a run), "
         f"at most {MAX_LIST} ids each.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="CLI option names, underscored.")
@@ -153,6 +156,8 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
         raise ServiceError(f"a {request.kind} job runs live only; mode 'batch' is for "
                            "evaluate jobs", status=422, field="mode")
     spec = JobSpec(request.kind, request.mode, dict(request.inputs), {})
+    if request.kind == "audit":
+        _audit_inputs(spec.inputs)
     _check_inputs(spec)
     options = dict(request.options)
     for name in options:
@@ -252,6 +257,23 @@ def _check_inputs(spec: JobSpec) -> None:
                 raise ServiceError("expected one id (a string)", status=422,
                                    field=f"inputs.{name}")
             spec.references.append((f"inputs.{name}", refers, value))
+
+
+def _audit_inputs(inputs: dict[str, Any]) -> None:
+    """An audit reads a judge run (``run``) or, with no judge run at all, predictions files
+    (``dialogues`` and ``predictions``, ``schema`` optional): one or the other."""
+    if "run" in inputs:
+        for name in ("dialogues", "predictions", "schema"):
+            if name in inputs:
+                raise ServiceError("an audit of a judge run reads the run's own data; give "
+                                   "either run or dialogues and predictions", status=422,
+                                   field=f"inputs.{name}")
+        return
+    for name in ("dialogues", "predictions"):
+        if name not in inputs:
+            raise ServiceError("an audit job needs run (a judge run) or dialogues and "
+                               "predictions (predictions files, no judge)", status=422,
+                               field=f"inputs.{name}")
 
 
 def _only(options: dict[str, Any], allowed: tuple[str, ...]) -> None:

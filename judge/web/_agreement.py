@@ -289,7 +289,8 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
                             [tuple(r) for r in analysis.format_alt_test(alternative)]))
     population = analysis.format_population(report)
     if population:
-        tables.append(Table("Population estimates from the stratified sample",
+        tables.append(Table("Population agreement from the "
+                            f"{analysis.sample_words(report['population'])}",
                             tuple(analysis.POPULATION_HEADER[:4]),
                             [tuple(r[:4]) for r in population]))
     estimates = analysis.format_estimates(report.get("population"))

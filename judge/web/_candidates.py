@@ -1,10 +1,12 @@
 """The label-error candidates a corrections queue shows: ``judge.analysis``'s
-``find_candidates`` over a judge run, in ``review_order``, each with what a reviewer needs to
-decide it; ranked once per run in a background thread."""
+``find_candidates`` over a judge run (or, for an audit job of predictions files, the ranking its
+worker wrote to ``candidates.jsonl``), in review or evidence order, each with what a reviewer
+needs to decide it; ranked once per run and order in a background thread."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,7 +18,7 @@ from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
 from ..data import DialogueSet, dialogue_key, load_dialogues, load_schema
 from ..pipeline import Run
-from ..service import JobRow, Service, candidate_id
+from ..service import JobRow, Service
 from ._common import Preparing
 
 
@@ -114,18 +116,57 @@ def run_candidates(service: Service, row: JobRow) -> RunCandidates:
     return RunCandidates(dialogues, source, found)
 
 
-def rank_candidates(service: Service, row: JobRow) -> list[CandidateView]:
-    """The run's candidates in review order, with what the queue shows of each."""
-    ran = run_candidates(service, row)
-    with _ranking_refusals():
-        return _views(ran)
+def is_predictions_audit(row: JobRow) -> bool:
+    """An audit job of predictions files (no judge run): its queue is the job's
+    ``candidates.jsonl``."""
+    return row.kind == "audit" and "run" not in (row.inputs or {})
 
 
-def _views(ran: RunCandidates) -> list[CandidateView]:
+def rank_candidates(service: Service, row: JobRow, order: str = "review"
+                    ) -> list[CandidateView]:
+    """The candidates of a run (or of an audit of predictions files) in ``order``, with what
+    the queue shows of each; one view per candidate id (competing proposals for one slot are
+    one question: the first in the order stands for them)."""
+    if is_predictions_audit(row):
+        views = _audit_views(service, row, order)
+    else:
+        ran = run_candidates(service, row)
+        with _ranking_refusals():
+            views = _views(ran, order)
+    seen: set[str] = set()
+    unique: list[CandidateView] = []
+    for view in views:
+        if view.id not in seen:
+            seen.add(view.id)
+            view.rank = len(unique) + 1
+            unique.append(view)
+    return unique
+
+
+NO_JUDGE = ["no judge run: an audit of predictions files (exact-match evidence only)"]
+
+
+def _audit_views(service: Service, row: JobRow, order: str) -> list[CandidateView]:
+    """The views of an audit job's ``candidates.jsonl`` (written in review order, each record
+    with its place in evidence order)."""
+    _, data = service.jobs.artifact(row.project_id, row.id, "candidates.jsonl")
+    records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
+    if order == "evidence":
+        records.sort(key=lambda r: int(r["evidence_rank"]))
+    return [CandidateView(
+        str(r["id"]), position, str(r["dialogue_id"]), int(r["turn_index"]), str(r["slot"]),
+        analysis.base_version(str(r["gold_version"])), r["gold_value"], r["predicted"],
+        float(r["score"]), dict(r["predictions"]), NO_JUDGE,
+        [str(e["detail"]) for e in r["evidence"]], dict(r["other_versions"]),
+        list(r["context"]), list(r["later"])) for position, r in enumerate(records, start=1)]
+
+
+def _views(ran: RunCandidates, order: str = "review") -> list[CandidateView]:
     dialogues, source = ran.dialogues, ran.source
-    ordered = analysis.review_order(ran.found, dialogues, [source])
+    ordered = analysis.review_order(ran.found, dialogues, [source]) if order == "review" \
+        else list(ran.found)
     gold = dialogues.resolve_version(None)
-    views = []
+    views: list[CandidateView] = []
     for candidate in ordered:
         dialogue = dialogues.get(candidate.dialogue_id)
         if dialogue is None:
@@ -134,8 +175,8 @@ def _views(ran: RunCandidates) -> list[CandidateView]:
         key = dialogue_key(candidate.dialogue_id)
         judged = (source.judged or {}).get((key, candidate.turn_index))
         views.append(CandidateView(
-            candidate_id(candidate.dialogue_id, candidate.turn_index, candidate.slot),
-            candidate.rank, candidate.dialogue_id, candidate.turn_index, candidate.slot,
+            candidate.id, len(views) + 1, candidate.dialogue_id, candidate.turn_index,
+            candidate.slot,
             candidate.gold_version, candidate.gold_value, candidate.predicted,
             candidate.score, dict(candidate.predictions), _judge_view(judged, candidate.slot),
             [e.detail for e in candidate.evidence], dict(candidate.other_versions),
@@ -151,29 +192,30 @@ class CandidateQueues:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self.ready: dict[str, list[CandidateView]] = {}
-        self.ranking: dict[str, Future[list[CandidateView]]] = {}
+        self.ready: dict[tuple[str, str], list[CandidateView]] = {}
+        self.ranking: dict[tuple[str, str], Future[list[CandidateView]]] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="web-corrections")
 
-    def get(self, row: JobRow) -> list[CandidateView]:
+    def get(self, row: JobRow, order: str = "review") -> list[CandidateView]:
+        key = (row.id, order)
         with self.lock:
-            found = self.ready.get(row.id)
+            found = self.ready.get(key)
             if found is not None:
                 return found
-            future = self.ranking.get(row.id)
+            future = self.ranking.get(key)
             if future is None:
-                future = self.ranking[row.id] = self.executor.submit(
-                    rank_candidates, self.service, row)
+                future = self.ranking[key] = self.executor.submit(
+                    rank_candidates, self.service, row, order)
         if not future.done():
             raise Preparing(f"the label-error candidates of run {row.id}")
         with self.lock:
-            self.ranking.pop(row.id, None)
+            self.ranking.pop(key, None)
         views = future.result()  # a failure is raised once, then tried again on reload
         with self.lock:
             if len(self.ready) > 16:
                 self.ready.clear()
-            self.ready[row.id] = views
+            self.ready[key] = views
         return views
 
 

@@ -1,5 +1,6 @@
-"""The candidates queue: a judge run's label-error candidates (``judge.analysis``'s
-``find_candidates`` over the run, in ``review_order``), one at a time, decided with a key:
+"""The candidates queue: the label-error candidates of a judge run (``judge.analysis``'s
+``find_candidates`` over the run) or of an audit job of predictions files (no judge run), in
+review order or, at the reviewer's choice, evidence order, one at a time, decided with a key:
 accept the suggested value, type another, or reject ("the annotation is right"). Decisions go
 to the service's decision store under the token's name with the time; several reviewers may
 decide the same candidate, and where they disagree the candidate waits in the adjudication
@@ -15,7 +16,7 @@ judge's view of the slot, the suggested value and the later turns a fix carries 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +24,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from .._errors import ServiceError
+from ..analysis import ORDER_TRADEOFF
 from ..service import (
     JobRow,
     Service,
@@ -34,7 +36,7 @@ from ..service import (
     progress,
     reviewer_agreement,
 )
-from ._candidates import CandidateView
+from ._candidates import CandidateView, is_predictions_audit
 from ._common import PREFIX, WebRoute, render
 from ._runs import job_label
 from ._session import CurrentViewer, needs
@@ -47,9 +49,16 @@ MAX_VALUE = 500
 
 def _run(service: Service, viewer: Viewer, job_id: str) -> JobRow:
     row = service.jobs.row(viewer.project_id, job_id)  # 404 for another project's
-    if row.kind not in ("evaluate", "retry-errors") or row.summary is None:
-        raise ServiceError("only finished judge runs have a candidates queue", status=409)
+    judged = row.kind in ("evaluate", "retry-errors")
+    if not (judged or is_predictions_audit(row)) or row.summary is None:
+        raise ServiceError("only finished judge runs and audits of predictions files have a "
+                           "candidates queue", status=409)
     return row
+
+
+Order = Literal["review", "evidence"]
+"""The queue's order: ``review`` (whole turns first: the most JGA per review) or ``evidence``
+(the most likely errors first)."""
 
 
 def _base(job_id: str) -> str:
@@ -66,9 +75,9 @@ def _first_open(views: list[CandidateView], decided: set[str]) -> int:
 @router.get("/corrections/{job_id}")
 def corrections_page(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep,
                      job_id: str, pos: Annotated[int | None, Query(ge=0)] = None,
-                     saved: str | None = None) -> Response:
+                     saved: str | None = None, order: Order = "review") -> Response:
     row = _run(service, viewer, job_id)
-    views = web.corrections.get(row)
+    views = web.corrections.get(row, order)
     decisions = service.decisions.list(viewer.project_id, job_id)
     mine = {d["candidate"]: d for d in decisions
             if d["reviewer"] == viewer.name and not d["adjudicated"]}
@@ -83,7 +92,10 @@ def corrections_page(request: Request, viewer: CurrentViewer, web: WebDep, servi
                   progress=progress(decisions, len(views)),
                   agreement=reviewer_agreement(decisions),
                   can_review=viewer.can("review"), can_adjudicate=may_adjudicate(
-                      viewer.principal), saved=saved == "1", base=_base(job_id))
+                      viewer.principal), saved=saved == "1", base=_base(job_id), order=order,
+                  open_left=sum(v.id not in mine for v in views),
+                  order_tradeoff=ORDER_TRADEOFF.sentence(),
+                  judged=not is_predictions_audit(row))
 
 
 @router.get("/corrections/{job_id}/disputes")
@@ -144,7 +156,8 @@ async def save_decision(request: Request, viewer: CurrentViewer, web: WebDep, se
     form; back to the queue at the next candidate, or to the adjudication view."""
     row = await run_in_threadpool(_run, service, viewer, job_id)
     form = await request.form()
-    views = await run_in_threadpool(web.corrections.get, row)
+    order = "evidence" if form.get("order") == "evidence" else "review"
+    views = await run_in_threadpool(web.corrections.get, row, order)
     wanted = form.get("candidate")
     view = next((v for v in views if v.id == wanted), None)
     if view is None:
@@ -157,4 +170,5 @@ async def save_decision(request: Request, viewer: CurrentViewer, web: WebDep, se
         return RedirectResponse(_base(job_id) + "/disputes", status_code=303)
     position = next(i for i, v in enumerate(views) if v.id == view.id)
     return RedirectResponse(_base(job_id) + "?" + urlencode(
-        {"pos": min(position + 1, len(views) - 1), "saved": 1}), status_code=303)
+        {"pos": min(position + 1, len(views) - 1), "saved": 1, "order": order}),
+        status_code=303)

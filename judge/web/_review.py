@@ -113,8 +113,10 @@ def _first_open(service: Service, viewer: Viewer, row: JobRow,
 @router.get("/review")
 def review_index(request: Request, viewer: CurrentViewer, web: WebDep,
                  service: ServiceDep) -> Response:
-    runs = [j for j in service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED, limit=200)
-            if j["kind"] in ("evaluate", "retry-errors")]
+    finished = service.jobs.list(viewer.project_id, status=JobStatus.SUCCEEDED, limit=200)
+    runs = [j for j in finished if j["kind"] in ("evaluate", "retry-errors")]
+    audits = [{"job": j, "label": job_label(web, viewer, j)} for j in finished
+              if j["kind"] == "audit" and "run" not in (j.get("inputs") or {})]
     counts: dict[str, dict[str, int]] = {}
     for item in service.labels.list(viewer.project_id):
         entry = counts.setdefault(str(item["subject"]), {"labels": 0, "mine": 0})
@@ -124,7 +126,7 @@ def review_index(request: Request, viewer: CurrentViewer, web: WebDep,
               "counts": counts.get(service.labels.subject_of_job(viewer.project_id, j["id"]),
                                    {"labels": 0, "mine": 0})} for j in runs]
     return render(request, "review_index.html", items=items, queues=QUEUES,
-                  default_sample=DEFAULT_SAMPLE)
+                  default_sample=DEFAULT_SAMPLE, audits=audits)
 
 
 @router.get("/review/{job_id}")

@@ -77,6 +77,8 @@ def job_label(web: WebState, viewer: Viewer, job: Mapping[str, Any]) -> str:
             summary_system = web.file_label(viewer.project_id, file_id)
         method = (job.get("options") or {}).get("method") or "two-dim"
         return f"{summary_system or job['id']} · {method}"
+    if job["kind"] == "audit" and "run" not in inputs:
+        return f"audit of {plural(len(inputs.get('predictions') or []), 'predictions file')}"
     if job["kind"] in ("agreement", "audit"):
         return f"{job['kind']} of {inputs.get('run')}"
     if job["kind"] == "compare":

@@ -3,6 +3,8 @@ many (system, turn) pairs first, and no peeking at another annotation version.""
 
 from __future__ import annotations
 
+import csv
+import re
 from pathlib import Path
 
 from judge import load_dialogues, load_predictions, load_schema
@@ -97,8 +99,48 @@ def test_audit_writes_the_review_order_by_default(tmp_path):
     assert main([*args, "--order", "evidence", "--candidates",
                  str(tmp_path / "evidence.csv")]) == 0
     def keys(name: str) -> list[tuple[str, str]]:
-        rows = (tmp_path / name).read_text().splitlines()[1:]
-        return [(row.split(",")[2], row.split(",")[4]) for row in rows]
+        with (tmp_path / name).open(newline="", encoding="utf-8") as handle:
+            return [(row["dialogue_id"], row["slot"]) for row in csv.DictReader(handle)]
 
     assert set(keys("review.csv")[:2]) == {("D1", "hotel-area"), ("D1", "hotel-stars")}
     assert keys("evidence.csv")[0] == ("D2", "hotel-stars")
+
+
+def test_the_order_tradeoff_quoted_is_what_the_bench_measured():
+    """The page's and the queue's sentence about the two orders quotes the held-out figures of
+    ``bench/review_order.py`` (its results file), not figures typed by hand."""
+    import json
+
+    from judge.analysis import ORDER_TRADEOFF
+
+    from ..conftest import ROOT
+
+    results = json.loads((ROOT / "bench/results/review_order.json").read_text())
+    held_out = {("jga" if "order: jga" in t["title"] else "score"): t
+                for t in results["tables"] if "held out" in t["title"]}
+
+    def fixed(table: dict) -> float:
+        row = next(r for r in table["rows"] if r[0] == str(ORDER_TRADEOFF.reviews))
+        return float(row[table["columns"].index("wrongly annotated turns fixed")].rstrip(" %"))
+
+    def head(table: dict) -> int:
+        return int(re.search(r"first 50 candidates: (\d+) %", table["note"]).group(1))
+
+    assert ORDER_TRADEOFF.review_fixed == fixed(held_out["jga"])
+    assert ORDER_TRADEOFF.evidence_fixed == fixed(held_out["score"])
+    assert ORDER_TRADEOFF.review_head == head(held_out["jga"])
+    assert ORDER_TRADEOFF.evidence_head == head(held_out["score"])
+
+
+def test_the_audit_page_says_which_order_and_what_it_costs(tmp_path):
+    schema, dialogues, preds = _files(tmp_path, with_24=False)
+    args = ["audit", str(preds), "--dialogues", str(dialogues), "--schema", str(schema),
+            "--gold", "2.1"]
+    assert main([*args, "--out", str(tmp_path / "review.html")]) == 0
+    assert main([*args, "--order", "evidence", "--out", str(tmp_path / "evidence.html")]) == 0
+    review = (tmp_path / "review.html").read_text()
+    evidence = (tmp_path / "evidence.html").read_text()
+    assert "in <strong>review order</strong>" in review
+    assert "in <strong>evidence order</strong>" in evidence
+    for html in (review, evidence):
+        assert "of the first 50" in html and "wrongly annotated turns" in html

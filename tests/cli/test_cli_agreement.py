@@ -45,7 +45,7 @@ def test_sample_label_and_population_estimates(run_dir, tmp_path, capsys):
     assert main(["agreement", str(run_dir), "--human", str(labels), "--sample", str(sample),
                  "--n-boot", "50", "--json", str(report)]) == 0
     out = capsys.readouterr().out
-    assert "Population estimates from the stratified sample" in out
+    assert "Population agreement from the stratified sample (judge-rule design)" in out
     assert "Chance-corrected agreement" in out and "Gwet's AC1" in out
     block = json.loads(report.read_text())["population"]
     assert block["labelled_turns"] == 6 and block["population_turns"] == 11

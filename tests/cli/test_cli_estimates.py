@@ -279,3 +279,40 @@ def test_method_labels_are_distinct_whatever_the_runs_share():
     assert method_labels(same_system) == ["a · x/r", "a · y/r"]
     twice = [{"method": "a", "run": "x", "system": "s"}] * 2
     assert method_labels(twice) == ["a #1", "a #2"]
+
+
+@pytest.mark.parametrize("width", (80, 60))
+def test_the_estimate_comes_first_whole_and_named_for_its_design(runs, tmp_path, capsys,
+                                                                 monkeypatch, width):
+    """At 80 columns the estimates table comes before the agreement tables with every header
+    word whole (not ``metr`` / ``ic``); a simple random sample is not called stratified; the
+    labels-only figure printed twice (bootstrap and t) says which is the estimate."""
+    from judge.analysis import LABELS_ONLY_NOTE
+
+    sample = tmp_path / "sample.jsonl"
+    assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--n", "7",
+                 "--seed", "1", "--out", str(sample)]) == 0
+    keys = [(d["dialogue_id"], d["turn_index"])
+            for d in map(json.loads, sample.read_text().splitlines())]
+    labels = label_file(tmp_path / "labels.jsonl", runs["good"], keys)
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["agreement", str(runs["good"]), "--human", str(labels), "--sample",
+                 str(sample), "--n-boot", "50"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= width
+    assert out.index("Estimates (") < out.index("Agreement (")
+    for word in ("metric", "estimate", "labelled", "turns", "judge", "labels", "ppi"):
+        assert word in out.split(), (word, out)
+    assert "from the simple random sample" in flat(out)
+    assert "design)" not in out and "from the stratified" not in flat(out)
+    assert flat(LABELS_ONLY_NOTE) in flat(out)
+
+
+def test_labels_plan_on_a_small_run_says_why(runs, capsys):
+    """On a run of 11 turns the plan is every turn and a width of 0.0: it says why."""
+    assert main(["labels", "plan", str(runs["good"]), "--width", "10", "--disagreement",
+                 "0.1"]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "Why: this run has only 11 judged turns, fewer than the 50" in out
+    assert "no sampling error" in out

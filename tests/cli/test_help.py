@@ -80,3 +80,15 @@ def test_evaluate_without_out_names_the_option(capsys):
                  "--predictions", str(examples / "predictions.jsonl"), "--no-cache"])
     assert code == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_command_groups_say_what_their_steps_are_for():
+    """``labels --help`` (a group of steps) has a description, not just a list of steps;
+    so does every other group of subcommands."""
+    top = build_parser()
+    groups = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [name for name, parser in groups.choices.items()
+               if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+               and not parser.description]
+    assert missing == []
+    assert "plan" in _subparser(top, "labels").description

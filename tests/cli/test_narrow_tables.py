@@ -152,3 +152,52 @@ def test_metrics_prints_figures_and_system_names_whole(width, tmp_path, monkeypa
     for _, values in _rows(report):
         for value in values:
             _whole(cell_text(value), output)  # 27.27, "70.83 / 70.83", 17/6/1/1 ...
+
+
+def _no_broken_words(output: str, words: list[str]) -> None:
+    """Each of ``words`` is on one line somewhere, and no line holds only a piece of one."""
+    for word in words:
+        assert any(word in line for line in output.splitlines()), (word, output)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_wide_table_is_cut_into_parts_never_into_words(width):
+    """A table too wide for the terminal is shown in parts, each repeating the row's name
+    columns: no header word is broken (``gol`` / ``d``, ``turns chan`` / ``ged``)."""
+    columns = ["system", "gold", "corrected", "JGA", "JGA corr.", "Δ JGA", "Δ low", "Δ high",
+               "slot acc.", "slot acc. corr.", "Δ slot acc.", "turns changed"]
+    fields = [Field(c, "left" if c in ("system", "gold", "corrected") else "right")
+              for c in columns]
+    table = FitTable(fields, title="Corrected gold: the change for each system")
+    for name in ("original", "da", "da-p"):
+        table.add_row(name, "2.1", "2.1+corr:763b9ab0", "30.77", "30.88", "0.11", "-0.01",
+                      "0.23", "94.32", "94.33", "0.02", "31")
+    console = Console(width=width, record=True, color_system=None)
+    console.print(table)
+    output = console.export_text()
+    _fits(output, width)
+    for value in ("2.1+corr:763b9ab0", "30.77", "-0.01", "94.33", "31", "original", "da-p"):
+        _whole(value, output)
+    # every header word whole: on a line, as a word
+    for column in columns:
+        for word in column.split():
+            assert word in output.split(), (word, output)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_corrections_keeps_its_words(width, tmp_path, monkeypatch, capsys):
+    """``report --corrections``' change table at 80 and 60 columns: every header word whole."""
+    corrections = tmp_path / "c.jsonl"
+    corrections.write_text(json.dumps({
+        "dialogue_id": "EX004.json", "turn_index": 2, "slot": "train-leaveat",
+        "value": "09:52", "gold": "2.1", "reviewer": "ann", "time": "2026-11-28T10:02:11Z"})
+        + "\n")
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["report", "--schema", str(EXAMPLES / "schema.json"), "--dialogues",
+                 str(EXAMPLES / "dialogues.jsonl"), "--predictions",
+                 str(EXAMPLES / "predictions.jsonl"), str(EXAMPLES / "predictions-weak.jsonl"),
+                 "--gold", "2.1", "--corrections", str(corrections)]) == 0
+    output = capsys.readouterr().out
+    _fits(output, width)
+    for word in ("gold", "corrected", "turns", "changed", "corr.", "acc."):
+        assert word in output.split(), (word, output)

@@ -60,3 +60,22 @@ def test_counts_of_one_are_singular_in_the_metrics_notes(tmp_path):
     assert ("1 predicted slot name outside the schema in 1 turn (train-book time: closest "
             "schema slot restaurant-book time)") in text
     assert "name(s)" not in text and not re.search(r"\b1 turns\b", text)
+
+
+def test_a_dry_run_of_one_system_says_no_one_systems():
+    """A dry run of one system with identical requests says so, not "(1 systems)"."""
+    from rich.console import Console
+
+    from judge.cli._report import print_estimate
+
+    figures = {"model": "m", "calls": 10, "already_cached": 0, "to_send": 10, "systems": 1,
+               "duplicates": 3, "skipped": 0, "prompt_tokens": 1000,
+               "static_prompt_tokens": 500, "provider_cacheable_tokens": 0,
+               "completion_tokens": 100, "note": "",
+               "cost_usd": {"live": 1.0, "live_with_prompt_caching": 0.5, "batch": 0.5}}
+    for systems, wanted in ((1, "identical requests, sent once"),
+                            (2, "(2 systems), sent once")):
+        console = Console(width=200, record=True, color_system=None)
+        print_estimate({**figures, "systems": systems}, console)
+        output = console.export_text()
+        assert wanted in output and "1 systems" not in output, output

@@ -111,3 +111,42 @@ def test_two_reviewers_an_adjudication_and_the_export_in_chromium(browser, watch
         person.clean()
     second.page.context.close()
     third.page.context.close()
+
+
+_CONTRAST = """(el) => {
+  const rgb = (text) => (text.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ?
+      v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); })
+      .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  let node = el, back = null;
+  while (node) {
+    const c = rgb(getComputedStyle(node).backgroundColor);
+    if (c.length === 3 || (c.length === 4 && c[3] > 0)) { back = c.slice(0, 3); break; }
+    node = node.parentElement;
+  }
+  const fore = rgb(getComputedStyle(el).color).slice(0, 3);
+  const [a, b] = [lum(fore), lum(back || [255, 255, 255])].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+_GAPS = """() => [...document.querySelectorAll('#progress > div')].map((row) => {
+  const box = (el) => { const r = document.createRange(); r.selectNodeContents(el);
+                        return r.getBoundingClientRect(); };
+  const dt = box(row.querySelector('dt')), dd = box(row.querySelector('dd'));
+  return [row.querySelector('dt').textContent, dd.left - dt.right];
+})"""
+
+
+def test_the_queue_reads_in_chromium_key_hints_and_progress(browser, watched, live):
+    """The Accept button's key hint is readable (it was white on white), and the progress
+    panel keeps a gap between each label and its number (it read ``candidates6``)."""
+    alice = live.token("alice-k", "read,submit,review")
+    job = _judged(live, alice)
+    log_in(watched, live, alice)
+    page = _queue(watched, live, job)
+    for selector in ("#accept kbd", "#reject kbd", "#edit kbd"):
+        ratio = page.locator(selector).evaluate(_CONTRAST)
+        assert ratio >= 3, (selector, ratio)
+    gaps = page.evaluate(_GAPS)
+    assert gaps and all(gap >= 4 for _, gap in gaps), gaps
+    watched.clean()

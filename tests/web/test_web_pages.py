@@ -603,7 +603,7 @@ def test_reviewing_a_sample_adds_population_estimates(web, synthetic_run):
         assert _label(client, csrf, synthetic_run, dialogue_id=turn.dialogue_id,
                       turn_index=turn.turn_index, label="correct").status_code == 200
     html = _wait_panel(client, f"/ui/review/{synthetic_run}/agreement",
-                       "Population estimates")
+                       "Population agreement from the")
     assert "human: correct turns %" in html and "AC1" in html
 
 

@@ -1148,7 +1148,7 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     assert [t.caption for t in done.tables] == [
         "Agreement (judge, RULE, humans)", "Chance-corrected", "Reviewers as a group",
         _agreement.alt_test_caption(report["alt_test"]),
-        "Population estimates from the stratified sample",
+        "Population agreement from the " + analysis.sample_words(report["population"]),
         "Estimates of TSA: the judge's own figure, labels alone and prediction-powered "
         "(95 % t intervals)"]
     assert done.tables[0].rows == [tuple(r[:4]) for r in analysis.format_agreement(report)]

@@ -93,15 +93,17 @@ _CORRECTIONS = {"application/x-ndjson": {"schema": {
                        **errors(404, 422)})
 def export_job_corrections(principal: Reader, service: ServiceDep,
                            job_id: JobId) -> NDJSONResponse:
-    """The decisions reviewers took on the run's label-error candidates in the web's
-    candidates queue, as a corrections file (JSON Lines): an accepted or edited candidate
+    """The decisions reviewers took on the label-error candidates of a judge run (or of an
+    audit job of predictions files) in the web's candidates queue, as a corrections file
+    (JSON Lines): an accepted or edited candidate
     is a correction to the decided value, a rejected one a correction to the annotation's
     own value, an adjudication a correction with `adjudicated: true`; each with its
     candidate id, reviewer, time and the value it replaces (`was`)."""
     row = service.jobs.row(principal.project_id, job_id)
-    if row.kind not in ("evaluate", "retry-errors"):
+    if row.kind not in ("evaluate", "retry-errors") and not (
+            row.kind == "audit" and "run" not in (row.inputs or {})):
         raise ServiceError(f"job {job_id!r} is a {row.kind} job; candidates are a judge "
-                           "run's", status=422)
+                           "run's or an audit of predictions files'", status=422)
     records = corrections_records(service.decisions.list(principal.project_id, job_id))
     return NDJSONResponse(json_lines(records),
                           headers=attachment(f"corrections-{job_id}.jsonl"))

@@ -42,10 +42,14 @@ from ..._errors import (
 )
 from ...analysis import (
     agreement_report,
+    audit_gold,
     audit_items,
     method_table,
+    open_candidates,
+    queue_records,
     render_audit,
     run_differences,
+    source_from_predictions,
 )
 from ...data import (
     CorrectedGold,
@@ -761,6 +765,8 @@ class AnalysisRunner:
         return Run(Path(job_id), dict(row.summary), rows)
 
     def _audit(self, job: JobRow, inputs: Inputs) -> Outcome:
+        if "run" not in job.inputs:
+            return self._audit_predictions(job, inputs)
         run = self._run_of(job.project_id, job.inputs["run"])
         rows, corrected = self._corrected_rows(job, run, inputs)
         ignore_none = "nospace" in str(run.summary.get("rule_match") or "")
@@ -776,6 +782,45 @@ class AnalysisRunner:
                    **({"corrections": corrections_summary(corrected)} if corrected else {})}
         return Outcome(JobStatus.SUCCEEDED, 0, summary=summary,
                        artifacts={"audit.html": ("text/html; charset=utf-8", page)})
+
+
+    def _audit_predictions(self, job: JobRow, inputs: Inputs) -> Outcome:
+        """An audit of predictions files, no judge: the label-error candidates still open
+        (those the job's corrections decide left out), for the web's candidates queue
+        (``candidates.jsonl``, in review order, each with its evidence-order place) and as
+        the audit page's ranking."""
+        ids = [job.inputs.get("schema"), job.inputs["dialogues"], *job.inputs["predictions"],
+               *_ids(job.inputs.get("corrections"))]
+        inputs.prefetch([i for i in ids if isinstance(i, str)])
+        schema_id = job.inputs.get("schema")
+        schema = load_schema(inputs.path(schema_id)[0]) if isinstance(schema_id, str) else None
+        dialogues = load_dialogues(inputs.path(job.inputs["dialogues"])[0], schema=schema)
+        sources = []
+        for file_id in job.inputs["predictions"]:
+            path, row = inputs.path(file_id)
+            name = (row.get("info") or {}).get("system_name") or _stem(row["name"])
+            sources.append(source_from_predictions(load_predictions(path, dialogues, schema,
+                                                                    name=name)))
+        names = [s.name for s in sources]
+        for source, file_id in zip(sources, job.inputs["predictions"], strict=True):
+            if names.count(source.name) > 1:
+                source.name = f"{source.name} ({file_id})"
+        located = read_correction_files(inputs, _ids(job.inputs.get("corrections")))
+        audited, gold, decided = audit_gold(dialogues, located, schema=schema)
+        found, dropped = open_candidates(audited, sources, gold=gold, schema=schema,
+                                         decided=decided, order="evidence")
+        records = queue_records(found, audited, gold, sources)
+        listing = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        page = render_audit({}, [], [], sorted(found, key=lambda c: c.rank),
+                            "review").encode("utf-8")
+        summary = {"systems": [s.name for s in sources], "gold": gold,
+                   "candidates": len(records), "decided": dropped,
+                   "artifact": "audit.html", "queue": "candidates.jsonl"}
+        if located:
+            summary["corrections"] = len(located)
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(summary, inputs), artifacts={
+            "audit.html": ("text/html; charset=utf-8", page),
+            "candidates.jsonl": ("application/x-ndjson", listing.encode("utf-8"))})
 
 
 def _scored_correction(dialogues: DialogueSet, corrected: list[CorrectedGold],
