@@ -528,7 +528,10 @@ def build_leaderboard(layout: Layout, systems: Sequence[SystemTurns], *,
     for pair in pairs:
         if pair.metric == rank_key and pair.significant:
             better[position[pair.a], position[pair.b]] = True
-    values = [estimates[rank_key][i].value for i in range(len(systems))]  # type: ignore[union-attr]
+    ranked = estimates[rank_key]
+    if any(found is None for found in ranked):  # the rank metric is one every system has
+        raise OptionError(f"every system needs {rank_key} to be ranked")
+    values = [found.value for found in ranked if found is not None]
     order = sorted(range(len(systems)), key=lambda i: (-values[i], i))
     for rank, i in enumerate(order, 1):
         rows[i].rank = rank
