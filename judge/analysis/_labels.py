@@ -96,6 +96,9 @@ class HumanLabel(BaseModel):
     slots: dict[Annotated[str, Field(min_length=1)], SlotLabel] | None = None
     predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """The predictions file whose turn state was labelled (the service's exports say so)."""
+    blind: StrictBool | None = None
+    """Given without the judge's and the rules' verdicts and the gold in view (None: not
+    recorded)."""
 
     @property
     def key(self) -> TurnKey:

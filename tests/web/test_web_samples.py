@@ -1,7 +1,9 @@
-"""The web's estimate sample: a simple random sample, drawn again and checked before use (a
+"""The web's estimate sample: a simple random sample, drawn by a reviewer's explicit POST
+(never by opening a page) and referenced by file id, drawn again and checked before use (a
 tampered one is a 422 naming its first differing line, and the panel says why it shows no
 estimate), fixed once a turn of it has a label (another draw is a separate sample), and the
-counts the estimates leave out shown beside them (issue 34, items 1, 5 and 7)."""
+counts the estimates leave out shown beside them (issue 34, items 1, 5 and 7; issue 42,
+item 6)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,16 @@ def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
     return response
 
 
+def draw_form(client: Any, csrf: str, job_id: str, n: int, seed: int = 0) -> Any:
+    """A reviewer's draw through the page's form (a POST with the CSRF field): the sample
+    queue of that n and seed follows."""
+    response = client.post(f"/ui/review/{job_id}/sample",
+                           data={"n": str(n), "seed": str(seed), "csrf": csrf})
+    assert response.status_code == 303, response.text[:300]
+    assert response.headers["location"].endswith(f"?queue=sample&n={n}&seed={seed}")
+    return client.get(response.headers["location"])
+
+
 def _panel(client: Any, job_id: str, needle: str) -> str:
     deadline = time.monotonic() + 30
     while True:
@@ -34,27 +46,33 @@ def _project(web: dict[str, Any]) -> str:
 
 
 def _upload_as_run_sample(web, job_id, records) -> None:
-    """What any submitter can do: upload a sample file under the run's sample name."""
+    """A tampered store: a sample file under the run's sample name, made the run's estimate
+    sample (what an attacker with database access could do)."""
     import io
 
     service, project = web["service"], _project(web)
-    for record in service.files.list(project, kind="sample", limit=100):
-        if record["name"] == sample_name(job_id):
-            service.files.delete(project, record["id"])
     text = "".join(json.dumps(r) + "\n" for r in records)
-    service.files.add(project, "sample", sample_name(job_id), io.BytesIO(text.encode()))
+    record, _ = service.files.add(project, "sample", sample_name(job_id),
+                                  io.BytesIO(text.encode()))
+    service.samples.put(project, job_id, "estimate", record["id"])
 
 
 def test_the_estimate_sample_is_random_and_fixed_once_labelled(web, synthetic_run):
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
-    assert page.status_code == 200 and "the run&#39;s estimate sample (not fixed" in page.text
+    assert page.status_code == 200 and "no estimate sample is drawn yet" in page.text
+    assert 'action="/ui/review/' in page.text and "Draw a random sample" in page.text
     service, project = web["service"], _project(web)
+    assert stored_sample(service, project, synthetic_run) == (None, None)
+    page = draw_form(client, csrf, synthetic_run, 12, 4)
+    assert page.status_code == 200 and "the run&#39;s estimate sample (not fixed" in page.text
     _, first = stored_sample(service, project, synthetic_run)
     assert first.design == "random" and len(first.turns) == 12
     # before any label another draw replaces it
-    client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4")
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4")
+    assert "drawing this one replaces it" in page.text
+    draw_form(client, csrf, synthetic_run, 10, 4)
     _, replaced = stored_sample(service, project, synthetic_run)
     assert len(replaced.turns) == 10
     turn = replaced.turns[0]
@@ -62,12 +80,13 @@ def test_the_estimate_sample_is_random_and_fixed_once_labelled(web, synthetic_ru
            turn_index=turn.turn_index, label="correct")
     # once a turn has a label the sample is fixed: another draw is a separate sample
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    assert "drawing this one makes a separate sample" in page.text
+    page = draw_form(client, csrf, synthetic_run, 12, 4)
     assert page.status_code == 200 and "a separate sample" in page.text
     assert "fixed (n 10, seed 4)" in page.text
     _, still = stored_sample(service, project, synthetic_run)
     assert still.turns == replaced.turns
-    _, separate = stored_sample(service, project, synthetic_run,
-                                sample_name(synthetic_run, 12, 4))
+    _, separate = stored_sample(service, project, synthetic_run, 12, 4)
     assert separate is not None and len(separate.turns) == 12
     # the queue without n and seed is the estimate sample again
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
@@ -78,7 +97,7 @@ def test_the_estimate_sample_is_random_and_fixed_once_labelled(web, synthetic_ru
 def test_a_tampered_estimate_sample_is_refused(web, synthetic_run):
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=8&seed=2").status_code == 200
+    assert draw_form(client, csrf, synthetic_run, 8, 2).status_code == 200
     service, project = web["service"], _project(web)
     _, genuine = stored_sample(service, project, synthetic_run)
     records = [t.model_dump() for t in genuine.turns]
@@ -121,7 +140,7 @@ def test_the_panel_states_unlabelled_tied_and_unsure_turns(web, synthetic_run):
     alice, bob = web["client"](), web["client"]()
     csrf_a = alice.login(web["tokens"]["alice"])
     csrf_b = bob.login(web["tokens"]["bob"])
-    assert alice.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=1").status_code == 200
+    assert draw_form(alice, csrf_a, synthetic_run, 10, 1).status_code == 200
     _, sample = stored_sample(web["service"], _project(web), synthetic_run)
     turns = sample.turns
     for turn in turns[:6]:
@@ -144,7 +163,7 @@ def test_the_same_draw_asked_again_is_the_estimate_sample(web, synthetic_run):
     seed is the estimate sample, not a separate copy of it."""
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=6").status_code == 200
+    assert draw_form(client, csrf, synthetic_run, 6).status_code == 200
     _, sample = stored_sample(web["service"], _project(web), synthetic_run)
     _label(client, csrf, synthetic_run, dialogue_id=sample.turns[0].dialogue_id,
            turn_index=sample.turns[0].turn_index, label="incorrect")
@@ -183,7 +202,7 @@ def test_a_separate_sample_starts_empty(web, synthetic_run):
 
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    assert client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4").status_code == 200
+    assert draw_form(client, csrf, synthetic_run, 10, 4).status_code == 200
     service, project = web["service"], _project(web)
     _, estimate = stored_sample(service, project, synthetic_run)
     index = web["app"].state.web.index.ready(service.jobs.row(project, synthetic_run))
@@ -196,10 +215,9 @@ def test_a_separate_sample_starts_empty(web, synthetic_run):
     own = next(i for i, (d, n, _) in enumerate(sample_queue(estimate, 4))
                if (d, n) == (shared.dialogue_id, shared.turn_index))
     assert _pressed(client, synthetic_run, "queue=sample&n=10&seed=4", own)
-    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed={seed}")
+    page = draw_form(client, csrf, synthetic_run, 12, seed)
     assert page.status_code == 200 and "a separate sample" in page.text
-    _, separate = stored_sample(service, project, synthetic_run,
-                                sample_name(synthetic_run, 12, seed))
+    _, separate = stored_sample(service, project, synthetic_run, 12, seed)
     order = sample_queue(separate, seed)
     there = next(i for i, (d, n, _) in enumerate(order)
                  if (d, n) == (shared.dialogue_id, shared.turn_index))
