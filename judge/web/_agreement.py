@@ -113,12 +113,15 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
             "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}
 
 
+SAMPLE_PREFIX = "review-sample-"
+
+
 def sample_name(job_id: str, n: int | None = None, seed: int | None = None) -> str:
     """The stored name of a run's estimate sample, or (with ``n`` and ``seed``) of another
     draw, separate from it."""
     if n is None:
-        return f"review-sample-{job_id}.jsonl"
-    return f"review-sample-{job_id}-n{n}-seed{seed}.jsonl"
+        return f"{SAMPLE_PREFIX}{job_id}.jsonl"
+    return f"{SAMPLE_PREFIX}{job_id}-n{n}-seed{seed}.jsonl"
 
 
 def index_rows(index: RunIndex) -> list[dict[str, Any]]:
@@ -140,7 +143,7 @@ def store_sample(service: Any, project_id: str, job_id: str, sample: Any,
     it by file id as the run's estimate sample (or, with ``n`` and ``seed``, as a separate
     draw); returns when the reference was made. The store is content-addressed, so a
     byte-identical sample of another run is one file referenced twice. A replaced estimate
-    sample's own file goes, unless something else references it."""
+    sample's file goes when the review page drew it and nothing else references it."""
     name = sample_name(job_id, n, seed)
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
     record, _ = service.files.add(project_id, "sample", name,
@@ -149,7 +152,7 @@ def store_sample(service: Any, project_id: str, job_id: str, sample: Any,
     if old is not None:
         try:
             stale = service.files.get(project_id, old)
-            if stale["name"] == name:  # ours, not an upload that happened to match
+            if stale["name"].startswith(SAMPLE_PREFIX):  # drawn here, not an upload
                 service.jobs.refuse_if_in_use(project_id, old)
                 service.files.delete(project_id, old)
         except DSTJudgeError:  # still in use (another run's sample): it stays

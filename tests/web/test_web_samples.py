@@ -13,22 +13,14 @@ from typing import Any
 
 from judge.web._agreement import sample_name, stored_sample
 
+from .conftest import draw_form
+
 
 def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
     response = client.post(f"/ui/review/{job_id}/labels", json=body,
                            headers={"X-CSRF-Token": csrf, "Accept": "application/json"})
     assert response.status_code == 200, response.text
     return response
-
-
-def draw_form(client: Any, csrf: str, job_id: str, n: int, seed: int = 0) -> Any:
-    """A reviewer's draw through the page's form (a POST with the CSRF field): the sample
-    queue of that n and seed follows."""
-    response = client.post(f"/ui/review/{job_id}/sample",
-                           data={"n": str(n), "seed": str(seed), "csrf": csrf})
-    assert response.status_code == 303, response.text[:300]
-    assert response.headers["location"].endswith(f"?queue=sample&n={n}&seed={seed}")
-    return client.get(response.headers["location"])
 
 
 def _panel(client: Any, job_id: str, needle: str) -> str:
