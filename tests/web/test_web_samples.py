@@ -223,3 +223,77 @@ def test_a_separate_sample_starts_empty(web, synthetic_run):
            turn_index=shared.turn_index, label="incorrect")
     assert _pressed(client, synthetic_run, query, there)
     assert _pressed(client, synthetic_run, "queue=sample&n=10&seed=4", own)
+
+
+def test_the_runs_sample_is_found_past_a_hundred_newer_sample_files(web, synthetic_run):
+    """The estimate sample is referenced by file id: 101 newer sample files of the project
+    (API clients upload them too) neither hide it nor let a draw replace it once labelled."""
+    import io
+
+    from judge.web._queues import draw
+
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    draw_form(client, csrf, synthetic_run, 10, 4)
+    service, project = web["service"], _project(web)
+    file_id, sample = stored_sample(service, project, synthetic_run)
+    _label(client, csrf, synthetic_run, dialogue_id=sample.turns[0].dialogue_id,
+           turn_index=sample.turns[0].turn_index, label="correct")
+    index = web["app"].state.web.index.ready(service.jobs.row(project, synthetic_run))
+    for seed in range(100, 201):  # 101 other samples, stored after it
+        other = draw(index, 3, seed)
+        text = "".join(json.dumps(t.model_dump()) + "\n" for t in other.turns)
+        service.files.add(project, "sample", f"upload-{seed}.jsonl", io.BytesIO(text.encode()))
+    newest = service.files.list(project, kind="sample", limit=100)
+    assert file_id not in {f["id"] for f in newest}
+    page = client.get(f"/ui/review/{synthetic_run}?queue=sample")
+    assert page.status_code == 200
+    assert "the run&#39;s estimate sample (fixed: a turn of it has a label)" in page.text
+    assert 'name="n" value="10"' in page.text
+    # a draw asked for the estimate sample's own n and seed changes nothing
+    draw_form(client, csrf, synthetic_run, 10, 4)
+    assert stored_sample(service, project, synthetic_run)[0] == file_id
+    html = _panel(client, synthetic_run, "estimate-notes")
+    assert "Estimate sample: random design, 10 sampled turns (seed 4); 1 labelled" in html
+
+
+def test_the_sample_queue_is_labelled_blind_and_each_label_says_so(web, synthetic_run):
+    """The sample queue hides the judge's and the rules' verdicts, the gold and the judge's
+    replies, and says so; its labels record blind: true (in the store and in the labels file
+    the page exports); shown on request, the next label records blind: false."""
+    client = web["client"]()
+    csrf = client.login(web["tokens"]["alice"])
+    disagreements = client.get(f"/ui/review/{synthetic_run}?queue=disagreements").text
+    assert 'data-blind="false"' in disagreements
+    assert 'class="facts verdicts"' in disagreements and "Gold 2.4" in disagreements
+    page = draw_form(client, csrf, synthetic_run, 10, 4).text
+    assert 'data-blind="true"' in page and "Blind labelling:" in page
+    assert "are hidden, so your label does not lean on them" in page
+    for hidden in ('class="facts verdicts"', "<dt>Judge</dt>", "RULE-2.4", "Gold 2.4",
+                   "Judge replies", 'data-th="Judge"', "open the full turn"):
+        assert hidden not in page, hidden
+    item = client.get(f"/ui/review/{synthetic_run}/item?queue=sample&n=10&seed=4&pos=1").text
+    assert 'data-blind="true"' in item and "Gold 2.4" not in item
+    _, sample = stored_sample(web["service"], _project(web), synthetic_run)
+    first, second = sample.turns[:2]
+    _label(client, csrf, synthetic_run, dialogue_id=first.dialogue_id,
+           turn_index=first.turn_index, label="incorrect", blind=True)
+    shown = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=10&seed=4&reveal=1").text
+    assert 'data-blind="false"' in shown and 'class="facts verdicts"' in shown
+    assert "reveal=1" in shown  # the queue's links keep the choice
+    _label(client, csrf, synthetic_run, dialogue_id=second.dialogue_id,
+           turn_index=second.turn_index, label="correct", blind=False)
+    stored = {(i["dialogue_id"], i["turn_index"]): i["blind"]
+              for i in web["service"].labels.list(_project(web))}
+    assert stored == {(first.dialogue_id, first.turn_index): True,
+                      (second.dialogue_id, second.turn_index): False}
+    export = client.get(f"/ui/review/{synthetic_run}/labels.jsonl").text
+    records = {(r["dialogue_id"], r["turn_index"]): r
+               for r in map(json.loads, export.splitlines())}
+    assert records[(first.dialogue_id, first.turn_index)]["blind"] is True
+    assert records[(second.dialogue_id, second.turn_index)]["blind"] is False
+    assert all(r["predictions_sha256"] == "0" * 64 for r in records.values())
+    from judge.analysis import HumanLabel
+
+    assert [HumanLabel.model_validate(r).blind for r in records.values()] in (
+        [True, False], [False, True])
