@@ -64,10 +64,12 @@ from ._estimates import (
 )
 from ._glossary import JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ._labels import (
+    NOT_TIED,
     HumanLabel,
     HumanLabels,
     Resolution,
     SlotLabel,
+    labels_tie,
     load_labels,
     pair_by_predictions,
     write_labels,
@@ -109,6 +111,7 @@ __all__ = [
     "JUDGE_JGA_DEFINITION",
     "JUDGE_JGA_SHORT",
     "JUDGE_NOTE",
+    "NOT_TIED",
     "POPULATION_HEADER",
     "PSEUDO_UNITS",
     "REEVALUATION_HEADER",
@@ -156,6 +159,7 @@ __all__ = [
     "judgment_rows_source",
     "krippendorff_alpha",
     "labels_needed",
+    "labels_tie",
     "load_audit_inputs",
     "load_labels",
     "load_sample",

@@ -346,6 +346,37 @@ def pair_by_predictions(files: Sequence[HumanLabels], digests: Sequence[str | No
                          "check that the n-th labels file labels the n-th run's predictions")
 
 
+NOT_TIED = "labels not tied to this run"
+"""How figures resting on labels without their run's predictions digest are marked."""
+
+
+def labels_tie(labels: HumanLabels, digest: str | None, *, run: str) -> dict[str, Any]:
+    """Whether ``labels`` are tied to the predictions ``run`` judged (``digest``): every label
+    names them (``predictions_sha256``; a label naming others is refused by
+    :meth:`HumanLabels.check_predictions`, called first). When a label names none, or the
+    run's predictions are not known, nothing shows that the labels judged this run's
+    predictions: labels written for another system's run would be taken for this one.
+    ``tied`` false then comes with the ``warning`` that says so, and the figures resting
+    on the labels are marked (:data:`NOT_TIED`)."""
+    unnamed = sum(r.predictions_sha256 is None for r in labels.records)
+    block: dict[str, Any] = {"tied": not unnamed and digest is not None,
+                             "labels": len(labels.records), "unnamed_labels": unnamed,
+                             "predictions_sha256": digest, "warning": None}
+    if block["tied"]:
+        return block
+    where = labels.path or "the labels"
+    why = (f"{unnamed} of {len(labels.records)} labels in {where} name no predictions_sha256"
+           if unnamed else f"the predictions {run} judged are not known (its manifest "
+           "records no predictions_sha256)")
+    block["warning"] = (
+        f"{why}, so nothing ties them to {run}: labels written for another system's "
+        "predictions would be taken for this run's without a word. Every figure resting on "
+        f"them (human agreement, estimates) is marked \"{NOT_TIED}\". Labels written by "
+        "dst-judge carry the digest ('labels import --run', the web's export, GET "
+        "/v1/labels?format=labels)")
+    return block
+
+
 def row_key(row: Mapping[str, Any]) -> TurnKey:
     """The turn key of a judgment row (or any record with dialogue_id and turn_index)."""
     return (dialogue_key(str(row["dialogue_id"])), int(row["turn_index"]))

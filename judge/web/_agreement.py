@@ -315,4 +315,6 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     return Computed(
         fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),
-        seconds=time.perf_counter() - started, at=time.time(), notes=sample_notes(report))
+        seconds=time.perf_counter() - started, at=time.time(),
+        notes=sample_notes(report) + ([f"Warning: {tie['warning']}."] if (tie := report.get(
+            "labels_tie") or {}).get("warning") else []))
