@@ -989,7 +989,7 @@ class _StoredFiles:
     (the same bytes again are the first record)."""
 
     def __init__(self, root: Any) -> None:
-        self.root, self.records, self.deleted = root, {}, []
+        self.root, self.records, self.deleted, self.made = root, {}, [], 0
 
     def add(self, project_id: str, kind: str, name: str, stream: Any,
             token_id: str | None = None) -> Any:
@@ -999,7 +999,8 @@ class _StoredFiles:
         if found is not None:
             return found, False
         (self.root / sha).write_bytes(data)
-        record = {"name": name, "id": f"file{len(self.records) + 1}", "sha256": sha}
+        self.made += 1
+        record = {"name": name, "id": f"file{self.made}", "sha256": sha}
         self.records[record["id"]] = record
         return record, True
 
@@ -1078,7 +1079,7 @@ def test_store_and_read_back_a_review_sample(tmp_path: Any) -> None:
     # a separate draw is referenced by its n and seed, beside the estimate sample
     _agreement.store_sample(service, "lab", "job_1", draw(_index_of(), 2, seed=5), 2, 5)
     separate_id, separate = _agreement.stored_sample(service, "lab", "job_1", 2, 5)
-    assert separate.path == "review-sample-job_1-n2-seed5.jsonl"
+    assert separate_id == "file4" and separate.path == "review-sample-job_1-n2-seed5.jsonl"
     assert _agreement.stored_sample(service, "lab", "job_1")[0] == "file2"
 
 
