@@ -12,6 +12,11 @@ interface) produces that format. It grew from the first version, whose files sti
 * ``slots`` holds per-slot labels: ``{slot: {"label": 1|0|null, "unsure", "value",
   "expected", "note"}}``, where 1 = this slot of the prediction is right (set right, or
   rightly absent) and 0 = wrong or missing.
+* ``predictions_sha256`` names the predictions file whose turn states were labelled (every
+  writer of dst-judge writes it when it is known): labels naming other predictions than a
+  run's are refused, and labels naming none are not tied to the run (:func:`labels_tie`).
+* ``blind`` says whether the reviewer labelled with the judge's and the rules' verdicts and
+  the gold hidden (the web's sample queue does so by default).
 
 Strict types and no extra fields: ``"label": true`` or a misspelt ``"reviwer"`` is more likely
 a mistake than an intent, so it is rejected, not guessed.
