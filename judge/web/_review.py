@@ -261,14 +261,15 @@ async def draw_sample(request: Request, viewer: CurrentViewer, web: WebDep,
     """A reviewer draws the sample queue's sample: the run's estimate sample while none of
     its turns has a label, else a separate sample (``_queues.draw_choice``); then the queue."""
     form = await request.form()
-    n, seed = _form_int(form.get("n"), "n", 1, 5000), _form_int(form.get("seed"), "seed", 0,
-                                                                 2 ** 63 - 1)
 
-    def drawn() -> None:
-        row, index = _judge_run(web, service, viewer, job_id)
+    def drawn() -> tuple[int, int]:
+        row, index = _judge_run(web, service, viewer, job_id)  # another project's: 404 first
+        n = _form_int(form.get("n"), "n", 1, 5000)
+        seed = _form_int(form.get("seed"), "seed", 0, 2 ** 63 - 1)
         web.queues.draw(row, index, n, seed, viewer.principal.token_id)
+        return n, seed
 
-    await run_in_threadpool(drawn)
+    n, seed = await run_in_threadpool(drawn)
     target = f"{PREFIX}/review/{quote(job_id, safe='')}?queue=sample&n={n}&seed={seed}"
     return RedirectResponse(target, status_code=303)
 
