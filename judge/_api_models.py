@@ -339,6 +339,9 @@ class Label(ApiModel):
     note: str | None
     created_at: float
     updated_at: float
+    blind: bool | None = Field(None, description=(
+        "Given without seeing the judge's and the rules' verdicts and the gold (the review "
+        "page of a sample hides them); null when not said."))
 
 
 class LabelList(ApiModel):
@@ -378,3 +381,6 @@ class LabelRequest(RequestModel):
         "The judge run whose turn is labelled; the label belongs to its predictions."))
     predictions: str | None = Field(None, max_length=40, description=(
         "Or the id of the predictions file whose turn state is labelled."))
+    blind: bool | None = Field(None, description=(
+        "Whether the reviewer labelled without seeing the judge's and the rules' verdicts "
+        "and the gold (kept with the label and in its exports; null: not said)."))

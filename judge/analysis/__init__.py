@@ -86,10 +86,12 @@ from ._estimates import (
     sample_estimates,
 )
 from ._labels import (
+    NOT_TIED,
     HumanLabel,
     HumanLabels,
     Resolution,
     SlotLabel,
+    labels_tie,
     load_labels,
     pair_by_predictions,
     write_labels,
@@ -162,6 +164,7 @@ __all__ = [
     "JUDGE_NOTE",
     "LABELS_ONLY_NOTE",
     "MIN_TURNS",
+    "NOT_TIED",
     "ORDERS",
     "ORDER_TRADEOFF",
     "POPULATION_HEADER",
@@ -231,6 +234,7 @@ __all__ = [
     "krippendorff_alpha",
     "labelled_tsa",
     "labels_needed",
+    "labels_tie",
     "leaderboard_csv",
     "leaderboard_latex",
     "leaderboard_markdown",

@@ -33,6 +33,7 @@ from ._labels import (
     Resolution,
     SlotKey,
     TurnKey,
+    labels_tie,
     load_labels,
     row_key,
 )
@@ -553,11 +554,13 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     (see :func:`judgment_rows_source`) lets a bad row be named by file and line.
 
     ``predictions_sha256`` is the predictions file the run judged, when known: labels and a
-    sample that name other predictions are refused. A sample is drawn again from ``rows``
-    and refused unless it comes out the same (:func:`check_sample`). ``adjudicator`` names
-    the reviewer whose label decides turns the others split on. With two or more reviewers
-    ``alt_test`` holds the alternative-annotator test of the judge against them at
-    ``epsilon`` (:func:`judge.analysis.alt_test`).
+    sample that name other predictions are refused, and ``labels_tie`` says whether the
+    labels are tied to it (:func:`judge.analysis.labels_tie`: a warning, and the figures
+    marked, when a label names no predictions or the run's are unknown). A sample is drawn
+    again from ``rows`` and refused unless it comes out the same (:func:`check_sample`).
+    ``adjudicator`` names the reviewer whose label decides turns the others split on. With
+    two or more reviewers ``alt_test`` holds the alternative-annotator test of the judge
+    against them at ``epsilon`` (:func:`judge.analysis.alt_test`).
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) \
             or not 0 <= epsilon < 1:
@@ -572,8 +575,10 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     majority: dict[TurnKey, int] = {}
     resolution: Resolution | None = None
     alternative: dict[str, Any] | None = None
+    tie: dict[str, Any] | None = None
     if human is not None:
         human.check_predictions(predictions_sha256, run=run_name)
+        tie = labels_tie(human, predictions_sha256, run=run_name)
         resolution = human.resolve(adjudicator)
         majority = {k: v for k, v in resolution.labels.items() if k in seen}
         raters["human"] = majority
@@ -593,6 +598,12 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     pairs = pairwise(raters, ratings.order, boot)
     if slot_entry is not None:
         pairs.append(slot_entry)
+    population = (population_estimates(sample, rows, raters, majority, boot, tuning,
+                                       predictions_sha256=predictions_sha256,
+                                       resolution=resolution)
+                  if sample is not None else None)
+    if population is not None and tie is not None:
+        population["labels_tied"] = tie["tied"]
     return {
         "raters": list(raters),
         "labels": list(LABEL_NAMES),
@@ -604,10 +615,8 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
         "pairs": pairs,
         "human": human_block,
         "reevaluation": reevaluations,
-        "population": (population_estimates(sample, rows, raters, majority, boot, tuning,
-                                            predictions_sha256=predictions_sha256,
-                                            resolution=resolution)
-                       if sample is not None else None),
+        "population": population,
+        "labels_tie": tie,
         "population_note": NO_SAMPLE_NOTE if sample is None and human is not None else None,
         "alt_test": alternative,
         "bootstrap": boot.describe(),

@@ -12,6 +12,11 @@ interface) produces that format. It grew from the first version, whose files sti
 * ``slots`` holds per-slot labels: ``{slot: {"label": 1|0|null, "unsure", "value",
   "expected", "note"}}``, where 1 = this slot of the prediction is right (set right, or
   rightly absent) and 0 = wrong or missing.
+* ``predictions_sha256`` names the predictions file whose turn states were labelled (every
+  writer of dst-judge writes it when it is known): labels naming other predictions than a
+  run's are refused, and labels naming none are not tied to the run (:func:`labels_tie`).
+* ``blind`` says whether the reviewer labelled with the judge's and the rules' verdicts and
+  the gold hidden (the web's sample queue does so by default).
 
 Strict types and no extra fields: ``"label": true`` or a misspelt ``"reviwer"`` is more likely
 a mistake than an intent, so it is rejected, not guessed.
@@ -96,6 +101,9 @@ class HumanLabel(BaseModel):
     slots: dict[Annotated[str, Field(min_length=1)], SlotLabel] | None = None
     predictions_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     """The predictions file whose turn state was labelled (the service's exports say so)."""
+    blind: StrictBool | None = None
+    """Given without the judge's and the rules' verdicts and the gold in view (None: not
+    recorded)."""
 
     @property
     def key(self) -> TurnKey:
@@ -341,6 +349,37 @@ def pair_by_predictions(files: Sequence[HumanLabels], digests: Sequence[str | No
            if silent else f"the predictions of {', '.join(unknown)} are not known")
     return list(files), (f"labels files are paired with runs by the order given ({why}): "
                          "check that the n-th labels file labels the n-th run's predictions")
+
+
+NOT_TIED = "labels not tied to this run"
+"""How figures resting on labels without their run's predictions digest are marked."""
+
+
+def labels_tie(labels: HumanLabels, digest: str | None, *, run: str) -> dict[str, Any]:
+    """Whether ``labels`` are tied to the predictions ``run`` judged (``digest``): every label
+    names them (``predictions_sha256``; a label naming others is refused by
+    :meth:`HumanLabels.check_predictions`, called first). When a label names none, or the
+    run's predictions are not known, nothing shows that the labels judged this run's
+    predictions: labels written for another system's run would be taken for this one.
+    ``tied`` false then comes with the ``warning`` that says so, and the figures resting
+    on the labels are marked (:data:`NOT_TIED`)."""
+    unnamed = sum(r.predictions_sha256 is None for r in labels.records)
+    block: dict[str, Any] = {"tied": not unnamed and digest is not None,
+                             "labels": len(labels.records), "unnamed_labels": unnamed,
+                             "predictions_sha256": digest, "warning": None}
+    if block["tied"]:
+        return block
+    where = labels.path or "the labels"
+    why = (f"{unnamed} of {len(labels.records)} labels in {where} name no predictions_sha256"
+           if unnamed else f"the predictions {run} judged are not known (its manifest "
+           "records no predictions_sha256)")
+    block["warning"] = (
+        f"{why}, so nothing ties them to {run}: labels written for another system's "
+        "predictions would be taken for this run's without a word. Every figure resting on "
+        f"them (human agreement, estimates) is marked \"{NOT_TIED}\". Labels written by "
+        "dst-judge carry the digest ('labels import --run', the web's export, GET "
+        "/v1/labels?format=labels)")
+    return block
 
 
 def row_key(row: Mapping[str, Any]) -> TurnKey:

@@ -68,6 +68,7 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
     from ..analysis import (
         check_sample,
         check_tuning,
+        labels_tie,
         load_labels,
         load_sample,
         method_table,
@@ -99,10 +100,16 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
             loaded[0].check_predictions(digest, run=name)
     elif loaded:
         loaded, warning = pair_by_predictions(loaded, digests, names)
+    ties = [labels_tie(loaded[0] if len(loaded) == 1 else loaded[i], digest, run=name)
+            for i, (digest, name) in enumerate(zip(digests, names, strict=True))] \
+        if loaded else []
     labels = [human.per_turn() for human in loaded]
     table = method_table(runs, labels[0] if len(labels) == 1 else None)
     if warning:
         table["labels_pairing"] = warning
+    if ties:
+        table["labels_tie"] = ties
+        table["labels_tied"] = all(tie["tied"] for tie in ties)
     if args.sample:
         sample = load_sample(args.sample)
         drawn = sampled_run(runs, sample, digests)  # the run it was drawn from, any position
@@ -111,9 +118,13 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         table["differences"] = run_differences(runs, labels, sample, drawn_from=drawn,
                                                confidence=args.confidence, tuning=args.tuning,
                                                resolutions=[h.resolve() for h in loaded])
+        for difference in table["differences"]:
+            difference["labels_tied"] = table["labels_tied"]
     print_methods(table, console)
     if warning:
         say(console, f"warning: {warning}")
+    for tie in dict.fromkeys(t["warning"] for t in ties if t["warning"]):
+        say(console, f"warning: {tie}.")
     if table.get("sample_check"):
         say(console, f"sample checked: {table['sample_check']}")
     for difference in table.get("differences") or []:

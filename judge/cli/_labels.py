@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .._io import plural
 from ._gold import add_run_corrections_options, run_rows_corrected
+from ._report import text
 
 __all__ = ["add_parsers"]
 
@@ -33,6 +34,10 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     imp.add_argument("decisions", help="file exported from the audit page")
     imp.add_argument("--out", required=True, metavar="FILE", help="human labels (JSON Lines)")
     imp.add_argument("--annotator", help="annotator name for rows that give none")
+    imp.add_argument("--run", metavar="RUN_DIR",
+                     help="the judge run whose turns were decided: each label records its "
+                     "predictions' digest (predictions_sha256), so agreement and compare can "
+                     "tell labels of this run from labels of another system's")
     imp.set_defaults(handler=run_import)
     sample = sub.add_parser(
         "sample", help="draw turns (or whole dialogues) to label, by a sampling design",
@@ -89,11 +94,23 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_import(args: argparse.Namespace, console: Console) -> int:
-    from ..analysis import import_decisions, write_labels
+    from .._errors import OptionError
+    from ..analysis import import_decisions, recorded_predictions_sha256, write_labels
 
+    digest = recorded_predictions_sha256(args.run) if args.run else None
+    if args.run and digest is None:
+        raise OptionError(f"{args.run} records no predictions digest (no readable manifest "
+                          "naming its predictions file): the labels could not be tied to it")
     records = import_decisions(args.decisions, annotator=args.annotator)
+    if digest is not None:
+        records = [{**record, "predictions_sha256": digest} for record in records]
     count = write_labels(records, args.out)
     console.print(f"wrote {plural(count, 'human label')} to {args.out}", markup=False)
+    if digest is None:
+        console.print(text(
+            "warning: the labels name no predictions_sha256 (give --run RUN_DIR): agreement "
+            "and compare cannot tell them from labels of another system's run, and mark "
+            "their figures as resting on labels not tied to the run", style="yellow"))
     return 0
 
 

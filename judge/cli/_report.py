@@ -183,6 +183,7 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         AGREEMENT_HEADER,
         COEFFICIENT_HEADER,
         LABELS_ONLY_NOTE,
+        NOT_TIED,
         POPULATION_HEADER,
         REEVALUATION_HEADER,
         REEVALUATION_NOTE,
@@ -202,9 +203,13 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         print_estimates(population, console)
     boot = report["bootstrap"]
     level = f"{100 * boot['confidence']:g} %"
+    tie = report.get("labels_tie") or {}
+    untied = f" — human figures rest on {NOT_TIED}" if tie.get("warning") else ""
+    if untied:
+        console.print(text(f"Warning: {tie['warning']}.", style="yellow"))
     _simple_table(f"Agreement ({report['judged_turns']} judged turns, {report['dialogues']} "
                   f"dialogues; {level} bootstrap intervals over dialogues, {boot['n_boot']} "
-                  "replicates)", AGREEMENT_HEADER, format_agreement(report), console)
+                  f"replicates){untied}", AGREEMENT_HEADER, format_agreement(report), console)
     _simple_table("Chance-corrected agreement (same pairs and intervals)", COEFFICIENT_HEADER,
                   format_coefficients(report), console)
     rows = format_reviewers(report)
@@ -221,7 +226,8 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
         labelled, drawn = population["labelled_turns"], population["sampled_turns"]
         _simple_table(f"Population agreement from the {sample_words(population)} ({labelled} "
                       f"of {drawn} drawn turns labelled, population "
-                      f"{population['population_turns']} turns; {level} bootstrap intervals)",
+                      f"{population['population_turns']} turns; {level} bootstrap "
+                      f"intervals){untied}",
                       POPULATION_HEADER, format_population(report), console)
         if population["uncovered_turns"]:
             console.print(text(f"{population['uncovered_turns']} turns belong to strata with "
@@ -244,6 +250,9 @@ def print_agreement(report: dict[str, Any], console: Console | None = None) -> N
                            "adjudicator where the other reviewers split"))
     if report.get("population_note"):
         console.print(text(report["population_note"], style="yellow"))
+    if untied:  # said again below the figures, where a reader of the estimates looks
+        console.print(text(f"Warning: these figures rest on {NOT_TIED} (see the warning "
+                           "above).", style="yellow"))
 
 
 def _turn_list(block: dict[str, Any]) -> str:
@@ -273,7 +282,7 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
 def print_estimates(block: dict[str, Any], console: Console) -> None:
     """The judge, labels-only and prediction-powered estimates side by side, with what was
     left out of them."""
-    from ..analysis import ESTIMATE_HEADER, format_estimates
+    from ..analysis import ESTIMATE_HEADER, NOT_TIED, format_estimates
 
     rows = format_estimates(block)
     if not rows:
@@ -282,11 +291,12 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
     design = estimation["design"]
     level = f"{100 * estimation['confidence']:g} %"
     what = f"difference {estimation['difference']}, " if estimation.get("difference") else ""
+    untied = f" — on {NOT_TIED}" if block.get("labels_tied") is False else ""
     fields = [Field(name, "left" if name in ("metric", "estimate", "note") else "right",
                     whole=name != "note") for name in ESTIMATE_HEADER]
     console.print(fit_table(fields, rows, title=(
         f"Estimates ({what}{design['design']} design by {design['unit']}, {level} t "
-        "intervals)")))
+        f"intervals){untied}")))
     for warning in dict.fromkeys(figure["warning"] for figures in block["estimates"].values()
                                  for figure in figures.values() if figure.get("warning")):
         console.print(text(f"Warning: {warning}", style="yellow"))
@@ -330,7 +340,9 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
     block of rows per method (its name on a line of its own), one row per reference rater."""
     console = console or Console()
     methods = table["methods"]
-    out = Table(title=text(f"Judge methods on the same {table['turns']} turns"),
+    untied = " (human figures rest on labels not tied to these runs)" \
+        if table.get("labels_tied") is False else ""
+    out = Table(title=text(f"Judge methods on the same {table['turns']} turns{untied}"),
                 title_justify="left", box=None, pad_edge=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("method / vs", "left"), ("agree %", "right"), ("kappa [95% CI]", "right"),

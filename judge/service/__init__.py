@@ -35,6 +35,7 @@ from ._lifecycle import ACTIVE, FINAL, STATUSES, WITH_RESULTS, JobStatus
 from ._reads import JudgmentReads
 from ._routes._common import ServiceDep, get_service
 from ._rows import JobRow
+from ._samples import ESTIMATE, ReviewSamples, separate_name
 from ._server import listening_socket, run_server
 from ._service import Service, SubmittedJob
 from ._settings import (
@@ -63,6 +64,7 @@ __all__ = [
     "ACTIVE",
     "DEFAULT_PORT",
     "ENV_PREFIX",
+    "ESTIMATE",
     "EXIT_MEANINGS",
     "FINAL",
     "SCOPES",
@@ -79,6 +81,7 @@ __all__ = [
     "NDJSONResponse",
     "Principal",
     "Refusal",
+    "ReviewSamples",
     "ServerEvent",
     "Service",
     "ServiceDep",
@@ -118,6 +121,7 @@ __all__ = [
     "rotate_token",
     "run_server",
     "run_workers",
+    "separate_name",
     "server_sent_events",
     "session_alive",
     "uploading",

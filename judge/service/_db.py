@@ -186,8 +186,23 @@ labels = sa.Table(
     sa.Column("note", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # given on a page that hid the judge's and the rules' verdicts and the gold (null: not
+    # recorded, e.g. a label of the API or of an older version)
+    sa.Column("blind", sa.Boolean),
     sa.UniqueConstraint("project_id", "subject", "dialogue_id", "turn_index", "slot",
                         "reviewer", name="uq_labels_subject"),
+)
+
+review_samples = sa.Table(
+    # a judge run's review samples by file id: "estimate" (the run's estimate sample, fixed
+    # once a turn of it has a label) and "n<n>-seed<seed>" (separate draws)
+    "review_samples", metadata,
+    sa.Column("project_id", sa.String(40), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("job_id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(60), primary_key=True),
+    sa.Column("file_id", sa.String(40), sa.ForeignKey("files.id"), nullable=False),
+    sa.Column("token_id", sa.String(40)),
+    sa.Column("created_at", sa.Float, nullable=False),
 )
 
 correction_decisions = sa.Table(

@@ -25,6 +25,7 @@ from ._db import (
     judgments,
     notify_queue,
     now,
+    review_samples,
 )
 from ._jobspec import JobSpec
 from ._labels import subject_key
@@ -255,8 +256,15 @@ class JobStore:
         delete_jobs(self.db, [job_id])
 
     def refuse_if_in_use(self, project_id: str, file_id: str) -> None:
-        """A file read by a queued or running job cannot be deleted (409)."""
+        """A file read by a queued or running job, or a run's review sample (its labels
+        count for it), cannot be deleted (409)."""
         with self.db.read() as conn:
+            sampled = conn.execute(sa.select(review_samples.c.job_id).where(
+                review_samples.c.project_id == project_id,
+                review_samples.c.file_id == file_id)).scalar()
+            if sampled is not None:
+                raise ServiceError(f"file is the review sample of run {sampled}; delete the "
+                                   "run first", status=409)
             active = conn.execute(sa.select(jobs.c.id, jobs.c.inputs).where(
                 jobs.c.project_id == project_id,
                 jobs.c.status.in_([s.value for s in ACTIVE]))).all()

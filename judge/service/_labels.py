@@ -89,7 +89,7 @@ class LabelStore:
                 *(labels.c[k] == v for k, v in key.items()))).first()
             data = {**key, "job_id": values.get("job_id"), "label": values["label"],
                     "note": values.get("note"), "token_id": principal.token_id,
-                    "updated_at": moment}
+                    "blind": values.get("blind"), "updated_at": moment}
             if found is None:
                 label_id = conn.execute(labels.insert().values(**data, created_at=moment)
                                         .returning(labels.c.id)).scalar()
@@ -135,6 +135,8 @@ class LabelStore:
                 row["predictions_sha256"] = sha
             if item.get("note"):
                 row["note"] = item["note"]
+            if item.get("blind") is not None:
+                row["blind"] = bool(item["blind"])
             out.append(row)
         return out
 

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .._errors import IllegalMove
-from ._db import Database, artifacts, job_batches, job_calls, jobs, judgments
+from ._db import Database, artifacts, job_batches, job_calls, jobs, judgments, review_samples
 
 
 class JobStatus(str, Enum):
@@ -112,6 +112,6 @@ def delete_jobs(db: Database, job_ids: list[str]) -> None:
     """The end of a job: delete it with everything it made (an API delete of a final job, or
     retention)."""
     with db.write() as conn:
-        for table in (job_calls, job_batches, judgments, artifacts):
+        for table in (job_calls, job_batches, judgments, artifacts, review_samples):
             conn.execute(table.delete().where(table.c.job_id.in_(job_ids)))
         conn.execute(jobs.delete().where(jobs.c.id.in_(job_ids)))

@@ -18,6 +18,7 @@ from ._labels import LabelStore
 from ._metrics import ServiceMetrics
 from ._reruns import check_retry
 from ._rows import PublicJob
+from ._samples import ReviewSamples
 from ._settings import ServiceSettings
 from ._slotcheck import job_warnings
 
@@ -60,6 +61,7 @@ class Service:
         self.jobs = JobStore(self.db, self.tokens)
         self.labels = LabelStore(self.db)
         self.decisions = DecisionStore(self.db)
+        self.samples = ReviewSamples(self.db)
         self.metrics = ServiceMetrics(self)
         self.run_worker = run_worker and settings.job_slots > 0
         self.worker: WorkerControl | None = None

@@ -9,13 +9,14 @@ run's review sample); a request that finds it stale schedules one recomputation 
 worker thread, one job at a time) and shows the previous figures marked as updating.
 
 The review sample a run's reviewers label is stored in the project's file store (kind
-``sample``, named after the job), not in this process: every replica, and a restarted one,
-computes the population estimates from the same sample. It is a simple random sample (the
-design estimates need), drawn again and checked against the run before every use, and it is
-the run's *estimate sample*: fixed once any of its turns has a label, so that which labels
-count cannot change after they exist. Another draw is a separate sample, stored under a name
-of its own (``review-sample-<job>-n<n>-seed<seed>.jsonl``); its labels count for agreement,
-not for the estimates.
+``sample``, named after the job) and referenced by file id (the service's ``samples``), not
+kept in this process: every replica, and a restarted one, computes the population estimates
+from the same sample, and it is found however many files the project holds. It is a simple
+random sample (the design estimates need), drawn again and checked against the run before
+every use, and it is the run's *estimate sample*: fixed once any of its turns has a label, so
+that which labels count cannot change after they exist. Another draw is then a separate
+sample, referenced by its n and seed; its labels count for agreement, not for the estimates.
+A sample is drawn only by an explicit ``POST`` of a reviewer, never by opening a page.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from .. import analysis
 from .._errors import DSTJudgeError
 from ..data import dialogue_key
-from ..service import JobRow, Service, job_subject, predictions_sha256
+from ..service import ESTIMATE, JobRow, Service, job_subject, predictions_sha256, separate_name
 from ._index import RunIndex
 from ._labelfile import human_labels, label_records
 
@@ -103,12 +104,15 @@ def quick_stats(labels: list[dict[str, Any]], me: str) -> dict[str, Any]:
             "mine": reviewers.get(me, {"turns": 0, "slots": 0}), "pairs": pairs}
 
 
+SAMPLE_PREFIX = "review-sample-"
+
+
 def sample_name(job_id: str, n: int | None = None, seed: int | None = None) -> str:
     """The stored name of a run's estimate sample, or (with ``n`` and ``seed``) of another
     draw, separate from it."""
     if n is None:
-        return f"review-sample-{job_id}.jsonl"
-    return f"review-sample-{job_id}-n{n}-seed{seed}.jsonl"
+        return f"{SAMPLE_PREFIX}{job_id}.jsonl"
+    return f"{SAMPLE_PREFIX}{job_id}-n{n}-seed{seed}.jsonl"
 
 
 def index_rows(index: RunIndex) -> list[dict[str, Any]]:
@@ -117,23 +121,35 @@ def index_rows(index: RunIndex) -> list[dict[str, Any]]:
              "rule": {v: ok for v, ok in e.rule if ok is not None}} for e in index.entries]
 
 
+def reference(n: int | None = None, seed: int | None = None) -> str:
+    """The name the run's sample is referenced by: its estimate sample, or (with ``n`` and
+    ``seed``) a separate draw."""
+    return ESTIMATE if n is None else separate_name(n, 0 if seed is None else seed)
+
+
 def store_sample(service: Any, project_id: str, job_id: str, sample: Any,
-                 name: str | None = None) -> float | None:
-    """Keep the sample reviewers of this run label in the project's file store, named after
-    the run; returns when it was first stored (the store's ``created_at``: storing the same
-    sample again finds the first record). The store is content-addressed per kind, so a
-    byte-identical sample stored for another run (two runs of the same predictions can draw
-    the same turns) would keep that run's name: the copy for this run then ends in blank
-    lines (which readers skip)."""
-    name = name or sample_name(job_id)
+                 n: int | None = None, seed: int | None = None,
+                 token_id: str | None = None) -> float:
+    """Keep a sample reviewers of this run label in the project's file store and reference
+    it by file id as the run's estimate sample (or, with ``n`` and ``seed``, as a separate
+    draw); returns when the reference was made. The store is content-addressed, so a
+    byte-identical sample of another run is one file referenced twice. A replaced estimate
+    sample's file goes when the review page drew it and nothing else references it."""
+    name = sample_name(job_id, n, seed)
     text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
-    for padding in range(8):
-        record, _ = service.files.add(project_id, "sample", name,
-                                      io.BytesIO((text + "\n" * padding).encode("utf-8")))
-        if record["name"] == name:
-            return float(record["created_at"])
-    log.warning("could not store the review sample of job %s under its own name", job_id)
-    return None
+    record, _ = service.files.add(project_id, "sample", name,
+                                  io.BytesIO(text.encode("utf-8")), token_id)
+    old = service.samples.put(project_id, job_id, reference(n, seed), record["id"], token_id)
+    if old is not None:
+        try:
+            stale = service.files.get(project_id, old)
+            if stale["name"].startswith(SAMPLE_PREFIX):  # drawn here, not an upload
+                service.jobs.refuse_if_in_use(project_id, old)
+                service.files.delete(project_id, old)
+        except DSTJudgeError:  # still in use (another run's sample): it stays
+            pass
+    found = service.samples.get(project_id, job_id, reference(n, seed))
+    return float(found["created_at"])
 
 
 def labels_since(labels: Iterable[Mapping[str, Any]],
@@ -145,27 +161,17 @@ def labels_since(labels: Iterable[Mapping[str, Any]],
     return [i for i in labels if float(i.get("updated_at") or 0.0) >= since]
 
 
-def replace_sample(service: Any, project_id: str, job_id: str, sample: Any) -> None:
-    """Make ``sample`` the run's estimate sample (only while no turn of the old one has a
-    label): the old one's records go, so the store holds one."""
-    for record in service.files.list(project_id, kind="sample", limit=100):
-        if record["name"] == sample_name(job_id):
-            service.files.delete(project_id, record["id"])
-    store_sample(service, project_id, job_id, sample)
-
-
-def stored_sample(service: Any, project_id: str, job_id: str,
-                  name: str | None = None) -> tuple[str | None, Any]:
-    """The run's estimate sample (or the sample stored as ``name``): file id and sample,
-    whose messages name the stored file, never a server path."""
-    wanted = name or sample_name(job_id)
-    for record in service.files.list(project_id, kind="sample", limit=100):
-        if record["name"] == wanted:
-            path = service.files.local_path(record["sha256"])
-            sample = analysis.load_sample(path)
-            sample.path = str(record["name"])
-            return record["id"], sample
-    return None, None
+def stored_sample(service: Any, project_id: str, job_id: str, n: int | None = None,
+                  seed: int | None = None) -> tuple[str | None, Any]:
+    """The run's estimate sample (or its separate draw of ``n`` and ``seed``), found by its
+    reference: file id and sample, whose messages name the stored file, never a server path.
+    Only reads."""
+    found = service.samples.get(project_id, job_id, reference(n, seed))
+    if found is None:
+        return None, None
+    sample = analysis.load_sample(service.files.local_path(found["sha256"]))
+    sample.path = str(found["file_name"])
+    return str(found["file_id"]), sample
 
 
 def labelled_turns(labels: Iterable[Mapping[str, Any]]) -> set[tuple[str, int]]:
@@ -301,4 +307,6 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     return Computed(
         fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),
-        seconds=time.perf_counter() - started, at=time.time(), notes=sample_notes(report))
+        seconds=time.perf_counter() - started, at=time.time(),
+        notes=sample_notes(report) + ([f"Warning: {tie['warning']}."] if (tie := report.get(
+            "labels_tie") or {}).get("warning") else []))

@@ -2,7 +2,9 @@
 
 One record per (reviewer, turn): the turn label (1 correct, 0 incorrect, null with
 ``unsure: true``), ``reviewer``, ``time`` (ISO 8601, the last change), ``note``,
-``predictions_sha256`` (what was labelled, when the run's predictions are known) and ``slots``
+``predictions_sha256`` (what was labelled, when the run's predictions are known), ``blind``
+(whether the page hid the verdicts and the gold, when every label of the turn says the same)
+and ``slots``
 with per-slot labels (label, unsure, the predicted ``value`` the reviewer saw, note). A
 reviewer who labelled only slots gets the turn label those imply: 0 when a slot is wrong,
 otherwise null and unsure (they judged parts, not the whole turn).
@@ -66,6 +68,9 @@ def label_records(items: Iterable[Mapping[str, Any]],
             record["predictions_sha256"] = sha
         if turn is not None and turn.get("note"):
             record["note"] = turn["note"]
+        shown = {item.get("blind") for item in group}
+        if len(shown) == 1 and None not in shown:  # every label of the turn says the same
+            record["blind"] = bool(shown.pop())
         if slots:
             state = (predicted or {}).get((dialogue_id, turn_index)) or {}
             record["slots"] = {}

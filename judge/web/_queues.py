@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,8 +18,7 @@ from ._agreement import (
     AgreementBoard,
     index_rows,
     labelled_turns,
-    replace_sample,
-    sample_name,
+    reference,
     store_sample,
     stored_sample,
 )
@@ -73,7 +71,9 @@ def sample_queue(sample: Any, seed: int) -> list[QueueItem]:
 
 @dataclass
 class SampleChoice:
-    """The sample a queue shows, and whether it is the run's estimate sample."""
+    """The sample a queue shows, and whether it is the run's estimate sample. ``sample`` is
+    None when the one asked for has not been drawn yet (a reviewer draws it with a ``POST``;
+    opening a page never does)."""
 
     sample: Any
     n: int
@@ -85,58 +85,100 @@ class SampleChoice:
     """A separate sample: when it was created. Its queue counts as labelled only the labels
     given (or changed) since then, so it starts empty (:func:`labels_since`)."""
 
+    @property
+    def missing(self) -> bool:
+        return self.sample is None
+
+
+def _own(sample: Any) -> tuple[int, int]:
+    first = sample.turns[0]
+    return first.n or len(sample.units()), first.seed
+
+
+def _checked(sample: Any, mark: tuple[Any, ...], index: RunIndex, digest: str | None,
+             checked: set[tuple[Any, ...]] | None) -> None:
+    """Draw the stored sample again and refuse it (422) unless it comes out the same;
+    ``checked`` remembers the marks (file id, run index, digest) already checked."""
+    if checked is not None and mark in checked:
+        return
+    try:
+        analysis.check_sample(sample, index_rows(index), predictions_sha256=digest)
+    except DSTJudgeError as exc:
+        raise ServiceError(str(exc), status=422, field="sample") from None
+    if checked is not None:
+        if len(checked) > 256:
+            checked.clear()
+        checked.add(mark)
+
+
+def _is_fixed(service: Service, row: JobRow, sample: Any) -> bool:
+    """Whether a turn of the sample has a label (any reviewer, turn or slot)."""
+    labelled = labelled_turns(service.labels.list(row.project_id, subject=job_subject(row)))
+    return any(t.key in labelled for t in sample.turns)
+
+
+def _wanted(n: int | None, seed: int | None) -> tuple[int, int]:
+    return DEFAULT_SAMPLE if n is None else n, 0 if seed is None else seed
+
 
 def choose_sample(service: Service, row: JobRow, index: RunIndex, n: int | None,
-                  seed: int | None, drawn: Callable[[int, int], Any],
-                  checked: set[tuple[Any, ...]] | None = None) -> SampleChoice:
-    """The run's estimate sample when the request names no other (or names its own ``n`` and
-    ``seed``), checked by drawing it again (422 when it differs: a tampered store); else the
-    draw ``drawn(n, seed)``, which replaces the estimate sample while none of its turns has a
-    label, and is stored as a separate sample once one has. ``checked`` remembers the stored
-    files (by id, and the run's index) already drawn again, so a queue's every request does
-    not redraw it."""
+                  seed: int | None, checked: set[tuple[Any, ...]] | None = None
+                  ) -> SampleChoice:
+    """The sample a request asks for, read and never written: the run's estimate sample when
+    the request names no other (or names its own ``n`` and ``seed``), checked by drawing it
+    again (422 when it differs: a tampered store); once that is fixed, the separate draw of
+    that ``n`` and ``seed``; else a choice without a sample, saying what drawing it would do
+    (:func:`draw_choice`)."""
     digest = predictions_sha256(job_subject(row))
     current_id, current = stored_sample(service, row.project_id, row.id)
-    fixed = False
-    if current is not None:
-        labelled = labelled_turns(service.labels.list(row.project_id,
-                                                      subject=job_subject(row)))
-        fixed = any(t.key in labelled for t in current.turns)
-        first = current.turns[0]
-        own = (first.n or len(current.units()), first.seed)
-        wanted = own if n is None and seed is None else (
-            DEFAULT_SAMPLE if n is None else n, 0 if seed is None else seed)
-        if wanted == own:
-            mark = (current_id, index.key, digest)
-            if checked is None or mark not in checked:
-                try:
-                    analysis.check_sample(current, index_rows(index), predictions_sha256=digest)
-                except DSTJudgeError as exc:
-                    raise ServiceError(str(exc), status=422, field="sample") from None
-                if checked is not None:
-                    if len(checked) > 256:
-                        checked.clear()
-                    checked.add(mark)
-            state = "fixed: a turn of it has a label" if fixed else "not fixed until a label"
-            return SampleChoice(current, own[0], own[1], True, fixed,
-                                f"the run's estimate sample ({state})")
-    n = DEFAULT_SAMPLE if n is None else n
-    seed = 0 if seed is None else seed
-    sample = drawn(n, seed)
+    if current is None:
+        n, seed = _wanted(n, seed)
+        return SampleChoice(None, n, seed, True, False,
+                            "no estimate sample is drawn yet; drawing one makes it the run's "
+                            "estimate sample (fixed once a turn of it has a label)")
+    fixed = _is_fixed(service, row, current)
+    own = _own(current)
+    wanted = own if n is None and seed is None else _wanted(n, seed)
+    if wanted == own:
+        _checked(current, (current_id, index.key, digest), index, digest, checked)
+        state = "fixed: a turn of it has a label" if fixed else "not fixed until a label"
+        return SampleChoice(current, own[0], own[1], True, fixed,
+                            f"the run's estimate sample ({state})")
+    n, seed = wanted
     if not fixed:
-        replace_sample(service, row.project_id, row.id, sample)
-        return SampleChoice(sample, n, seed, True, False,
-                            "the run's estimate sample (not fixed until a label)")
-    created = store_sample(service, row.project_id, row.id, sample,
-                           name=sample_name(row.id, n, seed))
-    first = current.turns[0]
-    return SampleChoice(sample, n, seed, False, True,
-                        f"a separate sample: the run's estimate sample is fixed (n "
-                        f"{first.n or len(current.units())}, seed {first.seed}) since its "
-                        "first label; this one started empty (labels given before it was "
-                        "drawn are not shown as its own), and its labels count for agreement, "
-                        "not for the estimates", since=time.time() if created is None
-                        else created)
+        return SampleChoice(None, n, seed, True, False,
+                            f"the run's estimate sample is n {own[0]}, seed {own[1]}, not "
+                            "fixed until a label: drawing this one replaces it")
+    fixed_note = (f"the run's estimate sample is fixed (n {own[0]}, seed {own[1]}) since its "
+                  "first label")
+    ref = service.samples.get(row.project_id, row.id, reference(n, seed))
+    if ref is None:
+        return SampleChoice(None, n, seed, False, True,
+                            f"{fixed_note}; drawing this one makes a separate sample, whose "
+                            "labels count for agreement, not for the estimates")
+    separate_id, separate = stored_sample(service, row.project_id, row.id, n, seed)
+    _checked(separate, (separate_id, index.key, digest), index, digest, checked)
+    return SampleChoice(separate, n, seed, False, True,
+                        f"a separate sample: {fixed_note}; this one started empty (labels "
+                        "given before it was drawn are not shown as its own), and its labels "
+                        "count for agreement, not for the estimates",
+                        since=float(ref["created_at"]))
+
+
+def draw_choice(service: Service, row: JobRow, index: RunIndex, n: int, seed: int,
+                drawn: Callable[[int, int], Any], token_id: str | None = None) -> None:
+    """A reviewer's explicit draw (the review page's ``POST``): ``drawn(n, seed)`` becomes
+    the run's estimate sample while none of the current one's turns has a label (or there is
+    none), and is stored as a separate sample once one has. Drawing what is stored already
+    changes nothing."""
+    _, current = stored_sample(service, row.project_id, row.id)
+    if current is not None and _own(current) == (n, seed):
+        return
+    if current is None or not _is_fixed(service, row, current):
+        store_sample(service, row.project_id, row.id, drawn(n, seed), token_id=token_id)
+    elif service.samples.get(row.project_id, row.id, reference(n, seed)) is None:
+        store_sample(service, row.project_id, row.id, drawn(n, seed), n, seed,
+                     token_id=token_id)
 
 
 def candidate_queue(service: Service, row: JobRow, index: RunIndex) -> list[QueueItem]:
@@ -180,28 +222,38 @@ class Queues:
             self.ranking.pop(key, None)
         return future.result()  # a failure is raised once, then tried again on reload
 
+    def drawn(self, row: JobRow, index: RunIndex, n: int, seed: int) -> Any:
+        """The seeded draw of ``n`` and ``seed`` from the run (the same on every replica),
+        kept for a while: a reviewer's draw and its check read it twice."""
+        key = (row.id, index.key, "draw", n, seed)
+        with self.lock:
+            found = self.draws.get(key)
+        if found is None:
+            found = draw(index, n, seed, predictions_sha256(job_subject(row)))
+            with self.lock:
+                if len(self.draws) > 32:
+                    self.draws.clear()
+                self.draws[key] = found
+        return found
+
     def sample(self, row: JobRow, index: RunIndex, n: int | None,
                seed: int | None) -> SampleChoice:
         """The sample queue's sample (:func:`choose_sample`), decided on every request: which
         sample is the estimate sample depends on the labels, which change."""
-        def drawn(n: int, seed: int) -> Any:
-            key = (row.id, index.key, "draw", n, seed)
-            with self.lock:
-                found = self.draws.get(key)
-            if found is None:  # seeded: the same on every replica
-                found = draw(index, n, seed, predictions_sha256(job_subject(row)))
-                with self.lock:
-                    if len(self.draws) > 32:
-                        self.draws.clear()
-                    self.draws[key] = found
-            return found
+        return choose_sample(self.service, row, index, n, seed, self.checked)
 
-        return choose_sample(self.service, row, index, n, seed, drawn, self.checked)
+    def draw(self, row: JobRow, index: RunIndex, n: int, seed: int,
+             token_id: str | None = None) -> None:
+        """A reviewer's draw (:func:`draw_choice`)."""
+        draw_choice(self.service, row, index, n, seed,
+                    lambda n, seed: self.drawn(row, index, n, seed), token_id)
 
     def get(self, row: JobRow, index: RunIndex, kind: str, n: int | None = None,
             seed: int | None = None) -> tuple[list[QueueItem], SampleChoice | None]:
         if kind == "sample":
             choice = self.sample(row, index, n, seed)
+            if choice.missing:
+                return [], choice
             return sample_queue(choice.sample, choice.seed), choice
         key = (row.id, index.key, kind, 0, 0)
         found = self.items.get(key)

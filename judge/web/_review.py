@@ -11,13 +11,21 @@ Queues:
   with the ``random`` design, as ``dst-judge labels sample`` draws by default), for measuring
   agreement without the bias of labelling disagreements only and for the estimates; the
   agreement panel then adds the population estimates of that sample (and the judge,
-  labels-only and prediction-powered TSA estimates). The sample is kept in the project's file
-  store, so every replica sees it, and it is fixed once a turn of it has a label: another
-  ``n`` or ``seed`` then draws a separate sample (see ``_agreement``), whose labels count for
-  agreement but not for the estimates. A separate sample starts empty: its queue shows as
-  labelled only the labels given (or changed) after it was created, not the turns labelled
-  under the estimate sample (a label stays one reviewer's verdict on a turn, wherever given).
-  The disagreement queue stays for finding errors; its labels never make an estimate.
+  labels-only and prediction-powered TSA estimates). A reviewer draws it with an explicit
+  ``POST`` (the page offers the form; opening a page never draws or stores anything). The
+  sample is kept in the project's file store and referenced by id, so every replica sees it,
+  and it is fixed once a turn of it has a label: another ``n`` or ``seed`` then draws a
+  separate sample (see ``_agreement``), whose labels count for agreement but not for the
+  estimates. A separate sample starts empty: its queue shows as labelled only the labels given
+  (or changed) after it was created, not the turns labelled under the estimate sample (a label
+  stays one reviewer's verdict on a turn, wherever given). The disagreement queue stays for
+  finding errors; its labels never make an estimate.
+
+  The sample queue is labelled *blind* by default: its page hides the judge's verdict, the
+  RULE verdicts, the gold and the judge's replies, since labels anchored on the judge would
+  break the independence the prediction-powered estimate rests on; each label records whether
+  it was given so (``blind``). A reviewer may show them (``reveal=1``); labels given then
+  record ``blind: false``.
 
 A label is one ``PUT`` into the service's label store (reviewer = the token's name, with the
 time); the page's script sends it and swaps in the next turn, which it has fetched already.
@@ -30,15 +38,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from .._errors import ServiceError
 from ..service import JobRow, JobStatus, Service, ServiceDep, attachment, job_subject
 from ._agreement import label_counts, labels_since
-from ._common import WebRoute, json_body, render
+from ._common import PREFIX, WebRoute, json_body, render
 from ._detail import turn_view
 from ._index import RunIndex
 from ._labelfile import label_records
@@ -59,10 +68,12 @@ def _queue(queue: str) -> str:
     return queue if queue in QUEUES else "disagreements"
 
 
-def _params(queue: str, choice: SampleChoice | None) -> dict[str, Any]:
+def _params(queue: str, choice: SampleChoice | None, reveal: bool = False) -> dict[str, Any]:
     params: dict[str, Any] = {"queue": _queue(queue)}
     if choice is not None:
         params.update(n=choice.n, seed=choice.seed)
+        if reveal:
+            params["reveal"] = 1
     return params
 
 
@@ -96,7 +107,8 @@ def _item_context(web: WebState, service: Service, viewer: Viewer, row: JobRow,
             if item["dialogue_id"] == dialogue_id and item["turn_index"] == turn_index}
     return {"item": {"dialogue_id": dialogue_id, "turn_index": turn_index, "why": why},
             "view": view, "mine": mine, "pos": pos, "size": len(queue), "params": params,
-            "job_id": row.id, "can_label": viewer.can("review")}
+            "job_id": row.id, "can_label": viewer.can("review"),
+            "blind": choice is not None and "reveal" not in params}
 
 
 def _first_open(service: Service, viewer: Viewer, row: JobRow,
@@ -133,14 +145,16 @@ def review_index(request: Request, viewer: CurrentViewer, web: WebDep,
 def review_page(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep,
                 job_id: str, queue: str = "disagreements",
                 n: Annotated[int | None, Query(ge=1, le=5000)] = None, seed: int | None = None,
-                pos: Annotated[int | None, Query(ge=0)] = None) -> Response:
+                pos: Annotated[int | None, Query(ge=0)] = None, reveal: bool = False
+                ) -> Response:
     row, index = _judge_run(web, service, viewer, job_id)
     items, choice = web.queues.get(row, index, _queue(queue), n, seed)
-    params = _params(queue, choice)
+    params = _params(queue, choice, reveal)
     start = pos if pos is not None else _first_open(service, viewer, row, items,
                                                     choice)
     context = _item_context(web, service, viewer, row, index, items, start, params, choice)
     context["sample_note"] = choice.note if choice is not None else None
+    context["to_draw"] = choice is not None and choice.missing
     job = service.jobs.get(viewer.project_id, job_id)
     panel = web.agreement.panel(viewer.project_id, row, index, viewer.name)
     return render(request, "review.html", **context, job=job,
@@ -152,10 +166,10 @@ def review_page(request: Request, viewer: CurrentViewer, web: WebDep, service: S
 def review_item(request: Request, viewer: CurrentViewer, web: WebDep, service: ServiceDep,
                 job_id: str, queue: str = "disagreements",
                 n: Annotated[int | None, Query(ge=1, le=5000)] = None, seed: int | None = None,
-                pos: Annotated[int, Query(ge=0)] = 0) -> Response:
+                pos: Annotated[int, Query(ge=0)] = 0, reveal: bool = False) -> Response:
     row, index = _judge_run(web, service, viewer, job_id)
     items, choice = web.queues.get(row, index, _queue(queue), n, seed)
-    params = _params(queue, choice)
+    params = _params(queue, choice, reveal)
     context = _item_context(web, service, viewer, row, index, items, pos, params, choice)
     return render(request, "_review_item.html", **context, labels=LABELS)
 
@@ -190,8 +204,12 @@ def _check_label(body: Any, index: RunIndex) -> dict[str, Any]:
     if note is not None and (not isinstance(note, str) or len(note) > 5000):
         raise ServiceError("note must be text of at most 5000 characters", status=422,
                            field="note")
+    blind = body.get("blind")
+    if blind is not None and not isinstance(blind, bool):
+        raise ServiceError("blind must be true or false (was the label given with the "
+                           "verdicts and the gold hidden?)", status=422, field="blind")
     return {"dialogue_id": dialogue_id, "turn_index": turn_index, "slot": slot,
-            "label": label, "note": (note or "").strip() or None}
+            "label": label, "note": (note or "").strip() or None, "blind": blind}
 
 
 def _consistent(service: Service, viewer: Viewer, values: dict[str, Any]) -> None:
@@ -234,6 +252,34 @@ async def save_label(request: Request, viewer: CurrentViewer, web: WebDep,
                                                           "slot", "label", "note", "reviewer",
                                                           "updated_at")},
                          "counts": counts})
+
+
+@router.post("/review/{job_id}/sample", dependencies=[needs("review")])
+async def draw_sample(request: Request, viewer: CurrentViewer, web: WebDep,
+                      service: ServiceDep, job_id: str) -> Response:
+    """A reviewer draws the sample queue's sample: the run's estimate sample while none of
+    its turns has a label, else a separate sample (``_queues.draw_choice``); then the queue."""
+    form = await request.form()
+
+    def drawn() -> tuple[int, int]:
+        row, index = _judge_run(web, service, viewer, job_id)  # another project's: 404 first
+        n = _form_int(form.get("n"), "n", 1, 5000)
+        seed = _form_int(form.get("seed"), "seed", 0, 2 ** 63 - 1)
+        web.queues.draw(row, index, n, seed, viewer.principal.token_id)
+        return n, seed
+
+    n, seed = await run_in_threadpool(drawn)
+    target = f"{PREFIX}/review/{quote(job_id, safe='')}?queue=sample&n={n}&seed={seed}"
+    return RedirectResponse(target, status_code=303)
+
+
+def _form_int(value: Any, field: str, low: int, high: int) -> int:
+    """A whole number from a form field, within ``[low, high]`` (422 naming the field)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text.isdecimal() or not low <= int(text) <= high:
+        raise ServiceError(f"{field} must be a whole number from {low} to {high}", status=422,
+                           field=field)
+    return int(text)
 
 
 @router.get("/review/{job_id}/labels.jsonl")

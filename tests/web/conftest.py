@@ -106,6 +106,16 @@ def import_run(web: dict[str, Any], data: bytes, token: str = "alice") -> str:
         api.close()
 
 
+def draw_form(client: Any, csrf: str, job_id: str, n: int, seed: int = 0) -> httpx.Response:
+    """A reviewer's draw of a run's review sample through the page's form (a POST with the
+    CSRF field); returns the sample queue's page it leads to."""
+    response = client.post(f"/ui/review/{job_id}/sample",
+                           data={"n": str(n), "seed": str(seed), "csrf": csrf})
+    assert response.status_code == 303, response.text[:300]
+    assert response.headers["location"].endswith(f"?queue=sample&n={n}&seed={seed}")
+    return client.get(response.headers["location"])
+
+
 @pytest.fixture
 def synthetic_run(web: dict[str, Any]) -> str:
     """A finished 160-turn run (imported bundle) in project 'lab'."""

@@ -217,6 +217,9 @@ def test_hostile_text_slot_and_system_names_stay_inert(watched, live):
     assert page.locator("a[href^='javascript:' i]").count() == 0
     assert page.locator("ol.dialogue a, ol.dialogue img, ol.dialogue script").count() == 0
     page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=10")
+    page.get_by_role("button", name="Draw a random sample").click()
+    sync_api.expect(page.locator("#review-item .review-item")).to_have_attribute("data-pos",
+                                                                                 "0")
     page.keyboard.press("c")
     sync_api.expect(page.locator(".save-status")).to_contain_text("Saved")
     page.goto(f"{live.url}/ui/compare?run={job_id}")
@@ -328,8 +331,9 @@ def test_buttons_of_the_review_and_run_pages_are_on_screen_and_clear_of_the_side
 
 def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_out(watched,
                                                                                     live):
-    """The sample queue says it is the run's estimate sample; once labelled it is fixed (the
-    page says so), and the panel shows the labelled, unlabelled, tied and unsure counts and
+    """The sample queue is drawn with the page's button (opening it draws nothing) and says it
+    is the run's estimate sample, labelled blind; once labelled it is fixed (the page says
+    so), and the panel shows the labelled, unlabelled, tied and unsure counts and
     the bounds beside the estimates (issue 34, items 5 and 7)."""
     token = live.token("sam", "read,submit,review", project="samples")
     other = live.token("tess", "review", project="samples")
@@ -337,9 +341,15 @@ def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_o
     page = log_in(watched, live, token)
     page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=8&seed=2")
     note = page.locator("#sample-note")
+    sync_api.expect(note).to_contain_text("no estimate sample is drawn yet")
+    page.get_by_role("button", name="Draw a random sample").click()
     sync_api.expect(note).to_contain_text("Random sample of 8 (seed 2)")
     sync_api.expect(note).to_contain_text("estimate sample (not fixed until a label)")
     item = page.locator("#review-item .review-item")
+    # labelled blind: the page says so and shows no verdict or gold
+    sync_api.expect(item).to_have_attribute("data-blind", "true")
+    sync_api.expect(page.locator("#blind-note")).to_contain_text("Blind labelling")
+    assert page.locator("#review-item dl.verdicts").count() == 0
     labelled = []
     for position, key in enumerate("cccc"):
         sync_api.expect(item).to_have_attribute("data-pos", str(position))
@@ -356,6 +366,9 @@ def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_o
                                                "turn_index": turn_index, "label": label,
                                                "job_id": job_id})
             assert done.status_code == 200, done.text
+        given = api.get(f"/v1/labels?job_id={job_id}").json()["labels"]
+    assert sorted((i["reviewer"], i["blind"]) for i in given) == [("sam", True)] * 4 + [
+        ("tess", None)] * 3  # the page's labels say they were given blind; the API's do not
     page.reload()
     sync_api.expect(note).to_contain_text("fixed: a turn of it has a label")
     notes = page.locator("#agreement #estimate-notes")
@@ -364,6 +377,8 @@ def test_review_sample_is_random_and_the_panel_states_what_the_estimates_leave_o
     sync_api.expect(notes).to_contain_text("if every such turn were wrong")
     # another draw is a separate sample and says so
     page.goto(f"{live.url}/ui/review/{job_id}?queue=sample&n=9&seed=3")
+    sync_api.expect(note).to_contain_text("drawing this one makes a separate sample")
+    page.get_by_role("button", name="Draw a random sample").click()
     sync_api.expect(note).to_contain_text("a separate sample")
     watched.clean()
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from judge.web._agreement import AgreementBoard, sample_name, stored_sample
 
+from .conftest import draw_form
+
 
 def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
     return client.post(f"/ui/review/{job_id}/labels", json=body,
@@ -17,7 +19,7 @@ def _label(client: Any, csrf: str, job_id: str, **body: Any) -> Any:
 def test_review_sample_is_stored_and_the_panel_shows_the_estimates(web, synthetic_run):
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    page = draw_form(client, csrf, synthetic_run, 12, 4)
     assert page.status_code == 200
     service = web["service"]
     project = service.tokens.resolve_token(web["tokens"]["alice"]).project_id
@@ -45,7 +47,7 @@ def test_review_sample_is_stored_and_the_panel_shows_the_estimates(web, syntheti
         board.close()
 
 
-def test_identical_samples_of_two_runs_are_stored_under_each_run(web, synthetic_run):
+def test_identical_samples_of_two_runs_are_one_file_referenced_by_each_run(web, synthetic_run):
     from judge.web._agreement import store_sample
     from judge.web._index import build_index
     from judge.web._queues import draw
@@ -58,5 +60,7 @@ def test_identical_samples_of_two_runs_are_stored_under_each_run(web, synthetic_
     store_sample(service, project, "job_first", sample)
     store_sample(service, project, "job_second", sample)  # byte-identical content
     first, second = (stored_sample(service, project, j) for j in ("job_first", "job_second"))
-    assert first[0] != second[0] and first[0] is not None and second[0] is not None
+    assert first[0] == second[0] and first[0] is not None
     assert first[1].turns == second[1].turns == sample.turns
+    assert [f["name"] for f in service.files.list(project, kind="sample")] == [
+        sample_name("job_first")]

@@ -15,7 +15,7 @@ import pytest
 from judge.analysis import load_labels
 from tests.conftest import predictions_with_slot_errors
 
-from .conftest import example_upload, import_run
+from .conftest import draw_form, example_upload, import_run
 from .synthetic import bundle, synthetic_rows
 
 FINAL = ("succeeded", "failed", "cancelled", "stopped")
@@ -332,14 +332,16 @@ def test_queues_disagreements_first_where_the_judge_accepts_and_a_seeded_sample(
     strata = {why.split("(")[0] for _, _, why in sample}
     assert strata == {"sample: all turns "}  # a simple random sample: one stratum
     client = web["client"]()
-    client.login(web["tokens"]["alice"])
+    csrf = client.login(web["tokens"]["alice"])
     page = client.get(f"/ui/review/{synthetic_run}?queue=disagreements")
     first = queue[0]
     assert f'data-dialogue="{first[0]}" data-turn="{first[1]}"' in page.text
+    draw_form(client, csrf, synthetic_run, 20, 1)
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=20&seed=1&pos=3")
     assert f'data-dialogue="{sample[3][0]}" data-turn="{sample[3][1]}"' in page.text
     other = sample_queue(draw(index, 5, seed=1), seed=1)  # another size is its own queue
     assert other[0] != sample[0]
+    draw_form(client, csrf, synthetic_run, 5, 1)
     page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=5&seed=1&pos=0")
     assert f'data-dialogue="{other[0][0]}" data-turn="{other[0][1]}"' in page.text
 
@@ -592,7 +594,7 @@ def _wait_panel(client: Any, url: str, needle: str) -> str:
 def test_reviewing_a_sample_adds_population_estimates(web, synthetic_run):
     client = web["client"]()
     csrf = client.login(web["tokens"]["alice"])
-    page = client.get(f"/ui/review/{synthetic_run}?queue=sample&n=12&seed=4")
+    page = draw_form(client, csrf, synthetic_run, 12, 4)
     assert "sample: all turns" in page.text and "weight" in page.text
     from judge.web._index import build_index
     from judge.web._queues import draw

@@ -76,16 +76,22 @@ def test_check_label_returns_the_cleaned_label():
     longest slot (200) and note (5000) pass."""
     check = _review._check_label
     assert check({"dialogue_id": "d1", "turn_index": 1, "label": "unsure"}, INDEX) == {
-        "dialogue_id": "d1", "turn_index": 1, "slot": "", "label": "unsure", "note": None}
+        "dialogue_id": "d1", "turn_index": 1, "slot": "", "label": "unsure", "note": None,
+        "blind": None}
     assert check({"dialogue_id": "d1", "turn_index": 0, "label": "incorrect", "slot": None,
                   "note": "  off by one  "}, INDEX) == {
         "dialogue_id": "d1", "turn_index": 0, "slot": "", "label": "incorrect",
-        "note": "off by one"}
+        "note": "off by one", "blind": None}
     long = check({"dialogue_id": "d1", "turn_index": 0, "label": "correct", "slot": "s" * 200,
                   "note": "n" * 5000}, INDEX)
     assert long["slot"] == "s" * 200 and long["note"] == "n" * 5000
     assert check({"dialogue_id": "d1", "turn_index": 0, "label": "correct", "slot": "hotel-area",
                   "note": "   "}, INDEX)["note"] is None
+    assert check({"dialogue_id": "d1", "turn_index": 0, "label": "correct",
+                  "blind": True}, INDEX)["blind"] is True
+    refused = _refusal(check, {"dialogue_id": "d1", "turn_index": 0, "label": "correct",
+                               "blind": "yes"}, INDEX)
+    assert refused[:2] == (422, "blind")
 
 
 # --- _review: a reviewer's labels must not contradict each other ---------------------------------
@@ -171,24 +177,34 @@ def test_unsure_labels_are_never_checked():
 def test_queue_parameters_fall_back_to_disagreements_and_carry_n_and_seed_for_samples():
     choice = _queues.SampleChoice(None, 12, 4, True, False, "note")
     assert _review._params("sample", choice) == {"queue": "sample", "n": 12, "seed": 4}
+    assert _review._params("sample", choice, reveal=True) == {
+        "queue": "sample", "n": 12, "seed": 4, "reveal": 1}
     assert _review._params("candidates", None) == {"queue": "candidates"}
     assert _review._params("disagreements", None) == {"queue": "disagreements"}
     assert _review._params("nonsense", None) == {"queue": "disagreements"}
 
 
 def test_queues_are_cached_per_kind_and_a_sample_per_size_and_seed(web, synthetic_run):
-    """A sample queue is its own per (n, seed), drawn as ``draw``/``sample_queue`` and stored
-    in the file store under the run's name while no turn of it has a label; the disagreements
-    queue ignores n and seed."""
+    """A sample queue is its own per (n, seed), drawn as ``draw``/``sample_queue`` by a
+    reviewer's draw and stored in the file store under the run's name, replaced while no turn
+    of it has a label; asking for a sample never draws one; the disagreements queue ignores n
+    and seed."""
     queues = web["app"].state.web.queues
     row, index = _run(web, synthetic_run)
+    nothing, choice = queues.get(row, index, "sample", 6, 1)
+    assert nothing == [] and choice.missing and choice.estimate
+    queues.draw(row, index, 6, 1)
     one, choice = queues.get(row, index, "sample", 6, 1)
     assert one == _queues.sample_queue(_queues.draw(index, 6, 1), 1) and len(one) == 6
     assert choice.estimate and not choice.fixed
     assert queues.get(row, index, "sample", 6, 1)[0] == one
     assert queues.get(row, index, "sample")[0] == one  # no n, seed: the run's sample
+    other, choice = queues.get(row, index, "sample", 6, 2)
+    assert other == [] and choice.missing and "drawing this one replaces it" in choice.note
+    queues.draw(row, index, 6, 2)
     assert queues.get(row, index, "sample", 6, 2)[0] == _queues.sample_queue(
         _queues.draw(index, 6, 2), 2)
+    queues.draw(row, index, 7, 1)
     assert queues.get(row, index, "sample", 7, 1)[0] == _queues.sample_queue(
         _queues.draw(index, 7, 1), 1)
     names = [f["name"] for f in web["service"].files.list(row.project_id, kind="sample")]

@@ -892,9 +892,14 @@ class _Files:
         return []
 
 
+class _NoSamples:
+    def get(self, project_id: str, job_id: str, name: str = "estimate") -> None:
+        assert (project_id, name) == ("lab", "estimate")
+
+
 class _Service:
     def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.labels, self.files = _Labels(items), _Files()
+        self.labels, self.files, self.samples = _Labels(items), _Files(), _NoSamples()
 
 
 def test_board_panel_computes_in_the_background() -> None:
@@ -971,55 +976,102 @@ def test_board_records_a_failed_computation(monkeypatch: pytest.MonkeyPatch,
 
 
 class _StoredFiles:
-    """Files of kind 'sample' kept in a folder; the first ``taken`` adds return another run's
-    record (the content is already stored under that run's name)."""
+    """Files of kind 'sample' kept in a folder, content-addressed as the service's store is
+    (the same bytes again are the first record)."""
 
-    def __init__(self, root: Any, taken: int) -> None:
-        self.root, self.taken, self.added = root, taken, []
+    def __init__(self, root: Any) -> None:
+        self.root, self.records, self.deleted, self.made = root, {}, [], 0
 
-    def add(self, project_id: str, kind: str, name: str, stream: Any) -> Any:
+    def add(self, project_id: str, kind: str, name: str, stream: Any,
+            token_id: str | None = None) -> Any:
         data = stream.read()
-        self.added.append((project_id, kind, name, data))
-        if len(self.added) <= self.taken:
-            return {"name": "review-sample-other.jsonl"}, False
-        sha = f"sha{len(self.added)}"
+        sha = f"sha{abs(hash(data))}"
+        found = next((r for r in self.records.values() if r["sha256"] == sha), None)
+        if found is not None:
+            return found, False
         (self.root / sha).write_bytes(data)
-        return {"name": name, "id": f"file{len(self.added)}", "sha256": sha,
-                "created_at": 1000.0 + len(self.added)}, True
+        self.made += 1
+        record = {"name": name, "id": f"file{self.made}", "sha256": sha}
+        self.records[record["id"]] = record
+        return record, True
 
-    def list(self, project_id: str, kind: str, limit: int) -> list[dict[str, Any]]:
-        assert (kind, limit) == ("sample", 100)
-        return [{"name": n, "id": f"file{i}", "sha256": f"sha{i}"}
-                for i, (p, _, n, _) in enumerate(self.added, 1)
-                if p == project_id and i > self.taken][::-1]
+    def get(self, project_id: str, file_id: str) -> Any:
+        return self.records[file_id]
+
+    def delete(self, project_id: str, file_id: str) -> None:
+        self.deleted.append(self.records.pop(file_id)["name"])
 
     def local_path(self, sha256: str) -> Any:
         return self.root / sha256
 
 
-def test_store_and_read_back_a_review_sample(tmp_path: Any,
-                                             caplog: pytest.LogCaptureFixture) -> None:
-    """The sample is stored under the run's name, padded with blank lines while the content
-    is already another run's, and read back as the same sample."""
+class _Samples:
+    """The service's references of runs' samples, by file id."""
+
+    def __init__(self, files: _StoredFiles) -> None:
+        self.files, self.refs = files, {}
+
+    def get(self, project_id: str, job_id: str, name: str = "estimate") -> Any:
+        ref = self.refs.get((project_id, job_id, name))
+        if ref is None:
+            return None
+        record = self.files.records[ref[0]]
+        return {"file_id": ref[0], "created_at": ref[1], "sha256": record["sha256"],
+                "file_name": record["name"]}
+
+    def put(self, project_id: str, job_id: str, name: str, file_id: str,
+            token_id: str | None = None) -> Any:
+        old = self.refs.get((project_id, job_id, name), (None,))[0]
+        self.refs[(project_id, job_id, name)] = (file_id, 1000.0 + len(self.refs))
+        return old if old != file_id else None
+
+
+class _Jobs:
+    def __init__(self, samples: _Samples) -> None:
+        self.samples = samples
+
+    def refuse_if_in_use(self, project_id: str, file_id: str) -> None:
+        from judge._errors import ServiceError
+
+        if any(ref[0] == file_id for ref in self.samples.refs.values()):
+            raise ServiceError("in use", status=409)
+
+
+def _sample_service(root: Any, items: list[dict[str, Any]] | None = None) -> Any:
+    files = _StoredFiles(root)
+    samples = _Samples(files)
+    return type("S", (), {"files": files, "samples": samples, "jobs": _Jobs(samples),
+                          "labels": _Labels(items or [])})()
+
+
+def test_store_and_read_back_a_review_sample(tmp_path: Any) -> None:
+    """The sample is stored under the run's name and referenced by file id, read back as the
+    same sample; a byte-identical sample of another run is the same file referenced twice; a
+    replaced estimate sample's file goes unless another run references it."""
     from judge.web._queues import draw
 
     sample = draw(_index_of(), 2, seed=1)
-    files = _StoredFiles(tmp_path, taken=2)
-    service = type("S", (), {"files": files})()
-    assert _agreement.store_sample(service, "lab", "job_1", sample) == 1003.0
-    text = "".join(json.dumps(t.model_dump(), ensure_ascii=False) + "\n" for t in sample.turns)
-    assert [a[:3] for a in files.added] == [("lab", "sample", "review-sample-job_1.jsonl")] * 3
-    assert [a[3] for a in files.added] == [(text + "\n" * k).encode() for k in range(3)]
+    service = _sample_service(tmp_path)
+    assert _agreement.store_sample(service, "lab", "job_1", sample) == 1000.0
     file_id, back = _agreement.stored_sample(service, "lab", "job_1")
-    assert file_id == "file3"
+    assert file_id == "file1" and back.path == "review-sample-job_1.jsonl"
     assert [(t.dialogue_id, t.turn_index) for t in back.turns] == [
         (t.dialogue_id, t.turn_index) for t in sample.turns]
     assert _agreement.stored_sample(service, "lab", "job_2") == (None, None)
-    stuck = _StoredFiles(tmp_path, taken=99)
-    with caplog.at_level("WARNING", logger="dst_judge.web"):
-        _agreement.store_sample(type("S", (), {"files": stuck})(), "lab", "job_9", sample)
-    assert len(stuck.added) == 8
-    assert "could not store the review sample of job job_9 under its own name" in caplog.text
+    _agreement.store_sample(service, "lab", "job_2", sample)
+    assert _agreement.stored_sample(service, "lab", "job_2")[0] == "file1"
+    # job_1 draws anew: its old file stays, job_2's sample
+    _agreement.store_sample(service, "lab", "job_1", draw(_index_of(), 3, seed=1))
+    assert _agreement.stored_sample(service, "lab", "job_1")[0] == "file2"
+    assert service.files.deleted == []
+    # job_2 draws anew: nothing references file1 any more, so it goes
+    _agreement.store_sample(service, "lab", "job_2", draw(_index_of(), 3, seed=2))
+    assert service.files.deleted == ["review-sample-job_1.jsonl"]
+    # a separate draw is referenced by its n and seed, beside the estimate sample
+    _agreement.store_sample(service, "lab", "job_1", draw(_index_of(), 2, seed=5), 2, 5)
+    separate_id, separate = _agreement.stored_sample(service, "lab", "job_1", 2, 5)
+    assert separate_id == "file4" and separate.path == "review-sample-job_1-n2-seed5.jsonl"
+    assert _agreement.stored_sample(service, "lab", "job_1")[0] == "file2"
 
 
 def _route_app() -> Any:
@@ -1206,9 +1258,7 @@ def test_board_panel_fingerprints_the_runs_stored_sample(tmp_path: Any) -> None:
     """The panel's figures are keyed by the labels and by the run's own stored sample."""
     from judge.web._queues import draw
 
-    files = _StoredFiles(tmp_path, taken=0)
-    service = _Service(LABELS[:2])
-    service.files = files  # type: ignore[assignment]
+    service = _sample_service(tmp_path, LABELS[:2])
     _agreement.store_sample(service, "lab", "a", draw(_index_of(), 2, seed=1))
     row = _Row("a")
     row.subject = None  # type: ignore[attr-defined]

@@ -263,7 +263,7 @@
       if (!current || state.busy) return false;
       state.busy = true;
       const note = slot ? null : (($("#note", root) || {}).value || "").trim() || null;
-      const body = { dialogue_id: current.dataset.dialogue, turn_index: Number(current.dataset.turn), slot: slot || "", label: label, note: note };
+      const body = { dialogue_id: current.dataset.dialogue, turn_index: Number(current.dataset.turn), slot: slot || "", label: label, note: note, blind: current.dataset.blind === "true" };
       const started = performance.now();
       let response;
       try {
