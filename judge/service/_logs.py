@@ -22,6 +22,7 @@ ends in one of these after ``_`` or ``-``, such as ``x_api_key``, counts too).""
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&;](?:[^=&;\s\"'#]*[_-])?(?:" + "|".join(re.escape(p) for p in SECRET_PARAMS)
     + r")=)(?P<value>[^&;\s\"'#]*)", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[/\\][\w.\-/\\]+")
 _TOKEN_SHAPES = re.compile(r"\b(?P<prefix>dsj_|sk-)[A-Za-z0-9_\-]{8,}")
 
 
@@ -55,13 +56,37 @@ def _redacted(value: Any) -> Any:
     return redact(value) if isinstance(value, str) else value
 
 
+class OneLineConnectionErrors(logging.Filter):
+    """A filter of the ``asyncio`` logger: a connection that failed in the event loop (its
+    "Fatal error ..." record, with the protocol's and the transport's reprs and a traceback
+    through the installation's files) becomes one line naming the exception, without a path.
+    Any client can cause one (a malformed request), so a traceback each would let anyone fill
+    the log; the connection is closed either way."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if not message.startswith("Fatal "):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        what = message.partition("\n")[0].rstrip(".")
+        if error is not None:
+            said = _PATH.sub("<path>", str(error).partition("\n")[0][:200])
+            what += f" ({type(error).__name__}: {said})" if said else f" ({type(error).__name__})"
+        record.msg, record.args = "a connection was closed: %s", (what,)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
 def log_to_stderr(level: str = "info") -> None:
     """A process's logging as ``dst-judge serve`` and ``dst-judge worker`` set it up (each of
     their processes, worker processes included): lines to stderr at ``level``, secrets
-    blanked."""
+    blanked, a failed connection one line."""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     redact_logs()
+    loop_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, OneLineConnectionErrors) for f in loop_log.filters):
+        loop_log.addFilter(OneLineConnectionErrors())
 
 
 def redact_logs(*names: str) -> None:
