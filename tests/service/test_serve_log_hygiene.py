@@ -130,6 +130,21 @@ def test_the_access_log_blanks_tokens_behind_escapes_and_glued_letters(access_lo
     assert "[redacted]" in added, added
 
 
+@pytest.mark.parametrize(("line", "kept"), [
+    (f"GET /v1/jobs?access%5Ftoken=dsj%5F{SECRET} HTTP/1.1",
+     "GET /v1/jobs?access%5Ftoken=[redacted] HTTP/1.1"),
+    (f"?q=dsj%255F{SECRET}&page=2", "?q=dsj%255F[redacted]&page=2"),  # escaped twice
+    (f"?q=xdsj_{SECRET}", "?q=xdsj_[redacted]"),
+    (f"?next=%2Fui%2F%3Ftoken%3D{SECRET}&page=2", "?next=%2Fui%2F%3Ftoken%3D[redacted]&page=2"),
+    (f"?a=1&access_token=dsj_{SECRET}&b=2", "?a=1&access_token=[redacted]&b=2"),
+    ("GET /x?keyboard=1&monkey=2&q=%2Fui%2F%zz%", "GET /x?keyboard=1&monkey=2&q=%2Fui%2F%zz%"),
+])
+def test_redaction_matches_the_decoded_text_and_blanks_the_written_one(line, kept):
+    from judge.service._logs import redact
+
+    assert redact(line) == kept
+
+
 def test_the_banner_names_no_path_and_the_data_dir_is_the_owners(tmp_path):
     """The data directory is given to the server as a folder that does not exist yet (the
     scratch folder holds only the test's log), as an operator's first start would."""
