@@ -25,7 +25,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from fastapi import Request
 
 from .._errors import ServiceError
-from ..service import Principal, Service
+from ..service import Principal, Service, private_folder
 
 COOKIE = "dsj_session"
 SESSION_SECONDS = 12 * 3600
@@ -42,7 +42,7 @@ def load_secret(data_dir: Path) -> bytes:
     if given:
         return given.encode("utf-8")
     path = data_dir / "web-secret"
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(data_dir)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -164,7 +164,6 @@ def test_the_banner_names_no_path_and_the_data_dir_is_the_owners(tmp_path):
             if p.name.startswith("dst-judge.db")}
     assert "dst-judge.db" in made, made
     assert all(mode == 0o600 for mode in made.values()), made  # the database, -wal, -shm
-    assert stat.S_IMODE((data / "web-secret").stat().st_mode) == 0o600
 
 
 def test_a_connection_that_fails_in_the_event_loop_is_one_line_without_paths():
