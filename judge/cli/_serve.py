@@ -233,14 +233,19 @@ def _settings(args: argparse.Namespace) -> Any:
 
 def _run_serve(args: argparse.Namespace, console: Console) -> int:
     settings = _settings(args)
-    from ..service import DEFAULT_PORT, create_app, listening_socket, run_server
+    from ..service import (
+        DEFAULT_PORT,
+        create_app,
+        describe_database,
+        listening_socket,
+        run_server,
+    )
     from ..web import mount_web
 
     port = args.port if args.port is not None else DEFAULT_PORT
     sock = listening_socket(args.host, port)  # a port in use fails here, before any announce
-    where = "Postgres" if settings.db_url.startswith("postgresql") else settings.db_url
     console.print(f"dst-judge serve on http://{args.host}:{port} (web interface at /ui, docs "
-                  f"at /docs); state in {escape(where.split('@')[-1])}; endpoints: "
+                  f"at /docs); state in {escape(describe_database(settings.db_url))}; endpoints: "
                   f"{escape(', '.join(settings.all_endpoints()))}", highlight=False)
     app = create_app(settings)
     mount_web(app)  # the web interface (judge/web) on the service's app
@@ -253,7 +258,7 @@ def _database(args: argparse.Namespace) -> Any:
     """The server's database; one that does not exist yet is created only with --init (a
     token in a database no server reads would be refused with no hint why)."""
     settings = _settings(args)
-    from ..service import Database, has_tokens_table
+    from ..service import Database, has_tokens_table, private_folder
 
     url = settings.db_url
     where = url.split("@")[-1]
@@ -271,7 +276,7 @@ def _database(args: argparse.Namespace) -> Any:
                           "--data-dir or --db (before or after 'token', or in "
                           "DST_JUDGE_SERVE_DATA_DIR / DST_JUDGE_SERVE_DB), or add --init to "
                           "create it")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
     db = Database(url)
     db.migrate()
     return db

@@ -18,7 +18,7 @@ from ._auth import (
 )
 from ._bundles import export_bundle
 from ._copy import copy_database
-from ._db import Database
+from ._db import Database, describe_database, private_folder
 from ._decisions import (
     candidate_id,
     corrections_records,
@@ -96,6 +96,7 @@ __all__ = [
     "create_app",
     "create_token",
     "default_data_dir",
+    "describe_database",
     "end_session",
     "ensure_project",
     "event_stream",
@@ -113,6 +114,7 @@ __all__ = [
     "open_session",
     "outcomes",
     "predictions_sha256",
+    "private_folder",
     "progress",
     "read_endpoints_file",
     "replay_endpoint",

@@ -193,14 +193,20 @@ def open_session(db: Database, token_id: str, seconds: float) -> str:
     return session_id
 
 
+_BY_SESSION = (sa.select(web_sessions.c.expires_at, web_sessions.c.ended_at, tokens,
+                         projects.c.name.label("project_name"))
+               .join(tokens, tokens.c.id == web_sessions.c.token_id)
+               .join(projects, projects.c.id == tokens.c.project_id)
+               .where(web_sessions.c.id == sa.bindparam("session", type_=sa.String)))
+"""Every page's look-up: the session, the token it stands for and its project, in one query
+(the browser holds the session's id only, never the token)."""
+
+
 def session_alive(db: Database, session_id: str, token_id: str) -> bool:
-    """Whether the session is one of ``token_id``'s, not ended (logged out) and not expired:
-    asked on every request, so an ended session is refused by every replica at once."""
+    """Whether the session is one of ``token_id``'s, not ended (logged out) and not expired."""
     with db.query() as conn:
-        row = conn.execute(sa.select(web_sessions.c.token_id, web_sessions.c.expires_at,
-                                     web_sessions.c.ended_at)
-                           .where(web_sessions.c.id == hash_token(session_id))).first()
-    return (row is not None and row.token_id == token_id and row.ended_at is None
+        row = conn.execute(_BY_SESSION, {"session": hash_token(session_id)}).first()
+    return (row is not None and row.id == token_id and row.ended_at is None
             and row.expires_at > now())
 
 
@@ -281,6 +287,10 @@ class TokenBook:
             row = conn.execute(_BY_HASH, {"hash": hash_token(token)}).first()
         if row is None or row.revoked_at is not None:
             raise ServiceError("invalid or revoked token", status=401)
+        return self._principal(row)
+
+    def _principal(self, row: Any) -> Principal:
+        """The principal of a token's row (joined with its project's name), its use noted."""
         moment = now()
         if moment - self._touched.get(row.id, 0.0) > 60:
             self._touched[row.id] = moment
@@ -292,11 +302,20 @@ class TokenBook:
 
     # browser sessions (the web interface's), kept beside the tokens they stand for
 
+    def session_principal(self, session_id: str) -> Principal:
+        """The principal of a browser session, asked on every page (so an ended session or a
+        revoked token is refused by every replica at once): 401 when the session is unknown,
+        ended (logged out) or expired, or its token was revoked."""
+        with self.db.query() as conn:
+            row = conn.execute(_BY_SESSION, {"session": hash_token(session_id)}).first()
+        if row is None or row.ended_at is not None or row.expires_at <= now():
+            raise ServiceError("please log in with your token", status=401)
+        if row.revoked_at is not None:
+            raise ServiceError("your token was revoked; log in with another", status=401)
+        return self._principal(row)
+
     def open_session(self, token_id: str, seconds: float) -> str:
         return open_session(self.db, token_id, seconds)
-
-    def session_alive(self, session_id: str, token_id: str) -> bool:
-        return session_alive(self.db, session_id, token_id)
 
     def end_session(self, session_id: str) -> bool:
         return end_session(self.db, session_id)

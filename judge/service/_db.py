@@ -12,6 +12,7 @@ seconds (float) so that SQLite and Postgres compare them alike.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -305,6 +306,21 @@ QUEUE_CHANNEL = "dst_judge_queue"
 """The Postgres channel on which a job being queued wakes the workers (``LISTEN``)."""
 
 
+def private_folder(path: Path) -> Path:
+    """Make ``path`` (and its missing parents) if it is not there, the folder itself readable
+    by its owner only (0700, whatever the umask): the service's data directory holds the
+    database, uploads and the web's session key. A folder that exists is left as it is."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if it is not there (a SQLite database before
+    SQLite opens it: SQLite gives its -wal and -shm files the database's mode)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def describe_database(url: str) -> str:
     """What a log line may say of a database: its kind and its name (a SQLite file's name,
     a Postgres database's), never a path, a socket, a host or a password."""
@@ -368,9 +384,11 @@ class Database:
         if self.is_postgres and url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         if self.is_sqlite:
-            path = url.split("///", 1)[1] if "///" in url else ""
+            path, query, _ = (url.split("///", 1)[1] if "///" in url else "").partition("?")
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                private_folder(Path(path).parent)
+                if not query:  # a URI's options (read-only, in memory...) create nothing
+                    private_file(Path(path))
             self.engine = sa.create_engine(url, echo=echo,
                                            connect_args={"check_same_thread": False,
                                                          "timeout": self.busy_seconds})

@@ -1,8 +1,9 @@
 """No log line carries a secret: a filter on the server's log handlers that blanks the values
 of credential-like query parameters (``?access_token=``, ``?api_key=``...) in any URL a line
 holds, and anything shaped like one of our tokens (``dsj_...``) or an OpenAI-style key
-(``sk-...``), whichever logger wrote it (uvicorn's access log writes the request line as the
-client sent it, query string included)."""
+(``sk-...``) wherever it starts, whichever logger wrote it (uvicorn's access log writes the
+request line as the client sent it, query string included). Lines are searched with their
+percent-escapes decoded, so an escaped name or token is found too, and blanked as written."""
 
 from __future__ import annotations
 
@@ -22,13 +23,55 @@ ends in one of these after ``_`` or ``-``, such as ``x_api_key``, counts too).""
 _QUERY_SECRET = re.compile(
     r"(?P<head>[?&;](?:[^=&;\s\"'#]*[_-])?(?:" + "|".join(re.escape(p) for p in SECRET_PARAMS)
     + r")=)(?P<value>[^&;\s\"'#]*)", re.IGNORECASE)
-_TOKEN_SHAPES = re.compile(r"\b(?P<prefix>dsj_|sk-)[A-Za-z0-9_\-]{8,}")
+_TOKEN_SHAPES = re.compile(r"(?P<prefix>dsj_|sk-)(?P<value>[A-Za-z0-9_\-]{8,})")
+"""Our tokens and OpenAI-style keys wherever they start: no word boundary is asked for, so a
+token glued to other letters (``?q=xdsj_...``) is found too."""
+_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[/\\][\w.\-/\\]+")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_ROUNDS = 4
+"""Rounds of percent-decoding (``%255F`` is ``%5F`` once decoded, ``_`` twice)."""
+
+
+def _decoded(text: str) -> tuple[str, list[int]]:
+    """``text`` with its percent-escapes decoded (each escape one character, its byte), in up
+    to :data:`_ROUNDS` rounds, and where each character of the result starts in ``text``
+    (one entry more, for the end): a match in the decoded text maps back to what to blank."""
+    starts = list(range(len(text) + 1))
+    for _ in range(_ROUNDS):
+        if "%" not in text:
+            break
+        pieces: list[str] = []
+        mapped: list[int] = []
+        at = 0
+        for escape in _ESCAPE.finditer(text):
+            pieces.append(text[at:escape.start()])
+            mapped.extend(starts[at:escape.start()])
+            pieces.append(chr(int(escape.group(1), 16)))
+            mapped.append(starts[escape.start()])
+            at = escape.end()
+        if at == 0:
+            break
+        pieces.append(text[at:])
+        mapped.extend(starts[at:])  # includes the end
+        text, starts = "".join(pieces), mapped
+    return text, starts
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential-like query value and token-shaped word blanked."""
-    text = _QUERY_SECRET.sub(lambda m: m.group("head") + REDACTED, text)
-    return _TOKEN_SHAPES.sub(lambda m: m.group("prefix") + REDACTED, text)
+    """``text`` with every credential-like query value and token-shaped word blanked, found
+    in the text as decoded (``?access%5Ftoken=dsj%5F...`` is ``?access_token=dsj_...``) and
+    blanked in the text as written."""
+    decoded, starts = _decoded(text)
+    spans = [(starts[m.start("value")], starts[m.end("value")])
+             for pattern in (_QUERY_SECRET, _TOKEN_SHAPES) for m in pattern.finditer(decoded)]
+    if not spans:
+        return text
+    pieces, at = [], 0
+    for start, end in sorted(spans):
+        if start >= at:
+            pieces.append(text[at:start] + REDACTED)
+        at = max(at, end)
+    return "".join(pieces) + text[at:]
 
 
 class RedactSecrets(logging.Filter):
@@ -55,13 +98,37 @@ def _redacted(value: Any) -> Any:
     return redact(value) if isinstance(value, str) else value
 
 
+class OneLineConnectionErrors(logging.Filter):
+    """A filter of the ``asyncio`` logger: a connection that failed in the event loop (its
+    "Fatal error ..." record, with the protocol's and the transport's reprs and a traceback
+    through the installation's files) becomes one line naming the exception, without a path.
+    Any client can cause one (a malformed request), so a traceback each would let anyone fill
+    the log; the connection is closed either way."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if not message.startswith("Fatal "):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        what = message.partition("\n")[0].rstrip(".")
+        if error is not None:
+            said = _PATH.sub("<path>", str(error).partition("\n")[0][:200])
+            what += f" ({type(error).__name__}: {said})" if said else f" ({type(error).__name__})"
+        record.msg, record.args = "a connection was closed: %s", (what,)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
 def log_to_stderr(level: str = "info") -> None:
     """A process's logging as ``dst-judge serve`` and ``dst-judge worker`` set it up (each of
     their processes, worker processes included): lines to stderr at ``level``, secrets
-    blanked."""
+    blanked, a failed connection one line."""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     redact_logs()
+    loop_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, OneLineConnectionErrors) for f in loop_log.filters):
+        loop_log.addFilter(OneLineConnectionErrors())
 
 
 def redact_logs(*names: str) -> None:

@@ -11,6 +11,7 @@ import socket
 import threading
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -24,9 +25,20 @@ from ._settings import ServiceSettings
 class _HeaderTimeout(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with a deadline on request headers: a connection that has
     not sent a whole request head ``header_timeout`` seconds after it opened (or after its
-    last response) is closed, so slow clients cannot hold connections open for ever."""
+    last response) is closed, so slow clients cannot hold connections open for ever.
+
+    A connection answered before its request body was read (a refusal before the body, a
+    form with too many fields) ends with that answer: the rest of the body is read and thrown
+    away for at most ``linger_seconds`` and ``linger_bytes`` (so the client reads the answer
+    rather than a reset), and nothing after it is parsed as HTTP. Without this, the body's
+    remainder was parsed as the next request, and a malformed chunk there made uvicorn try a
+    second answer on the answered request, which h11 refuses with a traceback in the log."""
 
     header_timeout = 10.0
+    linger_seconds = 2.0
+    linger_bytes = 1 << 20
+    _discarding = False
+    _discarded = 0
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -34,11 +46,38 @@ class _HeaderTimeout(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._arm()
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._end_unread()
+        else:
+            self._arm()
 
     def data_received(self, data: bytes) -> None:
         ReceivedBytes.add(len(data))
+        if self._discarding:
+            self._discarded += len(data)
+            if self._discarded > self.linger_bytes:
+                self.transport.close()
+            return
         super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            super().send_400_response(msg)
+        else:  # this request was answered (or is being): a second answer is not HTTP
+            self.transport.close()
+
+    def _end_unread(self) -> None:
+        """The answer went out before the body was read: no next request on this
+        connection. Our side ends after the answer; the client's rest is discarded."""
+        self._discarding = True
+        self._unset_keepalive_if_required()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # after the answer's bytes still buffered
+        self.loop.call_later(self.linger_seconds, self._close)
+
+    def _close(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def _arm(self) -> None:
         waiting_since = self.cycle

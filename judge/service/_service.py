@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ._auth import Principal, TokenBook
-from ._db import Database
+from ._db import Database, private_folder
 from ._decisions import DecisionStore
 from ._estimate_inputs import check_estimate_job
 from ._files import FileStore
@@ -68,7 +68,7 @@ class Service:
         self.closing = False
 
     def start(self) -> None:
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self.settings.data_dir)
         self.db.migrate()
         if self.run_worker:
             # imported here: an API-only replica never loads the model client and the runners

@@ -170,7 +170,7 @@ def login(request: Request, service: ServiceDep, token: Annotated[str, Form()] =
             return response
         return _login_again(request, target, "That token is not valid (or was revoked).", 401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, web_state(request).sessions.issue(token, principal.token_id),
+    response.set_cookie(COOKIE, web_state(request).sessions.issue(principal.token_id),
                         max_age=SESSION_SECONDS, httponly=True, samesite="strict",
                         secure=_secure(request), path=PREFIX)
     response.delete_cookie(LOGIN_COOKIE, path=PREFIX)

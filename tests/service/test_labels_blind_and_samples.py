@@ -1,6 +1,6 @@
 """The API's side of issue 42, items 5 and 6: a label says whether it was given blind (kept,
 listed and exported in the labels file with the predictions' digest; labels recorded before
-migration 0009 read as not said), and a file that is a run's review sample cannot be deleted
+migration 0008 read as not said), and a file that is a run's review sample cannot be deleted
 while the run references it."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_a_runs_review_sample_cannot_be_deleted(api):
     assert api["client"].delete(f"/v1/files/{found['file_id']}").status_code == 204
 
 
-def test_labels_recorded_before_0009_read_as_not_said(tmp_path):
+def test_labels_recorded_before_0008_read_as_not_said(tmp_path):
     db = Database(f"sqlite:///{tmp_path / 'old.db'}")
     config = alembic_config()
     with db.engine.connect() as connection:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from judge._errors import ServiceError
-from judge.service import job_subject
+from judge.service import job_subject, revoke_token
 from judge.web import _labelfile, _queues, _review, _runs, _session
 from judge.web._agreement import sample_name
 from judge.web._detail import turn_view
@@ -521,33 +521,34 @@ def test_the_session_secret_comes_from_the_environment_or_a_private_file(tmp_pat
     assert load_secret(tmp_path / "b" / "c") == b"kept"
 
 
-def test_a_session_cookie_opens_to_its_token_and_csrf_only_when_genuine(web):
+def test_a_session_cookie_opens_to_its_session_only_when_genuine(web):
     sessions = web["app"].state.web.sessions
     token_id = web["service"].tokens.resolve_token(web["tokens"]["runner"]).token_id
-    cookie = sessions.issue("tok-1", token_id)
-    token, csrf, session = sessions.open(cookie)
-    assert token == "tok-1" and len(csrf) >= 24 and "tok-1" not in cookie
-    again = sessions.open(sessions.issue("tok-1", token_id))
-    assert again[1] != csrf and again[2] != session  # a new CSRF secret and session each time
+    cookie = sessions.issue(token_id)
+    session = sessions.open(cookie)
+    csrf = sessions.csrf(session)
+    assert session and len(csrf) >= 24 and session not in cookie
+    again = sessions.open(sessions.issue(token_id))
+    assert again != session and sessions.csrf(again) != csrf  # a new session and CSRF each time
     assert sessions.open(None) is None and sessions.open("") is None
     assert sessions.open("garbage") is None and sessions.open("é") is None
     assert sessions.open(cookie[:-4] + "AAAA") is None
-    for payload in (b"[1]", b'{"c": "x"}', b'{"t": 5}', b"not json", b'{"t": "x"}',
-                    b'{"t": "x", "c": "y"}'):  # a cookie without a session opens nothing
+    for payload in (b"[1]", b'{"c": "x"}', b'{"t": 5}', b"not json", b'{"s": "z"}',
+                    b'{"v": 2, "s": 5}', b'{"v": 2, "s": ""}',
+                    b'{"t": "x", "c": "y", "s": "z"}'):  # no session, or the old format
         assert sessions.open(sessions.fernet.encrypt(payload).decode()) is None, payload
-    assert sessions.open(sessions.fernet.encrypt(b'{"t": "x", "c": "y", "s": "z"}').decode()
-                         ) == ("x", "y", "z")
+    assert sessions.open(sessions.fernet.encrypt(b'{"v": 2, "s": "z"}').decode()) == "z"
 
 
 def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     sessions = web["app"].state.web.sessions
     runner = web["service"].tokens.resolve_token(web["tokens"]["runner"]).token_id
-    cookie = sessions.issue(web["tokens"]["runner"], runner)
+    cookie = sessions.issue(runner)
     request = SimpleNamespace(cookies={COOKIE: cookie}, state=SimpleNamespace())
     viewer = sessions.viewer(request)
     assert (viewer.name, viewer.project) == ("runner", "lab")
     assert viewer.project_id == viewer.principal.project_id
-    assert viewer.csrf == sessions.open(cookie)[1]
+    assert viewer.csrf == sessions.csrf(sessions.open(cookie))
     assert request.state.viewer is viewer and sessions.viewer(request) is viewer
     assert viewer.can("submit") and not viewer.can("review")
     assert _refusal(viewer.require, "review") == (403, None,
@@ -555,8 +556,8 @@ def test_a_viewer_is_the_tokens_principal_and_is_kept_for_the_request(web):
     viewer.require("read")
     empty = SimpleNamespace(cookies={}, state=SimpleNamespace())
     assert _refusal(sessions.viewer, empty) == (401, None, "please log in with your token")
-    revoked = SimpleNamespace(cookies={COOKIE: sessions.issue("dsj_nope", runner)},
-                              state=SimpleNamespace())
+    revoked = SimpleNamespace(cookies={COOKIE: sessions.issue(runner)}, state=SimpleNamespace())
+    revoke_token(web["service"].db, runner)
     assert _refusal(sessions.viewer, revoked) == (
         401, None, "your token was revoked; log in with another")
 

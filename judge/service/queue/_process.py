@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._db import Database, describe_database
+from .._db import Database, describe_database, private_folder
 from .._files import FileStore
 from .._jobs import JobStore
 from .._logs import log_to_stderr
@@ -263,7 +263,7 @@ def run_workers(settings: ServiceSettings, *, max_seconds: float | None = None,
     replica's drain: calls in flight get the grace period, then their jobs go back to the
     queue); so does ``max_seconds``. Returns the exit status."""
     log_to_stderr(log_level)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
     db = Database(settings.db_url)
     try:
         db.migrate()

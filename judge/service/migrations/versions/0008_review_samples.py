@@ -3,7 +3,7 @@ their n and seed), so a sample is found however many files the project holds; an
 label was given blind (the estimate sample's page hides the judge's and the rules' verdicts
 and the gold).
 
-Revision ID: 0009_review_samples
+Revision ID: 0008_review_samples
 Revises: 0007_correction_decisions
 Create Date: 2026-11-29
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0009_review_samples'
+revision = '0008_review_samples'
 down_revision = '0007_correction_decisions'
 branch_labels = None
 depends_on = None
