@@ -4,6 +4,8 @@ is queued, and another project's token sees nothing of the job."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from judge import MetricOptions, load_dialogues, load_predictions, load_schema
@@ -118,9 +120,10 @@ def test_missing_dialogues_input_and_nan(service_env):
     response = _submit(api, {"systems": systems, "schema": files["schema"]})
     assert response.status_code == 422 and response.json()["error"]["field"] == \
         "inputs.dialogues"
-    raw = ('{"kind": "leaderboard", "inputs": {"systems": ["%s", "%s"], "schema": "%s", '
-           '"dialogues": "%s"}, "options": {"confidence": NaN}}'
-           % (*systems, files["schema"], files["dialogues"]))
+    body = json.dumps({"kind": "leaderboard", "inputs": {
+        "systems": systems, "schema": files["schema"], "dialogues": files["dialogues"]},
+        "options": {"confidence": 0.123456}})
+    raw = body.replace("0.123456", "NaN")
     response = api.post("/v1/jobs", content=raw, headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
 
@@ -137,3 +140,39 @@ def test_another_project_sees_nothing_of_the_job(service_env):
     refused = _submit(api, {"systems": systems, "schema": files["schema"],
                             "dialogues": files["dialogues"]}, token=other)
     assert refused.status_code == 422 and refused.json()["error"]["field"].startswith("inputs.")
+
+
+def test_corrections_add_the_corrected_version_beside_the_one_they_correct(service_env,
+                                                                           tmp_path):
+    from judge.data import apply_corrections, read_corrections
+    from tests.service.test_service_corrections import _corrections
+
+    api, files, systems = _systems(service_env)
+    path = _corrections(tmp_path)
+    fix = api.upload(path, "corrections").json()["id"]
+    inputs = {"systems": systems, "schema": files["schema"], "dialogues": files["dialogues"],
+              "corrections": [fix]}
+    job = _submit(api, inputs, {"gold": ["2.1"], "names": ["strong", "weak"]})
+    done = api.wait(job.json()["id"], timeout=60)
+    assert done["status"] == "succeeded", done
+    board = api.get(f"/v1/jobs/{done['id']}/results").json()
+    schema = load_schema(EXAMPLES / "schema.json")
+    dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl", schema=schema)
+    corrected = apply_corrections(dialogues, "2.1", read_corrections([path]), schema=schema)
+    assert board["method"]["versions"] == ["2.1", corrected.name]
+    assert board["corrections"][0]["name"] == corrected.name
+    options = MetricOptions(per_dialogue=False, breakdowns=False)
+    versions = ["2.1", corrected.name]
+    scored = [score_predictions(corrected.dialogues, load_predictions(
+        EXAMPLES / f, corrected.dialogues, schema), schema, versions=versions,
+        options=options, name=n) for f, n in (("predictions.jsonl", "strong"),
+                                              ("predictions-weak.jsonl", "weak"))]
+    expected = build_leaderboard(Layout.of(corrected.dialogues, schema, versions,
+                                           separator=schema.multi_value_separator),
+                                 scored, options=options).to_json()
+    assert _comparable(board) == _comparable(expected)
+    # corrections of a version the job does not score: the job fails saying so
+    other = _submit(api, inputs, {"gold": ["2.4"]})
+    failed = api.wait(other.json()["id"], timeout=60)
+    assert failed["status"] == "failed" and failed["exit_code"] == 2
+    assert "options.gold" in failed["error"] and "2.1" in failed["error"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._errors import DatabaseUnavailable, DSTJudgeError, InputError
 from ...analysis import Layout, SystemTurns, build_leaderboard, score_predictions, score_run
-from ...data import load_dialogues, load_predictions, load_schema
+from ...data import CorrectedGold, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
 from ...pipeline import Run
 from .._lifecycle import JobStatus
@@ -65,7 +65,7 @@ class LeaderboardRunner:
         dialogues = load_dialogues(inputs.path(str(job.inputs["dialogues"]))[0], schema=schema)
         wanted = [dialogues.resolve_version(v) for v in
                   (options.get("gold") or [dialogues.resolve_version(None)])]
-        corrected = []
+        corrected: list[CorrectedGold] = []
         located = read_correction_files(inputs, _ids(job.inputs.get("corrections")))
         versions = list(wanted)
         if located:
