@@ -23,7 +23,8 @@ FINAL_STATUSES: tuple[JobStatus, ...] = ("succeeded", "failed", "cancelled", "st
 WORKING_STATUSES: tuple[JobStatus, ...] = ("running", "waiting")
 """The API's words for a job's states (the service's lifecycle, ``judge.service._lifecycle``,
 owns them; a test keeps the two in step, since the client must not import the service)."""
-JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
+JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors",
+                  "leaderboard"]
 JobMode = Literal["live", "batch"]
 FileKind = Literal["schema", "dialogues", "predictions", "labels", "rules", "sample",
                    "corrections"]

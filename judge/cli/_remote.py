@@ -26,7 +26,8 @@ from .._errors import OptionError
 from .._io import printable
 from ..client import Client, FileKind, Job
 
-_KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors")
+_KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors",
+          "leaderboard")
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -47,6 +48,9 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
     g.add_argument("--run", metavar="JOB_ID", help="the judge run (agreement, audit, "
                    "retry-errors)")
     g.add_argument("--runs", nargs="+", metavar="JOB_ID", help="judge runs (compare)")
+    g.add_argument("--systems", nargs="+", metavar="S",
+                   help="leaderboard: the systems in order, each a predictions file (uploaded), "
+                   "a file_... id or a judge run's job_... id")
     g.add_argument("--human", help="human labels file (agreement, compare)")
     g.add_argument("--corrections", nargs="+", metavar="C",
                    help="corrections files (evaluate, metrics, agreement, audit); an audit "
@@ -130,6 +134,9 @@ def _inputs(client: Client, args: argparse.Namespace) -> dict[str, Any]:
             raise OptionError("an evaluate job judges one predictions file")
     if args.corrections:
         inputs["corrections"] = [_file(client, c, "corrections") for c in args.corrections]
+    if args.systems:
+        inputs["systems"] = [s if s.startswith("job_") and not Path(s).exists()
+                             else _file(client, s, "predictions") for s in args.systems]
     if args.human:
         inputs["human"] = _file(client, args.human, "labels")
     if args.run:

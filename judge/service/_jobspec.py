@@ -24,12 +24,14 @@ from .._errors import DSTJudgeError, ServiceError
 from .._validation import first_problem
 from ..analysis import check_tuning
 from ..metrics import MetricOptions
+from ._board import LEADERBOARD_INPUTS, check_leaderboard_options, check_systems_input
 from ._replaying import recorded_models
 from ._settings import EndpointConfig, ServiceSettings
 
-JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors"]
+JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors",
+                  "leaderboard"]
 JOB_KINDS: tuple[str, ...] = ("evaluate", "metrics", "agreement", "compare", "audit",
-                              "retry-errors")
+                              "retry-errors", "leaderboard")
 
 JUDGE_OPTIONS = ("model", "method", "semantics", "rule_match", "prompt_variant",
                  "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
@@ -77,6 +79,7 @@ INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
               "predictions": ("predictions", False, True), "schema": ("schema", False, False),
               "corrections": ("corrections", False, True)},
     "retry-errors": {"run": ("job", True, False)},
+    "leaderboard": LEADERBOARD_INPUTS,
 }
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
 _ENDPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -120,7 +123,8 @@ class JobRequest(BaseModel):
         description="Input name → file id (or job id for runs); lists where the kind takes "
         "several (metrics: predictions; compare: runs, and human: one labels file per run; "
         "corrections: the corrections files of evaluate, metrics, agreement and audit; "
-        "audit: predictions, given with dialogues and optionally schema in place of a run), "
+        "audit: predictions, given with dialogues and optionally schema in place of a run; "
+        "leaderboard: systems, predictions file ids and judge run job ids mixed), "
         f"at most {MAX_LIST} ids each.")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="CLI option names, underscored.")
@@ -159,6 +163,9 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
     if request.kind == "audit":
         _audit_inputs(spec.inputs)
     _check_inputs(spec)
+    if request.kind == "leaderboard":
+        spec.references = [r for r in spec.references if not r[0].startswith("inputs.systems")]
+        spec.references[:0] = check_systems_input(list(spec.inputs["systems"]))
     options = dict(request.options)
     for name in options:
         if name in REFUSED:
@@ -178,6 +185,8 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
         _only(options, COMPARE_OPTIONS)
         checked = _agreement_options(options)
         spec.options = {k: checked[k] for k in COMPARE_OPTIONS}
+    elif request.kind == "leaderboard":
+        spec.options = check_leaderboard_options(options, len(spec.inputs["systems"]))
     else:
         _only(options, ())
     budget = spec.options.get("budget")

@@ -14,11 +14,11 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from . import _compare, _corrections, _detail, _review, _runs, _session
+from . import _compare, _corrections, _detail, _leaderboard, _review, _runs, _session
 from ._common import PREFIX, STATIC, SecurityHeaders
 from ._state import WebState
 
-PAGES = (_session, _runs, _review, _corrections, _compare, _detail)
+PAGES = (_session, _runs, _review, _corrections, _compare, _leaderboard, _detail)
 """The modules whose ``router`` holds pages of a session."""
 
 

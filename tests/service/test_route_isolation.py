@@ -52,6 +52,10 @@ def two_projects(tmp_path: Path, fake_model: Any) -> Any:
             audit = api.post("/v1/jobs", json={"kind": "audit", "inputs": {"run": run}}
                              ).json()["id"]
             assert api.wait(audit)["status"] == "succeeded"
+            board = api.post("/v1/jobs", json={"kind": "leaderboard", "inputs": {
+                "systems": [files["predictions"], run], "schema": files["schema"],
+                "dialogues": files["dialogues"]}}).json()["id"]
+            assert api.wait(board)["status"] == "succeeded"
             artifact = "audit.html"
             assert api.get(f"/v1/jobs/{audit}/artifacts/{artifact}").status_code == 200
             turn = json.loads(api.get(f"/v1/jobs/{run}/judgments").text.splitlines()[0])
@@ -79,7 +83,8 @@ def two_projects(tmp_path: Path, fake_model: Any) -> Any:
             "app": app, "service": service, "db_url": quiet.db_url, "eve": eve,
             "lab_admin": create_token(service.db, "lab", "admin", name="root")[0],
             "lab_web": create_token(service.db, "lab", "read,submit,review", name="alice")[0],
-            "other": {"files": [*files.values(), spare], "jobs": [run, audit, cancelled, queued],
+            "other": {"files": [*files.values(), spare],
+                      "jobs": [run, audit, cancelled, queued, board],
                       "tokens": [spare_token], "labels": [label]},
             "values": {"name": artifact, "dialogue_id": turn["dialogue_id"],
                        "turn_index": turn["turn_index"]},

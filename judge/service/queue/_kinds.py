@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .._rows import JobRow
 from ._batchjob import BatchRunner
+from ._leaderboard import LeaderboardRunner
 from ._runners import AnalysisRunner, EvaluateRunner, Runner, Toolkit
 
 Runners = dict[tuple[str, str], Runner]
@@ -24,6 +25,7 @@ def build_runners(tools: Toolkit) -> tuple[Runners, EvaluateRunner]:
         ("agreement", "live"): analysis,
         ("compare", "live"): analysis,
         ("audit", "live"): analysis,
+        ("leaderboard", "live"): LeaderboardRunner(tools),
     }
     return table, evaluate
 

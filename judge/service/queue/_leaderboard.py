@@ -1,0 +1,130 @@
+"""``leaderboard`` jobs: ``dst-judge leaderboard`` on the server. The systems are predictions
+files and judge runs of the project, mixed; the result is the JSON ``--json`` writes
+(:meth:`judge.analysis.Leaderboard.to_json`), with each system's ``source`` its file or job id
+(the web's page links a run to its run page) and no server path anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from pathlib import Path
+from typing import Any
+
+from ..._errors import DatabaseUnavailable, DSTJudgeError, InputError
+from ...analysis import Layout, SystemTurns, build_leaderboard, score_predictions, score_run
+from ...data import CorrectedGold, load_dialogues, load_predictions, load_schema
+from ...metrics import MetricOptions
+from ...pipeline import Run
+from .._lifecycle import JobStatus
+from .._reruns import first_run, run_input_files
+from .._rows import JobRow
+from ._runners import (
+    Inputs,
+    Live,
+    Outcome,
+    RunContext,
+    Toolkit,
+    _ids,
+    _json,
+    _stem,
+    corrected_versions,
+    corrections_summary,
+    read_correction_files,
+)
+
+READING = "dialogues whole, one system at a time"
+
+
+class LeaderboardRunner:
+    """Scores each system on the job's dialogues (one at a time: a system's states are dropped
+    once its verdicts are columns), then the leaderboard's statistics; CPU work in a thread."""
+
+    progress = Live
+
+    def __init__(self, tools: Toolkit) -> None:
+        self.db = tools.db
+        self.store = tools.store
+        self.jobs = tools.jobs
+
+    async def run(self, job: JobRow, context: RunContext) -> Outcome:
+        inputs = Inputs(self.db, self.store, job.project_id)
+        try:
+            return await asyncio.to_thread(self._run, job, inputs)
+        except DatabaseUnavailable:
+            raise
+        except DSTJudgeError as exc:
+            return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
+
+    def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
+        options = dict(job.options)
+        systems_ids = _ids(job.inputs["systems"])
+        inputs.prefetch([job.inputs["schema"], job.inputs["dialogues"],
+                         *(i for i in systems_ids if not i.startswith("job_")),
+                         *_ids(job.inputs.get("corrections"))])
+        schema = load_schema(inputs.path(str(job.inputs["schema"]))[0])
+        dialogues = load_dialogues(inputs.path(str(job.inputs["dialogues"]))[0], schema=schema)
+        wanted = [dialogues.resolve_version(v) for v in
+                  (options.get("gold") or [dialogues.resolve_version(None)])]
+        corrected: list[CorrectedGold] = []
+        located = read_correction_files(inputs, _ids(job.inputs.get("corrections")))
+        versions = list(wanted)
+        if located:
+            dialogues, corrected = corrected_versions(dialogues, schema, located)
+            by_base = {c.base: c.name for c in corrected}
+            if not set(by_base) & set(wanted):
+                raise InputError(f"the corrections correct {', '.join(sorted(by_base))}, not "
+                                 f"a version this job scores ({', '.join(wanted)}): add it "
+                                 "to options.gold")
+            versions = [name for v in wanted for name in (v, by_base.get(v)) if name]
+        metric_options = MetricOptions(per_dialogue=False, breakdowns=False)
+        layout = Layout.of(dialogues, schema, versions, separator=schema.multi_value_separator)
+        names: list[str] | None = options.get("names")
+        systems: list[SystemTurns] = []
+        for position, ref in enumerate(systems_ids):
+            name = names[position] if names else None
+            if ref.startswith("job_"):
+                run, predictions_id = self._run_of(job.project_id, ref)
+                predictions = load_predictions(inputs.path(predictions_id)[0], dialogues,
+                                               schema)
+                system = score_run(run, dialogues, schema, versions=versions,
+                                   options=metric_options, name=name, predictions=predictions)
+            else:
+                path, row = inputs.path(ref)
+                label = name or (row.get("info") or {}).get("system_name") or _stem(row["name"])
+                predictions = load_predictions(path, dialogues, schema, name=label)
+                system = score_predictions(dialogues, predictions, schema, versions=versions,
+                                           options=metric_options, name=label)
+            system.source = ref
+            del predictions
+            systems.append(system)
+            gc.collect()  # one system's states at a time
+        if not names:
+            taken = [s.name for s in systems]
+            for system in systems:
+                if taken.count(system.name) > 1:
+                    system.name = f"{system.name} ({system.source})"
+        board = build_leaderboard(
+            layout, systems, options=metric_options, confidence=options.get("confidence", 0.95),
+            correction=options.get("correction", "holm"),
+            breakdowns=options.get("breakdowns", True),
+            recorded={"options": metric_options.model_dump(
+                mode="json", exclude={"per_dialogue", "breakdowns"}), "reading": READING})
+        summary: dict[str, Any] = board.to_json()
+        if corrected:
+            summary["corrections"] = corrections_summary(corrected)
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(summary, inputs))
+
+    def _run_of(self, project_id: str, job_id: str) -> tuple[Run, str]:
+        """A judge run of the project (its rows from the database) and its predictions file."""
+        row = self.jobs.row(project_id, job_id)
+        rows = list(self.jobs.judgments(project_id, job_id))
+        if not rows or not row.summary:
+            raise InputError(f"job {job_id} holds no judgments")
+        with self.db.read() as conn:
+            source = first_run(conn, project_id, job_id)
+            if source is None:
+                raise InputError(f"job {job_id} is not a judge run of this project")
+            files = run_input_files(conn, project_id, source)
+        if "predictions" not in files:
+            raise InputError(f"job {job_id}: its predictions file is not in this project")
+        return Run(Path(job_id), dict(row.summary), rows), files["predictions"]
