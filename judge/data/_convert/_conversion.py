@@ -13,16 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import DataMismatchError, InputError, OptionError
-from ._convert import (
-    NATIVE,
-    Context,
-    Format,
-    Kind,
-    get_format,
-    write_format,
-)
-from ._dialogues import (
+from ..._errors import DataMismatchError, InputError, OptionError
+from .._dialogues import (
     DialogueSet,
     PredDialogue,
     _canonical_turns,
@@ -34,7 +26,15 @@ from ._dialogues import (
     load_schema,
     read_id_list,
 )
-from ._schema import Schema
+from .._schema import Schema
+from . import (
+    NATIVE,
+    Context,
+    Format,
+    Kind,
+    get_format,
+    write_format,
+)
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Conversion:
 
 def detect_kind(path: str | Path) -> Kind:
     """The kind of file ``path`` holds, by trying each kind's formats in turn."""
-    from ._convert import KINDS, detect, open_source
+    from . import KINDS, detect, open_source
 
     source = open_source(path)
     problems = []
