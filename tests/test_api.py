@@ -4,6 +4,7 @@ modules kept behind it."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import judge
 
