@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge.model import cost_figures, counter_for, tally_requests, load_prices
+from judge.model import cost_figures, counter_for, load_prices, tally_requests
 from judge.model._cost import OPENAI_CACHE, SLOT_CACHE
 
 
