@@ -1,5 +1,12 @@
 """Stage 1, the inputs: schema, dialogues and predictions, turn states, file validation."""
 
+from ._conversion import (
+    Conversion,
+    convert,
+    detect_kind,
+    merge_gold,
+    write_conversion,
+)
 from ._convert import (
     FORMAT_NAMES,
     FORMATS,
@@ -13,13 +20,6 @@ from ._convert import (
     read_foreign,
     write_format,
     write_native_jsonl,
-)
-from ._convert._conversion import (
-    Conversion,
-    convert,
-    detect_kind,
-    merge_gold,
-    write_conversion,
 )
 from ._corrections import (
     Conflict,

@@ -12,7 +12,7 @@ import pytest
 
 from judge import InputError, load_dialogues, load_predictions, load_schema
 from judge.data import Context, convert, get_format, write_format
-from judge.data._convert._conversion import merge_gold
+from judge.data._conversion import merge_gold
 
 from ..conftest import FIXTURES, shared_path
 

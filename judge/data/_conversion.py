@@ -13,8 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..._errors import DataMismatchError, InputError, OptionError
-from .._dialogues import (
+from .._errors import DataMismatchError, InputError, OptionError
+from ._convert import (
+    NATIVE,
+    Context,
+    Format,
+    Kind,
+    get_format,
+    write_format,
+)
+from ._dialogues import (
     DialogueSet,
     PredDialogue,
     _canonical_turns,
@@ -26,15 +34,7 @@ from .._dialogues import (
     load_schema,
     read_id_list,
 )
-from .._schema import Schema
-from . import (
-    NATIVE,
-    Context,
-    Format,
-    Kind,
-    get_format,
-    write_format,
-)
+from ._schema import Schema
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Conversion:
 
 def detect_kind(path: str | Path) -> Kind:
     """The kind of file ``path`` holds, by trying each kind's formats in turn."""
-    from . import KINDS, detect, open_source
+    from ._convert import KINDS, detect, open_source
 
     source = open_source(path)
     problems = []
