@@ -10,7 +10,7 @@ Prints, with the exact tokenizer of the model (o200k_base for gpt-4o):
 3. with ``--full``: the full test set, each shared system alone and the three together
    (a request several systems share is sent once).
 
-Costs use the dry run's own code (``judge.estimate``) and its price table; replies are assumed
+Costs use the dry run's own code (``judge.dry_run``) and its price table; replies are assumed
 ``--reply-tokens`` long for every row, the reference's included (its $3.93 implies about 140).
 
     python bench/prompt_budget.py [--data ../shared/data/multiwoz] [--model gpt-4o] [--full]
@@ -154,7 +154,7 @@ def sample_costs(args: argparse.Namespace, data: tuple[Any, Any, Any]) -> Table:
     config = _config(args)
     plan = _plan(config, data, args.prompts)
     start = time.perf_counter()
-    figures = judge.estimate(plan)
+    figures = judge.dry_run(plan)
     seconds = time.perf_counter() - start
     per = {d: f["prompt_tokens"] / f["calls"] for d, f in figures["per_dimension"].items()}
     price = load_prices().price(args.model)
@@ -199,11 +199,11 @@ def full_costs(args: argparse.Namespace, data_dir: Path) -> Table:
                                              dialogues, schema)
         plan = _plan(config, (schema, dialogues, predictions), args.prompts)
         plans.append(plan)
-        figures = judge.estimate(plan)
+        figures = judge.dry_run(plan)
         rows.append((system, f"{figures['to_send']:,}", f"{figures['prompt_tokens']:,}",
                      _usd(figures["cost_usd"]["live"]),
                      _usd(figures["cost_usd"]["live_with_prompt_caching"])))
-    together = judge.estimate(plans[0], others=plans[1:])
+    together = judge.dry_run(plans[0], others=plans[1:])
     rows.append(("three together (shared requests once)",
                  f"{together['to_send']:,} of {together['calls']:,}",
                  f"{together['prompt_tokens']:,}", _usd(together["cost_usd"]["live"]),

@@ -4,6 +4,7 @@ modules kept behind it."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import judge
 
@@ -17,7 +18,7 @@ EXPECTED = {
     "CassetteMiss", "EvaluationResult", "JudgeConfig", "ModelError", "collect", "evaluate",
     "evaluate_async", "load_config",
     # what the CLI does, callable from Python too
-    "BudgetReached", "HumanLabels", "Run", "agreement_report", "audit_items", "estimate",
+    "BudgetReached", "HumanLabels", "Run", "agreement_report", "audit_items", "dry_run",
     "import_decisions", "load_labels", "load_run", "method_table", "plan_evaluation",
     "plot_systems", "system_table", "validate_file", "write_audit", "write_labels",
     "write_requests",
@@ -94,3 +95,15 @@ def test_exception_tree():
     assert judge.exit_status_for(judge.RunInterrupted("x", signal_number=15)) == 143
     err = judge.InputError("bad", path="f.jsonl", line=3, field="turns[0].user")
     assert str(err) == "f.jsonl:3: field 'turns[0].user': bad"
+
+
+def test_the_dry_run_is_named_for_cost_and_answers_to_its_old_name():
+    """One name per idea: "estimate" is the statistical estimate (judge.analysis); the calls,
+    tokens and cost before a run are the dry run (judge/pipeline/_cost.py). The old name
+    still works for code written before the rename."""
+    import judge.pipeline
+
+    assert judge.dry_run is judge.pipeline.dry_run is judge.estimate
+    assert judge.dry_run.__module__ == "judge.pipeline._cost"
+    assert "estimate" not in judge.__all__
+    assert not importlib.util.find_spec("judge.pipeline._estimate")

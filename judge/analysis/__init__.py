@@ -29,19 +29,21 @@ from ._audit import (
     render_audit,
     write_audit,
 )
-from ._candidates import (
+from ._audit_inputs import (
     AuditSource,
+    load_audit_inputs,
+    recorded_input,
+    source_from_predictions,
+    source_from_run,
+)
+from ._candidate_sheet import write_candidates
+from ._candidates import (
     Candidate,
     Evidence,
     base_version,
     candidate_id,
     drop_decided,
     find_candidates,
-    load_audit_inputs,
-    recorded_input,
-    source_from_predictions,
-    source_from_run,
-    write_candidates,
 )
 from ._clustered import (
     Clustered,

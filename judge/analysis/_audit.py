@@ -14,7 +14,6 @@ import csv
 import hashlib
 import io
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -26,11 +25,12 @@ import jinja2
 from .._errors import InputError
 from .._io import json_error_message, loads, plain_suffix, read_text, write_text
 from .._resources import package_dir
-from ..metrics import normalize_time
 from ..pipeline import load_run
 from ._candidates import Candidate
 from ._labels import write_labels as write_labels  # re-exported: its old home
 from ._review import ORDER_TRADEOFF
+from ._values import ALTERNATIVE_SEPARATOR as ALTERNATIVE_SEPARATOR  # re-exported
+from ._values import DONTCARE, NONE_VALUE, alternatives, mentioned, rule_equal, surface_form
 
 MISSED_DONTCARE = "missed dontcare"
 SURFACE_VARIANT = "surface variant"
@@ -45,11 +45,6 @@ JUDGE_FLAG = "judge flag"
 KINDS = (MISSED_DONTCARE, SURFACE_VARIANT, STALE_CARRY_OVER, ACCEPTED_RECOMMENDATION,
          VERSION_DISAGREEMENT, VALUE_ERROR, JUDGE_FLAG)
 
-DONTCARE = "dontcare"
-NONE_VALUE = "none"
-ALTERNATIVE_SEPARATOR = "|"
-
-_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 _DECISIONS = {"correct": 1, "1": 1, "true": 1, "incorrect": 0, "0": 0, "false": 0}
 
 Value = str | None
@@ -98,44 +93,13 @@ class AuditItem:
 # --- classification --------------------------------------------------------------------------
 
 
-def _alternatives(value: str) -> list[str]:
-    return value.split(ALTERNATIVE_SEPARATOR) if ALTERNATIVE_SEPARATOR in value else [value]
-
-
-def _same(predicted: Value, gold: Value) -> bool:
-    """Equal as RULE sees it at its strictest: identical, or one of the gold alternatives."""
-    if predicted is None or gold is None:
-        return predicted is gold
-    return predicted == gold or predicted in _alternatives(gold)
-
-
-def surface_form(value: str) -> str:
-    """A value stripped of what annotators spell freely: case, spacing (so ``guesthouse`` =
-    ``guest house``), a leading article and the time format (``7pm`` = ``19:00``)."""
-    text = " ".join(value.lower().split())
-    text = normalize_time(text)
-    text = _ARTICLE.sub("", text)
-    return text.replace(" ", "")
-
-
 def _surface_equal(predicted: str, gold: str) -> bool:
     form = surface_form(predicted)
-    return any(form == surface_form(option) for option in _alternatives(gold))
+    return any(form == surface_form(option) for option in alternatives(gold))
 
 
 def _is_dontcare(value: Value) -> bool:
     return value is not None and value.strip().lower() == DONTCARE
-
-
-def _mentions(utterance: str, value: str) -> bool:
-    """Whether ``value`` (or its article-less or re-spaced form) occurs as words in the text."""
-    text = " ".join(utterance.lower().split())
-    base = " ".join(value.lower().split())
-    candidates = {base, _ARTICLE.sub("", base)}
-    candidates |= {c.replace("guesthouse", "guest house") for c in candidates}
-    candidates |= {c.replace("guest house", "guesthouse") for c in candidates}
-    return any(
-        c and re.search(r"(?<!\w)" + re.escape(c) + r"(?!\w)", text) for c in candidates)
 
 
 def classify(slot: str, predicted: Value, gold: dict[str, Value], system: str,
@@ -154,8 +118,8 @@ def classify(slot: str, predicted: Value, gold: dict[str, Value], system: str,
     if (predicted is not None and all(g is None for g in values)
             and (slot, surface_form(predicted)) in earlier):
         return STALE_CARRY_OVER
-    if any(_mentions(system, option) for g in values if g is not None
-           for option in _alternatives(g) if option.strip().lower() not in (NONE_VALUE, "")):
+    if any(mentioned(option, system, loose=False) for g in values if g is not None
+           for option in alternatives(g) if option.strip().lower() not in (NONE_VALUE, "")):
         return ACCEPTED_RECOMMENDATION
     if len(set(values)) > 1:
         return VERSION_DISAGREEMENT
@@ -176,7 +140,7 @@ def _row_pairs(row: dict[str, Any]) -> Iterable[tuple[str, str]]:
     for state in (row.get("gold_turn_state") or {}).values():
         for slot, value in (state or {}).items():
             if isinstance(value, str):
-                for option in _alternatives(value):
+                for option in alternatives(value):
                     yield slot, surface_form(option)
 
 
@@ -228,7 +192,7 @@ def _turn_items(row: dict[str, Any], history: list[tuple[str, str]],
     for slot in slots:
         gold = {v: g.get(slot) for v, g in gold_states.items()}
         predicted = pred.get(slot)
-        if all(_same(predicted, g) for g in gold.values()):
+        if all(rule_equal(predicted, g) for g in gold.values()):
             continue
         kind = classify(slot, predicted, gold, system, earlier)
         items.append(replace(turn, slot=slot, kind=kind, predicted=predicted, gold=gold))

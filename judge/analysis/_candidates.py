@@ -21,32 +21,18 @@ scores it, so the audit of 2.1 does not peek at its own answer key.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError, OptionError
-from .._io import open_output, plain_suffix
-from ..data import (
-    Dialogue,
-    DialogueSet,
-    PredictionSet,
-    Schema,
-    State,
-    apply_turn_state,
-    dialogue_key,
-    turn_state,
-)
-from ..metrics import normalize_time
-from ..pipeline import Run
-
-DONTCARE = "dontcare"
-NONE_VALUE = "none"
+from ..data import Dialogue, DialogueSet, Schema, State, dialogue_key, turn_state
+from ._audit_inputs import AuditSource, JudgeTurn
+from ._values import DONTCARE, in_schema, mentioned, rule_equal, squeeze
+from ._values import alternatives as _alternatives
+from ._values import words as _words
 
 #: Weight of each kind of evidence on the log-odds scale (see the module docstring).
 WEIGHTS: dict[str, float] = {
@@ -68,166 +54,12 @@ WEIGHTS: dict[str, float] = {
     "judge_misses_gold": -1.5,   # a judge names the gold's value as missed by the prediction
 }
 
-_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _NO_PREFERENCE = re.compile(
     r"\b(?:(?:do|does|did) ?n[o']?t (?:care|matter|mind)|dont (?:care|mind)|"
     r"no (?:particular )?preference|not (?:really )?(?:particular|picky|fussy)|"
     r"(?:does|do) not matter|doesn t matter|don t (?:care|mind)|any(?:thing|where| is fine| "
     r"will do| (?:area|type|price|part|day|time|star|one))|either (?:is|one|way)|"
     r"whatever|no preferences?)\b")
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-@dataclass
-class JudgeTurn:
-    """What one judge run said about one turn: verdict and the slots it flagged."""
-
-    verdict: bool | None
-    incorrect: frozenset[str]
-    missed: dict[str, str | None]
-    """Missed slot → the value the judge named for it (from the filter trace), if any."""
-    explanations: tuple[str, ...] = ()
-    reasons: dict[str, str] = field(default_factory=dict)
-    """Slot → the filter trace's reason for the judge's decision on it."""
-    correct: dict[str, str] | None = None
-    """The state the judge holds correct after the turn, when the run records it."""
-
-    def accepts(self, slot: str, value: str) -> bool:
-        """Whether the judge let the predicted ``slot = value`` stand: it is in the judge's
-        correct state (so neither flagged nor dropped by a rule filter); for runs that do not
-        record that state, whether the judge did not flag the slot."""
-        if self.correct is not None:
-            return self.correct.get(slot) == value
-        return slot not in self.incorrect
-
-
-@dataclass
-class AuditSource:
-    """One system's predictions for the audit: cumulative predicted states per dialogue, and
-    the judge's view of each turn when the source is a judge run."""
-
-    name: str
-    states: dict[str, list[State]]
-    """dialogue key → predicted cumulative state after each turn"""
-    judged: dict[tuple[str, int], JudgeTurn] | None = None
-    path: str = ""
-
-    @property
-    def is_run(self) -> bool:
-        return self.judged is not None
-
-
-def source_from_predictions(predictions: PredictionSet) -> AuditSource:
-    """An audit source from a predictions file (exact-match evidence only; no judge)."""
-    states = {key: [dict(turn.pred_state or {}) for turn in pred.turns]
-              for key, pred in predictions.dialogues.items()}
-    return AuditSource(predictions.name, states, None, predictions.path)
-
-
-def _judge_turn(row: Mapping[str, Any]) -> JudgeTurn:
-    named: dict[str, str | None] = {}
-    reasons: dict[str, str] = {}
-    for step in row.get("trace") or []:
-        if step.get("slot") and step.get("reason"):
-            reasons[str(step["slot"])] = str(step["reason"])
-        if step.get("step") == "completeness" and step.get("slot"):
-            value = step.get("value")
-            named[str(step["slot"])] = None if value is None else str(value)
-    missed = {str(slot): named.get(str(slot)) for slot in row.get("missed") or []}
-    explanations = tuple(str(c["explanation"]) for c in row.get("calls") or []
-                         if c.get("explanation"))
-    verdict = row.get("verdict")
-    state = row.get("state")
-    correct = state.get("correct") if isinstance(state, dict) else None
-    return JudgeTurn(verdict if isinstance(verdict, bool) else None,
-                     frozenset(str(s) for s in row.get("incorrect") or []), missed,
-                     explanations, reasons,
-                     {str(k): str(v) for k, v in correct.items()}
-                     if isinstance(correct, dict) else None)
-
-
-def source_from_run(run: Run, name: str | None = None) -> AuditSource:
-    """An audit source from a judge run: the judged turn states, integrated into cumulative
-    states (``none`` deletes), and the judge's verdicts and flagged slots per turn."""
-    by_dialogue: dict[str, list[Mapping[str, Any]]] = {}
-    for run_row in run.rows:
-        by_dialogue.setdefault(dialogue_key(str(run_row["dialogue_id"])), []).append(run_row)
-    states: dict[str, list[State]] = {}
-    judged: dict[tuple[str, int], JudgeTurn] = {}
-    for key, rows in by_dialogue.items():
-        rows = sorted(rows, key=lambda r: int(r["turn_index"]))
-        if [int(r["turn_index"]) for r in rows] != list(range(len(rows))):
-            raise DataMismatchError(f"run {run.path}: dialogue {rows[0]['dialogue_id']!r} "
-                                    "does not hold consecutive turns from 0")
-        state: State = {}
-        states[key] = []
-        for row in rows:
-            state = apply_turn_state(state, dict(row.get("pred_turn_state") or {}))
-            states[key].append(state)
-            judged[(key, int(row["turn_index"]))] = _judge_turn(row)
-    label = name or str((run.summary.get("data") or {}).get("system") or run.path.name)
-    return AuditSource(label, states, judged, str(run.path))
-
-
-# --------------------------------------------------------------------------- values
-
-
-def _words(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def squeeze(value: str) -> str:
-    """A value without case, articles, spacing or punctuation, times as ``HH:MM`` digits:
-    ``the Gonville hotel`` = ``gonvillehotel``, ``guesthouse`` = ``guest house``."""
-    text = _ARTICLE.sub("", normalize_time(_words(value)))
-    return _NON_ALNUM.sub("", text)
-
-
-def _alternatives(value: str, separator: str) -> list[str]:
-    return value.split(separator) if separator and separator in value else [value]
-
-
-def _equal(predicted: str | None, gold: str | None, separator: str) -> bool:
-    """Equal as the strictest RULE sees it: identical, or one of the gold alternatives."""
-    if predicted is None or gold is None:
-        return predicted is gold
-    return predicted == gold or predicted in _alternatives(gold, separator)
-
-
-def mentioned(value: str, text: str) -> bool:
-    """Whether ``value`` is said in ``text``: as whole words (ignoring case, spacing and a
-    leading article), or, for values of five characters or more, with spaces or punctuation
-    squeezed out (``pizza hut fenditton`` in ``pizza hut fen ditton``), still as whole words."""
-    base = _words(value)
-    if base in (DONTCARE, NONE_VALUE, ""):
-        return False
-    words = _words(text)
-    for candidate in {base, _ARTICLE.sub("", base)}:
-        if candidate and re.search(r"(?<!\w)" + re.escape(candidate) + r"(?!\w)", words):
-            return True
-    short = squeeze(value)
-    if len(short) < 5:
-        return False
-    loose = r"[\s'\-:.]?".join(re.escape(char) for char in short)
-    return re.search(r"(?<![0-9a-z])" + loose + r"(?![0-9a-z])", words) is not None
-
-
-def in_schema(schema: Schema | None, slot: str, value: str) -> bool | None:
-    """Whether a value is valid for a slot: in a categorical slot's value set, or in ``HH:MM``
-    for a time slot; ``dontcare`` always is. None when the schema cannot tell."""
-    if schema is None or slot not in schema.slots:
-        return None
-    spec = schema.slots[slot]
-    if value == DONTCARE:
-        return True
-    if spec.is_categorical and spec.possible_values:
-        return value in spec.possible_values
-    if spec.is_time:
-        return re.fullmatch(r"\d\d:\d\d", value) is not None
-    return None
 
 
 # --------------------------------------------------------------------------- candidates
@@ -387,7 +219,7 @@ class _Scorer:
         if value is None:
             return
         for later in range(t.index + 1, len(t.dialogue.turns)):
-            if _equal(value, t.gold_state(later).get(slot), self.separator):
+            if rule_equal(value, t.gold_state(later).get(slot), self.separator):
                 yield Evidence("gold_later", WEIGHTS["gold_later"],
                                f"{t.gold} records {_show(value)} only from turn {later}")
                 return
@@ -455,7 +287,7 @@ class _Scorer:
                                f"({_because(rejected, slot)})")
         if gold is not None:
             naming = [(name, j) for name, j in runs if name in holders and slot in j.missed
-                      and (j.missed[slot] is None or _equal(j.missed[slot], gold,
+                      and (j.missed[slot] is None or rule_equal(j.missed[slot], gold,
                                                             self.separator))]
             if naming:
                 yield Evidence("judge_misses_gold", WEIGHTS["judge_misses_gold"]
@@ -537,7 +369,7 @@ def _dialogue_candidates(dialogue: Dialogue, key: str, sources: Sequence[AuditSo
             proposals: dict[str | None, list[str]] = {}
             for name, state in states.items():
                 value = state.get(slot)
-                if not _equal(value, gold, separator):
+                if not rule_equal(value, gold, separator):
                     proposals.setdefault(value, []).append(name)
             for value, holders in proposals.items():
                 if slot not in gold_changed and not any(slot in changed[n] for n in holders):
@@ -555,210 +387,3 @@ def _dialogue_candidates(dialogue: Dialogue, key: str, sources: Sequence[AuditSo
         previous = states
         gold_previous = gold_now
     return out
-
-
-# --------------------------------------------------------------------------- writing
-
-
-CSV_FIELDS: tuple[str, ...] = (
-    "id", "rank", "score", "dialogue_id", "turn_index", "slot", "gold_version", "gold_value",
-    "predicted", "systems", "predictions", "evidence", "other_versions")
-REVIEW_FIELDS: tuple[str, ...] = ("context", "later", "decision", "value", "note")
-"""Columns a file written with the dialogues adds: the dialogue up to the candidate's turn,
-the user's words in the later turns a fix carries to, and the reviewer's (empty)
-``decision`` (accept, reject or edit), ``value`` (an edit's value) and ``note``, which
-``dst-judge corrections from-candidates`` reads back."""
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_cell(value: Any) -> Any:
-    """A CSV cell that a spreadsheet will not run: text starting with ``= + - @``, a tab or a
-    carriage return gets a leading apostrophe (numbers stay numbers; none are negative)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
-def context(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[str, Any]]:
-    """The dialogue up to and including the candidate's turn, as a reviewer reads it."""
-    dialogue = dialogues.get(candidate.dialogue_id) if dialogues is not None else None
-    if dialogue is None:
-        return []
-    return [{"turn_index": t.turn_index, "system": t.system, "user": t.user}
-            for t in dialogue.turns[:candidate.turn_index + 1]]
-
-
-def later_turns(candidate: Candidate, dialogues: DialogueSet | None) -> list[dict[str, Any]]:
-    """The turns after the candidate's that a fix carries to (the annotation keeps the same
-    value of the slot there), with what the user says in each."""
-    dialogue = dialogues.get(candidate.dialogue_id) if dialogues is not None else None
-    if dialogue is None or candidate.gold_version not in dialogue.turns[0].gold_states:
-        return []
-    version = candidate.gold_version
-    wrong = dialogue.turns[candidate.turn_index].gold_states[version].get(candidate.slot)
-    out = []
-    for turn in dialogue.turns[candidate.turn_index + 1:]:
-        if turn.gold_states[version].get(candidate.slot) != wrong:
-            break
-        out.append({"turn_index": turn.turn_index, "user": turn.user})
-    return out
-
-
-def _context_text(turns: Sequence[Mapping[str, Any]]) -> str:
-    lines = []
-    for turn in turns:
-        if turn["system"]:
-            lines.append(f"{turn['turn_index']} system: {turn['system']}")
-        lines.append(f"{turn['turn_index']} user: {turn['user']}")
-    return "\n".join(lines)
-
-
-def _csv_row(candidate: Candidate, dialogues: DialogueSet | None = None) -> dict[str, Any]:
-    record = candidate.record()
-    record["gold_value"] = "" if record["gold_value"] is None else record["gold_value"]
-    record["predicted"] = "" if record["predicted"] is None else record["predicted"]
-    record["systems"] = "; ".join(record["systems"])
-    record["predictions"] = "; ".join(f"{k}={'' if v is None else v}"
-                                      for k, v in record["predictions"].items())
-    record["evidence"] = "; ".join(e.detail for e in candidate.evidence if e.code != "prior")
-    record["other_versions"] = "; ".join(f"{k}={'' if v is None else v}"
-                                         for k, v in record["other_versions"].items())
-    fields = CSV_FIELDS
-    if dialogues is not None:
-        record.update(context=_context_text(context(candidate, dialogues)),
-                      later="\n".join(f"{t['turn_index']} user: {t['user']}"
-                                      for t in later_turns(candidate, dialogues)),
-                      decision="", value="", note="")
-        fields = (*CSV_FIELDS, *REVIEW_FIELDS)
-    return {name: csv_cell(record[name]) for name in fields}
-
-
-def write_candidates(candidates: Sequence[Candidate], path: str | Path,
-                     dialogues: DialogueSet | None = None) -> int:
-    """Write ranked candidates as CSV (``.csv``, ``.csv.gz``) or JSON Lines (anything else,
-    gzip under a ``.gz`` name); returns the number written. CSV cells are escaped against
-    formula injection.
-
-    With ``dialogues`` each candidate also carries its ``context`` (the dialogue up to its
-    turn) and empty ``decision``/``value``/``note`` to fill in: the file is then a review
-    sheet that ``dst-judge corrections from-candidates`` turns into corrections."""
-    if plain_suffix(path) == ".csv":
-        fields = (*CSV_FIELDS, *REVIEW_FIELDS) if dialogues is not None else CSV_FIELDS
-        with open_output(path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(fields))
-            writer.writeheader()
-            for candidate in candidates:
-                writer.writerow(_csv_row(candidate, dialogues))
-    else:
-        with open_output(path) as handle:
-            for candidate in candidates:
-                record = candidate.record()
-                if dialogues is not None:
-                    record.update(context=context(candidate, dialogues),
-                                  later=later_turns(candidate, dialogues), decision=None,
-                                  value=None, note=None)
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return len(candidates)
-
-
-# --------------------------------------------------------------------------- reading inputs
-
-
-@dataclass
-class AuditInputs:
-    """What an audit reads: the dialogues (gold and text), the schema when known, one source
-    per input, and the judge runs among the inputs."""
-
-    dialogues: DialogueSet
-    schema: Schema | None
-    sources: list[AuditSource]
-    runs: list[Run]
-
-
-DOWNLOADED_INPUTS = "inputs.json"
-"""What ``dst-judge results --out`` writes next to a service job's results: kind → path of
-the job's input file (a copy it downloaded), relative to the run directory."""
-
-
-def _downloaded(run: Run, name: str) -> Path | None:
-    """The copy of an input file that ``dst-judge results`` fetched with the run, if any."""
-    try:
-        pointer = json.loads((run.path / DOWNLOADED_INPUTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    relative = pointer.get(name) if isinstance(pointer, dict) else None
-    if not isinstance(relative, str):
-        return None
-    found = (run.path / relative).resolve()
-    inside = found.is_relative_to(run.path.resolve())  # a pointer never leaves the run
-    return found if inside and found.is_file() else None
-
-
-def recorded_input(run: Run, name: str) -> Path | None:
-    """A data file a judge run recorded (its manifest, else the copy ``dst-judge results``
-    downloaded, else its summary), if it still exists."""
-    downloaded = _downloaded(run, name)
-    manifest_path = run.path / "manifest.json"
-    recorded: Any = None
-    if manifest_path.is_file():
-        try:
-            recorded = (json.loads(manifest_path.read_text(encoding="utf-8"))
-                        .get("sources") or {}).get(name)
-        except (OSError, ValueError, AttributeError):
-            recorded = None
-    if recorded is None and downloaded is not None:
-        return downloaded
-    if recorded is None:
-        recorded = (run.summary.get("data") or {}).get(name)
-    if isinstance(recorded, str) and Path(recorded).is_file():
-        return Path(recorded)
-    return downloaded
-
-
-def _unique_names(sources: list[AuditSource]) -> None:
-    """Give every source its own name: the system name, else the file name, else numbered."""
-    counts: dict[str, int] = {}
-    for source in sources:
-        counts[source.name] = counts.get(source.name, 0) + 1
-    taken: set[str] = set()
-    for position, source in enumerate(sources, start=1):
-        if counts[source.name] > 1:
-            stem = Path(source.path).name or source.name
-            source.name = stem if stem not in taken else f"{stem}#{position}"
-        taken.add(source.name)
-
-
-def load_audit_inputs(paths: Sequence[str | Path], *, dialogues: str | Path | None = None,
-                      schema: str | Path | None = None) -> AuditInputs:
-    """Read the audit's inputs: each path is a judge run directory or a predictions file.
-
-    The dialogues come from ``dialogues``, else from the file the first judge run recorded;
-    the schema likewise (it is optional: without it the value-set evidence is left out).
-    Plain predictions files need the dialogues to align with.
-    """
-    from ..data import load_dialogues, load_predictions, load_schema
-    from ..pipeline import load_run
-
-    if not paths:
-        raise OptionError("the audit needs at least one run directory or predictions file")
-    runs = [load_run(p) for p in paths if Path(p).is_dir()]
-    dialogues_path = Path(dialogues) if dialogues else next(
-        (found for run in runs if (found := recorded_input(run, "dialogues")) is not None), None)
-    if dialogues_path is None:
-        raise OptionError("pass --dialogues FILE: plain predictions files need it, and the "
-                          "runs' recorded dialogues file is not found from here")
-    schema_path = Path(schema) if schema else next(
-        (found for run in runs if (found := recorded_input(run, "schema")) is not None), None)
-    loaded_schema = load_schema(schema_path) if schema_path is not None else None
-    dialogue_set = load_dialogues(dialogues_path)
-    sources: list[AuditSource] = []
-    run_iter = iter(runs)
-    for path in paths:
-        if Path(path).is_dir():
-            sources.append(source_from_run(next(run_iter)))
-        else:
-            sources.append(source_from_predictions(
-                load_predictions(path, dialogue_set, loaded_schema)))
-    _unique_names(sources)
-    return AuditInputs(dialogue_set, loaded_schema, sources, runs)

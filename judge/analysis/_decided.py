@@ -30,15 +30,9 @@ from ..data import (
     decided_slots,
 )
 from ._audit import _read_export
-from ._candidates import (
-    AuditSource,
-    Candidate,
-    base_version,
-    candidate_id,
-    context,
-    drop_decided,
-    find_candidates,
-)
+from ._audit_inputs import AuditSource
+from ._candidate_sheet import context
+from ._candidates import Candidate, base_version, candidate_id, drop_decided, find_candidates
 from ._review import fix_span, review_order
 
 DECISIONS = ("accept", "reject", "edit")

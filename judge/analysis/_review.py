@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..data import DialogueSet, dialogue_key
-from ._candidates import AuditSource, Candidate
+from ._audit_inputs import AuditSource
+from ._candidates import Candidate
 
 #: Logistic calibration of the evidence score (logit) into P(real error): ``a · logit + b``.
 CALIBRATION: tuple[float, float] = (0.789, -0.933)

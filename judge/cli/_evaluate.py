@@ -18,7 +18,7 @@ from ..pipeline import (
     TRANSPORT_OPTIONS,
     EvaluationResult,
     cached_request_keys,
-    estimate,
+    dry_run,
     evaluate,
     evaluate_systems,
     plan_evaluation,
@@ -108,7 +108,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     rules = rules_for(args.rules, schema)
     if args.dry_run:
         plans = [plan_evaluation(config, schema, dialogues, p, rules=rules) for p in systems]
-        figures = estimate(plans[0], cached_keys=cached_request_keys(config), others=plans[1:])
+        figures = dry_run(plans[0], cached_keys=cached_request_keys(config), others=plans[1:])
         print_estimate(figures, console)
         if len(plans) > 1:
             print_saving(figures, system_dirs(systems), console)

@@ -4,6 +4,10 @@ Loading converts on the fly already; writing the native files once saves convert
 every run and gives files the other tools (``validate``, the audit page) read as they are.
 Several gold files of one data set (MultiWOZ 2.1 and 2.4 ``data.json``) merge into one
 dialogues file carrying both annotation versions, so one run scores against both.
+
+It sits beside ``_convert/``, not in it: it reads files through ``_dialogues``, which itself
+reads foreign formats through ``_convert``, so inside ``_convert`` it would close an import
+circle (``tests/test_layers.py`` refuses one).
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ SLOT_CACHE = PrefixCacheRule("llama-server slot cache (common prefix with the sl
 
 
 @dataclass
-class RequestEstimate:
+class RequestTally:
     """Token and cost figures of a list of requests, before sending them."""
 
     requests: int = 0
@@ -160,10 +160,10 @@ def _body_digest(body: dict[str, Any]) -> str:
                           .encode("utf-8")).hexdigest()
 
 
-def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
-                      counter: TokenCounter, *, static_messages: dict[str, int] | None = None,
-                      completion_tokens: int = ASSUMED_COMPLETION_TOKENS,
-                      dedupe: bool = True) -> RequestEstimate:
+def tally_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
+                   counter: TokenCounter, *, static_messages: dict[str, int] | None = None,
+                   completion_tokens: int = ASSUMED_COMPLETION_TOKENS,
+                   dedupe: bool = True) -> RequestTally:
     """Count the prompt tokens of ``requests`` — ``(chain, dimension, body)`` in send order,
     where a chain is a run of calls sent one after another (one dialogue's calls of one
     dimension) — once per distinct body, and the part a prefix cache would serve.
@@ -178,7 +178,7 @@ def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
     last_of_dimension: dict[str, list[int]] = {}
     previous: list[int] = []
     per_dimension: dict[str, dict[str, int]] = {}
-    out = RequestEstimate(per_dimension=per_dimension)
+    out = RequestTally(per_dimension=per_dimension)
     for chain, dimension, body in requests:
         out.requests += 1
         if dedupe:
@@ -207,16 +207,16 @@ def estimate_requests(requests: Sequence[tuple[str, str, dict[str, Any]]],
     return out
 
 
-def cost_figures(estimate: RequestEstimate, price: ModelPrice | None,
+def cost_figures(tally: RequestTally, price: ModelPrice | None,
                  batch_discount: float) -> dict[str, float | None]:
-    """Live, live with prefix caching, and Batch API cost of an estimate."""
+    """Live, live with prefix caching, and Batch API cost of a tally of requests."""
     def usd(cached: int, discount: float = 0.0) -> float | None:
-        return usage_cost({"prompt_tokens": estimate.prompt_tokens,
+        return usage_cost({"prompt_tokens": tally.prompt_tokens,
                            "cached_prompt_tokens": cached,
-                           "completion_tokens": estimate.completion_tokens}, price,
+                           "completion_tokens": tally.completion_tokens}, price,
                           batch_discount=discount)
 
-    return {"live": usd(0), "live_with_prompt_caching": usd(estimate.cached_prompt_tokens),
+    return {"live": usd(0), "live_with_prompt_caching": usd(tally.cached_prompt_tokens),
             "batch": usd(0, batch_discount)}
 
 
@@ -226,7 +226,7 @@ def usage_check(sent: Sequence[tuple[str, str, dict[str, Any], dict[str, int]]],
     ``(chain, dimension, body, usage)`` in send order."""
     if not sent:
         return {"requests": 0}
-    figures = estimate_requests([(c, d, b) for c, d, b, _ in sent], counter, dedupe=False)
+    figures = tally_requests([(c, d, b) for c, d, b, _ in sent], counter, dedupe=False)
     reported = sum(int(u.get("prompt_tokens", 0)) for *_, u in sent)
     cached = sum(int(u.get("cached_prompt_tokens", 0)) for *_, u in sent)
     return {"requests": figures.requests, "tokenizer": counter.encoding,

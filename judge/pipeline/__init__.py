@@ -13,7 +13,8 @@ from ._batch import (
     submit_files,
     write_requests,
 )
-from ._estimate import cached_request_keys, estimate
+from ._cost import cached_request_keys, dry_run
+from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     collect,
@@ -48,7 +49,8 @@ __all__ = [
     "collect",
     "collect_systems",
     "default_record",
-    "estimate",
+    "dry_run",
+    "estimate",  # the old name of dry_run (the batch runner calls it so)
     "evaluate",
     "evaluate_async",
     "evaluate_systems",

@@ -17,7 +17,8 @@ from judge.analysis import (
     source_from_run,
     write_candidates,
 )
-from judge.analysis._candidates import csv_cell, mentioned, squeeze
+from judge.analysis._candidate_sheet import csv_cell
+from judge.analysis._values import mentioned, squeeze
 from judge.pipeline import load_run
 
 from ..conftest import FIXTURES, shared_path, write_jsonl
@@ -345,3 +346,24 @@ def test_shared_data_ranking_finds_corrections():
     hits = [(c.dialogue_id, c.turn_index, c.slot) in truth for c in found]
     assert sum(hits[:25]) >= 20  # measured: 22 of 25 on these 100 dialogues
     assert len({(c.dialogue_id, c.turn_index, c.slot) for c in found} & truth) >= 0.7 * len(truth)
+
+
+def test_the_audit_page_and_the_ranking_compare_values_with_the_same_functions():
+    """One definition of value matching (judge/analysis/_values.py), not a copy per module."""
+    from judge.analysis import _audit, _candidates, _values
+
+    assert _audit.rule_equal is _candidates.rule_equal is _values.rule_equal
+    assert _audit.mentioned is _candidates.mentioned is _values.mentioned
+    assert _audit.surface_form is _values.surface_form
+    assert squeeze("The Gonville  Hotel") == "gonvillehotel" == \
+        _values.surface_form("the gonville hotel")
+
+
+def test_strict_mention_keeps_the_audit_page_s_rules():
+    """Not loose: guesthouse spellings stand for each other, nothing is squeezed, and
+    ``dontcare`` is looked for like any other word."""
+    assert mentioned("acorn guesthouse", "the acorn guest house is fine", loose=False)
+    assert not mentioned("pizza hut fenditton", "pizza hut fen ditton", loose=False)
+    assert mentioned("pizza hut fenditton", "pizza hut fen ditton")
+    assert mentioned("dontcare", "i dontcare", loose=False)
+    assert not mentioned("dontcare", "i dontcare")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge.model import cost_figures, counter_for, estimate_requests, load_prices
+from judge.model import cost_figures, counter_for, load_prices, tally_requests
 from judge.model._cost import OPENAI_CACHE, SLOT_CACHE
 
 
@@ -25,21 +25,21 @@ def test_duplicates_are_counted_once_and_shared_prefixes_cached():
     counter = counter_for("gpt-4o")
     long = "the user wants a cheap hotel in the north . " * 120  # about 1,300 tokens
     first, second = _body(long + "turn one"), _body(long + "turn two")
-    figures = estimate_requests([("d1/a", "a", first), ("d1/a", "a", second),
+    figures = tally_requests([("d1/a", "a", first), ("d1/a", "a", second),
                                  ("d2/a", "a", first)], counter, static_messages={"a": 1})
     assert (figures.requests, figures.distinct) == (3, 2)
     assert figures.prompt_tokens == counter.count_request(first) + counter.count_request(second)
     assert figures.static_prompt_tokens == 2 * counter.count("Judge the turn.")
     # the second shares the first's whole history: cached in 128-token steps from 1,024
     assert figures.cached_prompt_tokens >= 1024 and (figures.cached_prompt_tokens - 1024) % 128 == 0
-    short = estimate_requests([("c", "a", _body("hi")), ("c", "a", _body("hi there"))], counter)
+    short = tally_requests([("c", "a", _body("hi")), ("c", "a", _body("hi there"))], counter)
     assert short.cached_prompt_tokens == 0  # under OpenAI's floor nothing is cached
 
 
 def test_local_estimate_uses_the_slot_cache():
     counter = counter_for("local")
     bodies = [_body("hello"), _body("hello again")]
-    figures = estimate_requests([("c", "a", b) for b in bodies], counter)
+    figures = tally_requests([("c", "a", b) for b in bodies], counter)
     first_ids, second_ids = (counter.prompt_ids(b) for b in bodies)
     common = next(i for i, (x, y) in enumerate(zip(first_ids, second_ids, strict=False))
                   if x != y)
@@ -50,7 +50,7 @@ def test_cost_figures_price_cached_tokens_at_the_cached_rate():
     prices = load_prices()
     counter = counter_for("gpt-4o")
     long = "a b c d " * 700
-    figures = estimate_requests([("c", "a", _body(long + "1")), ("c", "a", _body(long + "2"))],
+    figures = tally_requests([("c", "a", _body(long + "1")), ("c", "a", _body(long + "2"))],
                                 counter, completion_tokens=100)
     cost = cost_figures(figures, prices.price("gpt-4o"), prices.batch_discount)
     live = (figures.prompt_tokens * 2.5 + figures.completion_tokens * 10) / 1e6

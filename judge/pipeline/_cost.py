@@ -1,5 +1,8 @@
 """The dry run: calls, tokens and cost of a run before making it (nothing is sent), with
-exact token counts from the model's tokenizer (judge.model)."""
+exact token counts from the model's tokenizer (judge.model).
+
+Named for cost, not "estimate": an estimate in this project is the statistical one of
+:mod:`judge.analysis` (a metric from a labelled sample)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ from .._config import JudgeConfig
 from ..model import (
     ASSUMED_COMPLETION_TOKENS,
     cost_figures,
-    estimate_requests,
     load_prices,
     price_and_counter,
+    tally_requests,
 )
 from ..store import cache_key, cache_ledger_path, open_cache
 from ._plan import EvaluationPlan, call_chains
@@ -32,11 +35,11 @@ def cached_request_keys(config: JudgeConfig) -> set[str]:
         ledger.close()
 
 
-def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
+def dry_run(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
              others: Sequence[EvaluationPlan] = ()) -> dict[str, Any]:
     """Calls, tokens and cost of a run before making it: live, with the server's prefix cache
     (in the send order of :func:`call_chains`), and through the Batch API. Tokens are counted
-    with the model's tokenizer (:func:`judge.model.estimate_requests`). ``others``: plans of
+    with the model's tokenizer (:func:`judge.model.tally_requests`). ``others``: plans of
     further systems on the same dialogues; a request several systems share is counted once."""
     config = plan.config
     prices = load_prices(config.prices)
@@ -59,7 +62,7 @@ def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
                                  call.body))
     static: dict[str, int] = {d: len(plan.prompts.static_messages(d))
                               for d in plan.prompts.dimensions}
-    figures = estimate_requests(requests, counter, static_messages=static)
+    figures = tally_requests(requests, counter, static_messages=static)
     return {"model": config.model, "priced": price is not None,
             "tokenizer": counter.encoding if counter.exact else f"{counter.encoding} "
                          f"(estimate, ±{counter.error:.0%})",
@@ -79,3 +82,7 @@ def estimate(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
                     + f"; replies assumed {ASSUMED_COMPLETION_TOKENS} tokens; cached: "
                     + ("llama-server slot cache" if counter.chat == "chatml"
                        else "OpenAI prompt caching, ≥ 1,024-token prompts")}
+
+
+estimate = dry_run
+"""The old name of :func:`dry_run`, kept for callers written before the rename."""
