@@ -43,6 +43,15 @@ def _corrections(tmp: Path) -> str:
          "gold": "2.1", "reviewer": "ann", "time": "2026-11-28T10:00:00Z"}]))
 
 
+def _reviewed_sheet(runs: dict[str, Path], tmp: Path) -> str:
+    """The good run's candidates as a review sheet, its first candidate accepted."""
+    sheet = tmp / "sheet.jsonl"
+    assert main(["audit", str(runs["good"]), "--candidates", str(sheet)]) == 0
+    records = [json.loads(line) for line in sheet.read_text().splitlines()]
+    records[0]["decision"] = "accept"
+    return str(write_jsonl(tmp / "reviewed.jsonl", records))
+
+
 def _dialogues_back(path: Path) -> None:
     _unpacked(path)
     assert len(load_dialogues(path).dialogues) == len(load_dialogues(
@@ -83,6 +92,11 @@ CASES: dict[tuple[str, str], Case] = {
                            str(EXAMPLES / "dialogues.jsonl"), "--gold", "2.1",
                            "--corrections", _corrections(tmp), "--as", "21fix"],
         "fixed.jsonl.gz", _dialogues_back),
+    ("corrections from-candidates", "--out"): (
+        lambda runs, tmp: ["corrections", "from-candidates", _reviewed_sheet(runs, tmp),
+                           "--reviewer", "ann"],
+        "corrections.jsonl.gz",
+        lambda p: json.loads(_unpacked(p).splitlines()[0])["reviewer"] == "ann"),
     ("labels import", "--out"): (
         lambda runs, tmp: ["labels", "import", _decisions(tmp), "--annotator", "ann"],
         "labels.jsonl.gz",
