@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
 from .._errors import DataMismatchError, OptionError
 from .._io import iter_jsonl_lines
@@ -247,6 +246,8 @@ def _kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
     """Cohen's kappa, or None when chance agreement is 1 (both raters constant, same label)."""
     if not a or (len(set(a)) == 1 and set(a) == set(b)):
         return None
+    from sklearn.metrics import cohen_kappa_score  # ~85 MB: loaded only when asked for
+
     return _optional(cohen_kappa_score(list(a), list(b), labels=[0, 1]))
 
 
@@ -254,6 +255,8 @@ def _point_estimates(a: Sequence[int], b: Sequence[int]) -> dict[str, float | No
     """Every pair statistic on the units both raters labelled (b is the reference)."""
     if not a:
         return dict.fromkeys(PAIR_STATISTICS)
+    from sklearn.metrics import precision_recall_fscore_support
+
     precision, recall, f1, _ = precision_recall_fscore_support(
         b, a, labels=[0], zero_division=np.nan)
     table = np.zeros((2, 2))
@@ -300,6 +303,8 @@ def compare_raters(name_a: str, labels_a: Mapping[Any, int], name_b: str,
         intervals = {s: boot.interval(replicates[s]) for s in PAIR_STATISTICS}
     for statistic in PAIR_STATISTICS:
         entry[statistic] = {"value": points[statistic], "ci": intervals[statistic]}
+    from sklearn.metrics import confusion_matrix
+
     matrix = confusion_matrix(a, b, labels=[0, 1]) if keys else np.zeros((2, 2), dtype=np.int64)
     entry["confusion"] = {"rows": name_a, "columns": name_b, "labels": list(LABEL_NAMES),
                           "matrix": [[int(v) for v in row] for row in matrix]}

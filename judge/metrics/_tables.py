@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from ..data import DialogueSet, PredictionSet, Schema
 from ._options import MetricOptions
@@ -61,6 +60,8 @@ def paired_change(before: Sequence[float], after: Sequence[float], turns: Sequen
         return change, float("nan"), float("nan")
     residual = diffs - change * weights
     se = math.sqrt(clusters / (clusters - 1) * float((residual ** 2).sum())) / total
+    from scipy.stats import t as student_t  # ~65 MB: only when an interval is drawn
+
     half = float(student_t.ppf(0.5 + confidence / 2, clusters - 1)) * se
     return change, change - half, change + half
 
