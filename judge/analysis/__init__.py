@@ -1,6 +1,7 @@
 """What to make of runs: human labels, agreement statistics, sampling for labels, comparisons,
 the audit page and ranked label-error candidates."""
 
+from ..data import NotInStep  # the leaderboard's fallback signal, read in judge.data
 from ._agreement import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
@@ -87,7 +88,6 @@ from ._leaderboard import (
     JUDGE_METRICS,
     Layout,
     Leaderboard,
-    NotInStep,
     SeenValues,
     SystemTurns,
     build_leaderboard,

@@ -457,6 +457,46 @@ class PredictionScan:
         return next(iter(self.names)) if len(self.names) == 1 else _stem(self.path)
 
 
+class NotInStep(Exception):
+    """The files cannot be read in step (another order, a missing or extra dialogue, another
+    turn count, a converted format): the caller loads them whole instead, where every such
+    problem gets its full message."""
+
+
+class InStep:
+    """A dialogues file and predictions files read in step, one dialogue at a time: each
+    iteration yields a dialogue and every system's record of it, so memory holds one
+    dialogue, never a whole file (the leaderboard and the exact-match suite read test sets
+    of any size this way). Raises :class:`NotInStep` when a file is not native or does not
+    follow the dialogues' order; the scans' counters (``renamed``, ``out_of_schema``,
+    ``name``) and the dialogues' ``versions`` are complete after the loop."""
+
+    def __init__(self, dialogues_path: str | Path, paths: Iterable[str | Path],
+                 schema: Schema | None) -> None:
+        self.scans = [PredictionScan(path, schema) for path in paths]
+        self.dialogues = DialogueScan(dialogues_path, schema=schema)
+        if self.dialogues.source_format != NATIVE or any(
+                scan.source_format != NATIVE for scan in self.scans):
+            raise NotInStep("a file in another format than the native one")
+        self.num_turns = 0
+
+    def __iter__(self) -> Iterator[tuple[Dialogue, list[PredDialogue]]]:
+        readers = [iter(scan) for scan in self.scans]
+        for dialogue in self.dialogues:
+            key = dialogue_key(dialogue.dialogue_id)
+            preds = []
+            for reader in readers:
+                pred = next(reader, None)
+                if (pred is None or dialogue_key(pred.dialogue_id) != key
+                        or len(pred.turns) != len(dialogue.turns)):
+                    raise NotInStep(dialogue.dialogue_id)
+                preds.append(pred)
+            self.num_turns += len(dialogue.turns)
+            yield dialogue, preds
+        if any(next(reader, None) is not None for reader in readers):
+            raise NotInStep("predictions of dialogues the file does not have")
+
+
 def _matching_dialogue(pred: PredDialogue, dialogues: DialogueSet,
                        seen: dict[str, PredDialogue], loc: _Loc) -> Dialogue | None:
     """The gold dialogue a predicted one belongs to (None: left out of this subset); unknown
@@ -587,18 +627,24 @@ def check_integration(predictions: PredictionSet, *,
     Such turns mean the turn output judged by the LLM is not what the metrics score, which is
     worth knowing before comparing the two.
     """
+    return [issue for pred in predictions.dialogues.values()
+            for issue in dialogue_integration(pred, none_values=none_values)]
+
+
+def dialogue_integration(pred: PredDialogue, *,
+                         none_values: Iterable[str] = (NONE,)) -> list[IntegrationIssue]:
+    """:func:`check_integration` of one predicted dialogue (for a reader in step)."""
     nones = tuple(none_values)
     issues = []
-    for pred in predictions.dialogues.values():
-        previous: State = {}
-        for turn in pred.turns:
-            given = turn.pred_state or {}
-            if turn.pred_turn_state is not None:
-                expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
-                if expected != given:
-                    issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
-                                                   expected, given))
-            previous = given
+    previous: State = {}
+    for turn in pred.turns:
+        given = turn.pred_state or {}
+        if turn.pred_turn_state is not None:
+            expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
+            if expected != given:
+                issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
+                                               expected, given))
+        previous = given
     return issues
 
 
