@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +121,9 @@ def main() -> int:
           f"({args.work}); code from {args.root}")
     schema = str(args.data / "schema.json")
     out = args.work / "out"
-    out.mkdir(exist_ok=True)
+    if out.exists():
+        shutil.rmtree(out)  # pages of an earlier run would be counted
+    out.mkdir()
     commands = {
         "metrics": ["metrics", "--schema", schema, "--dialogues", str(dialogues),
                     "--predictions", *map(str, systems), "--json", str(out / "metrics.json")],
@@ -136,8 +139,10 @@ def main() -> int:
     for name in args.commands:
         seconds, peak, cpu = measure(args.root, commands[name])
         if name == "audit":
-            pages = [p for p in out.iterdir() if p.name.startswith("audit")]
-            output = "; ".join(f"{p.name}: {_size(p)}" for p in sorted(pages))
+            sizes = [p.stat().st_size / 2**20 for p in out.iterdir()
+                     if p.name.startswith("audit") and p.suffix == ".html"]
+            output = (f"{len(sizes)} page(s), largest {max(sizes):.1f} MB, "
+                      f"together {sum(sizes):.1f} MB")
         else:
             output = _size(out / ("metrics.json" if name == "metrics" else "report.csv"))
         print(f"{name:8s} {seconds:9.1f} {cpu:8.1f} {peak:14.0f}  {output}  "
@@ -149,7 +154,9 @@ def main() -> int:
                      f"({args.copies * 999:,} dialogues, two systems): one process each",
             "columns": ["command", "wall time (s)", "CPU time (s)", "peak RSS (MB)", "output"],
             "rows": rows,
-            "note": "Goal: each command <= 400 MB at 10x."}])
+            "note": ("Goal: each command <= 400 MB at 10x. Before this work (the same script "
+                     "with --root on the earlier checkout): metrics 871 MB, report 871 MB, "
+                     "audit 840 MB with one 21.9 MB page.")}])
     if scratch is not None:
         scratch.cleanup()
     return 0
