@@ -90,9 +90,8 @@ def measure(root: Path, args: list[str]) -> tuple[float, float, float]:
 
 
 def _size(path: Path) -> str:
-    """Total size of a file or of a folder's files, in MB."""
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    return f"{sum(p.stat().st_size for p in files) / 2**20:.1f} MB in {len(files)} file(s)"
+    """The size of a file, in kB."""
+    return f"{path.stat().st_size / 1024:.0f} kB"
 
 
 def main() -> int:
