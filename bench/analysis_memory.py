@@ -90,8 +90,9 @@ def measure(root: Path, args: list[str]) -> tuple[float, float, float]:
 
 
 def _size(path: Path) -> str:
-    """The size of a file, in kB."""
-    return f"{path.stat().st_size / 1024:.0f} kB"
+    """The size of a file, readable."""
+    size = path.stat().st_size
+    return f"{size:,} bytes" if size < 10_000 else f"{size / 1024:,.0f} kB"
 
 
 def main() -> int:
