@@ -2,6 +2,7 @@
 the audit page and ranked label-error candidates."""
 
 from .._glossary import CORRECTIONS, JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
+from ..data import NotInStep  # the leaderboard's fallback signal, read in judge.data
 from ._agreement import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
@@ -103,7 +104,6 @@ from ._leaderboard import (
     JUDGE_METRICS,
     Layout,
     Leaderboard,
-    NotInStep,
     SeenValues,
     SystemTurns,
     build_leaderboard,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -334,12 +335,13 @@ def _candidate_rows(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
 
 def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
                  items: list[AuditItem], candidates: Sequence[Candidate] | None = None,
-                 order: str | None = None) -> str:
+                 order: str | None = None, *, pages: dict[str, Any] | None = None) -> str:
     """The self-contained HTML page (inline CSS and JS, data embedded as JSON).
 
     With ``candidates`` it also shows the ranked label-error candidates, in their rank order
     (``order``, ``review`` or ``evidence``, says which, with what each order costs and gains);
-    without any judge ``rows`` it shows only them.
+    without any judge ``rows`` it shows only them. ``pages`` (from :func:`write_audit`) says
+    which page of a longer ranking ``candidates`` is, and links the others.
     """
     versions = list((summary.get("data") or {}).get("versions") or [])
     for row in rows:
@@ -359,21 +361,55 @@ def render_audit(summary: dict[str, Any], rows: list[dict[str, Any]],
     return template.render(header=_header(summary, rows, items), versions=versions,
                            kinds=KINDS, data_json=payload, has_run=bool(rows),
                            candidates=ranking, audited=audited, order=order,
-                           order_tradeoff=ORDER_TRADEOFF.sentence(),
+                           order_tradeoff=ORDER_TRADEOFF.sentence(), pages=pages,
+                           total=pages["total"] if pages else len(ranking or ()),
                            report_id=hashlib.sha256(payload.encode()).hexdigest()[:16])
 
 
+CANDIDATES_PER_PAGE = 2000
+"""Ranked candidates shown per page: a longer ranking continues on further pages beside the
+first (``audit-candidates-2.html``, ...), each small enough for a browser to open at once (a
+test set replicated ten times gives some 40,000 candidates, a 22 MB page in one piece)."""
+
+
+def candidate_page_name(out_html: str | Path, number: int) -> str:
+    """The file name of page ``number`` (1-based) of the ranking whose first page is
+    ``out_html``."""
+    path = Path(out_html)
+    return path.name if number == 1 else f"{path.stem}-candidates-{number}{path.suffix}"
+
+
 def write_audit(run_dir: str | Path | None, out_html: str | Path, *,
-                candidates: Sequence[Candidate] | None = None, order: str | None = None) -> int:
+                candidates: Sequence[Candidate] | None = None, order: str | None = None,
+                per_page: int = CANDIDATES_PER_PAGE) -> int:
     """Write the audit page of a run directory (and of ranked candidates, when given; with no
-    run directory, of the candidates alone); returns the number of judge/RULE items listed."""
+    run directory, of the candidates alone); returns the number of judge/RULE items listed.
+    A ranking longer than ``per_page`` continues on further pages beside ``out_html``, linked
+    from each other (:func:`candidate_page_name`)."""
     if run_dir is not None:
         summary, rows = load_run_dir(run_dir)
     else:
         summary, rows = {}, []
     ignore_none = "nospace" in str(summary.get("rule_match") or "")
     items = audit_items(rows, ignore_none_pairs=ignore_none)
-    write_text(out_html, render_audit(summary, rows, items, candidates, order))
+    if candidates is None or len(candidates) <= per_page:
+        write_text(out_html, render_audit(summary, rows, items, candidates, order))
+        return len(items)
+    count = -(-len(candidates) // per_page)
+    names = [candidate_page_name(out_html, n) for n in range(1, count + 1)]
+    hrefs = [quote(name) for name in names]  # relative links, whatever the file is called
+    for number in range(1, count + 1):
+        part = candidates[(number - 1) * per_page: number * per_page]
+        pages = {"number": number, "count": count, "total": len(candidates),
+                 "first_rank": part[0].rank, "last_rank": part[-1].rank,
+                 "links": list(enumerate(hrefs, start=1)),
+                 "previous": hrefs[number - 2] if number > 1 else None,
+                 "next": hrefs[number] if number < count else None}
+        if number == 1:
+            text = render_audit(summary, rows, items, part, order, pages=pages)
+        else:  # the further pages carry the ranking only
+            text = render_audit({}, [], [], part, order, pages=pages)
+        write_text(Path(out_html).with_name(names[number - 1]), text)
     return len(items)
 
 

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from .._glossary import Correction
 
@@ -72,6 +71,8 @@ def jackknife_estimate(per_cluster: np.ndarray,
 
 
 def t_quantile(confidence: float, df: int) -> float:
+    from scipy import stats  # loaded when an interval is drawn, not on import
+
     return float(stats.t.ppf(0.5 + confidence / 2, df))
 
 
@@ -96,6 +97,8 @@ def _interval(value: float, influence: np.ndarray, confidence: float, *,
     half = t_quantile(confidence, df) * se
     p = None
     if test:
+        from scipy import stats
+
         p = (float(2 * stats.t.sf(abs(value) / se, df)) if se > 0
              else (1.0 if value == 0 else 0.0))
     return Interval(value, se, value - half, value + half, df, p)

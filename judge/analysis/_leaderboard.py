@@ -25,9 +25,8 @@ from .._glossary import CORRECTIONS, Correction
 from .._io import read_json
 from ..data import (
     Dialogue,
-    DialogueScan,
     DialogueSet,
-    PredictionScan,
+    InStep,
     PredictionSet,
     Schema,
     dialogue_key,
@@ -301,12 +300,6 @@ def _starts(dialogues: DialogueSet) -> np.ndarray:
     return np.cumsum([0] + [len(d.turns) for d in dialogues.dialogues[:-1]])
 
 
-class NotInStep(Exception):
-    """The files cannot be read in step (another order, a missing or extra dialogue, another
-    turn count, a converted format): the caller loads them whole instead, where every such
-    problem gets its full message."""
-
-
 def stream_predictions(dialogues_path: str | Path, paths: Sequence[str | Path],
                        schema: Schema, *, versions: Sequence[str] | None,
                        options: MetricOptions, names: Sequence[str] | None = None,
@@ -316,16 +309,12 @@ def stream_predictions(dialogues_path: str | Path, paths: Sequence[str | Path],
     at a time: memory holds one dialogue and each system's per-turn columns, never a whole
     file (the way to a test set of any size). Raises :class:`NotInStep` when a file does not
     follow the dialogues' order or is in another format than the native one."""
-    scans = [PredictionScan(path, schema) for path in paths]
-    if any(scan.source_format != "native" for scan in scans):
-        raise NotInStep("a predictions file in another format")
-    readers = [iter(scan) for scan in scans]
-    dialogues = DialogueScan(dialogues_path, schema=schema)
+    files = InStep(dialogues_path, paths, schema)
     lam = _fga_lambda(options)
     layout: LayoutBuilder | None = None
     scorers: list[dict[str, TurnScorer]] = []
     chosen: list[str] = []
-    for dialogue in dialogues:
+    for dialogue, preds in files:
         if layout is None:
             probe = DialogueSet(str(dialogues_path), [], dialogue.versions, {})
             chosen = ([probe.resolve_version(v) for v in versions] if versions
@@ -335,22 +324,15 @@ def stream_predictions(dialogues_path: str | Path, paths: Sequence[str | Path],
             scorers = [{v: TurnScorer(schema, options, fga_lambda=lam) for v in chosen}
                        for _ in paths]
         layout.add(dialogue)
-        key = dialogue_key(dialogue.dialogue_id)
-        for reader, by_version in zip(readers, scorers, strict=True):
-            pred = next(reader, None)
-            if (pred is None or dialogue_key(pred.dialogue_id) != key
-                    or len(pred.turns) != len(dialogue.turns)):
-                raise NotInStep(dialogue.dialogue_id)
+        for pred, by_version in zip(preds, scorers, strict=True):
             states = [t.pred_state or {} for t in pred.turns]
             for version, scorer in by_version.items():
                 scorer.add([t.gold_states[version] for t in dialogue.turns], states)
     if layout is None:
         raise InputError("no dialogues in file", path=dialogues_path)
-    if any(next(reader, None) is not None for reader in readers):
-        raise NotInStep("predictions of dialogues the file does not have")
     systems = [SystemTurns(names[k] if names else scan.name, "predictions", scan.path,
                            {v: scorer.finish() for v, scorer in scorers[k].items()})
-               for k, scan in enumerate(scans)]
+               for k, scan in enumerate(files.scans)]
     return layout.finish(), systems
 
 

@@ -13,6 +13,7 @@ from .._errors import InputError, OptionError
 from .._io import plural, printable
 from ..data import (
     FILE_KINDS,
+    NotInStep,
     OutOfSchemaSlot,
     describe_out_of_schema,
     json_schema,
@@ -22,8 +23,19 @@ from ..data import (
     slot_problem,
     validate_file,
 )
-from ..metrics import DEFAULT_LAMBDAS, compute_metrics
-from ._convert import load_predictions_noted, warn_out_of_schema
+from ..metrics import (
+    DEFAULT_LAMBDAS,
+    MetricOptions,
+    MetricsReport,
+    compute_metrics,
+    stream_metrics,
+)
+from ._convert import (
+    announce,
+    load_predictions_noted,
+    load_schema_noted,
+    warn_out_of_schema,
+)
 from ._gold import add_corrections_option, corrected_gold
 from ._options import add_data_options, disambiguate, load_data, metric_options
 from ._report import print_metrics, say
@@ -110,17 +122,38 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
         **scoring_values(args), aga_unit=args.aga_unit, rsa_empty_turn=args.rsa_empty_turn,
         update_include_removals=args.update_include_removals, rule_match=args.rule_match,
         per_dialogue=args.per_dialogue, breakdowns=not args.no_breakdowns)
-    schema, dialogues = load_data(args)
-    dialogues, gold, _ = corrected_gold(dialogues, schema, args.corrections, args.gold)
-    predictions = [load_predictions_noted(p, dialogues, schema, warn_slots=False)
-                   for p in args.predictions]
-    disambiguate(predictions)
-    report = compute_metrics(dialogues, predictions, schema, options, gold=gold)
+    report = _streamed(args, options)
+    if report is None:  # a subset, corrections, another format or order: loaded whole
+        schema, dialogues = load_data(args)
+        dialogues, gold, _ = corrected_gold(dialogues, schema, args.corrections, args.gold)
+        predictions = [load_predictions_noted(p, dialogues, schema, warn_slots=False)
+                       for p in args.predictions]
+        disambiguate(predictions)
+        report = compute_metrics(dialogues, predictions, schema, options, gold=gold)
     print_metrics(report, console)
     if args.json_out:
         report.write_json(args.json_out)
         say(console, f"wrote {args.json_out}")
     return 0
+
+
+def _streamed(args: argparse.Namespace, options: MetricOptions) -> MetricsReport | None:
+    """The report read in step with the dialogues (:func:`stream_metrics`: a test set of any
+    size in bounded memory), or None when the files must be loaded whole."""
+    if args.dialogue_ids or args.limit is not None or args.corrections:
+        return None
+    schema = load_schema_noted(args.schema)
+    try:
+        report, files = stream_metrics(args.dialogues, args.predictions, schema, options,
+                                       gold=args.gold)
+    except NotInStep:
+        return None
+    announce(files.dialogues, *files.scans)
+    names = [system.name for system in report.systems]
+    for system in report.systems:  # unique column names, as disambiguate() gives them
+        if names.count(system.name) > 1:
+            system.name = system.path
+    return report
 
 
 def run_validate(args: argparse.Namespace, console: Console) -> int:

@@ -9,8 +9,22 @@ from typing import Any
 from rich.console import Console
 
 from .._io import open_output, plain_suffix, write_text
-from ..metrics import PROFILE_NAMES, paper_tables, to_csv, to_latex
-from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
+from ..data import NotInStep, Schema, out_of_schema_slots
+from ..metrics import (
+    PROFILE_NAMES,
+    PaperTables,
+    paper_tables,
+    stream_paper_tables,
+    to_csv,
+    to_latex,
+)
+from ._convert import (
+    announce,
+    load_dialogues_noted,
+    load_predictions_noted,
+    load_schema_noted,
+    warn_out_of_schema,
+)
 from ._gold import add_corrections_option, corrected_versions
 from ._layout import Field, fit_table
 from ._report import say
@@ -39,17 +53,19 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema_noted(args.schema)
-    dialogues = load_dialogues_noted(args.dialogues, schema)
-    dialogues, versions, corrected = corrected_versions(dialogues, schema, args.corrections,
-                                                        args.gold)
-    systems = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
-    names = [s.name for s in systems]
-    for system in systems:
-        if names.count(system.name) > 1:
-            system.name = system.path
     profiles = list(PROFILE_NAMES) if "all" in args.profile else args.profile
-    tables = paper_tables(dialogues, systems, schema, versions=versions, profiles=profiles,
-                          corrected=[(c.base, c.name) for c in corrected])
+    tables = None if profiles or args.corrections else _streamed(args, schema)
+    if tables is None:  # profiles and corrections read the dialogues whole
+        dialogues = load_dialogues_noted(args.dialogues, schema)
+        dialogues, versions, corrected = corrected_versions(dialogues, schema,
+                                                            args.corrections, args.gold)
+        systems = [load_predictions_noted(p, dialogues, schema) for p in args.predictions]
+        names = [s.name for s in systems]
+        for system in systems:
+            if names.count(system.name) > 1:
+                system.name = system.path
+        tables = paper_tables(dialogues, systems, schema, versions=versions,
+                              profiles=profiles, corrected=[(c.base, c.name) for c in corrected])
     columns, rows = ((tables.slot_columns, tables.slot_rows) if args.per_slot
                      else (tables.columns, tables.rows))
     fmt = args.format or _format_of(args.table_out)
@@ -85,6 +101,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _streamed(args: argparse.Namespace, schema: Schema) -> PaperTables | None:
+    """The tables read in step with the dialogues, a version at a time (bounded memory at any
+    test-set size), or None when the files must be loaded whole."""
+    try:
+        tables, files = stream_paper_tables(args.dialogues, args.predictions, schema,
+                                            versions=args.gold)
+    except NotInStep:
+        return None
+    announce(files.dialogues, *files.scans)
+    for scan in files.scans:
+        warn_out_of_schema(scan.path, out_of_schema_slots(scan.out_of_schema, schema))
+    return tables
 
 
 def _format_of(path: str | None) -> str:

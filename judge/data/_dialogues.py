@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -375,10 +376,19 @@ class DialogueScan:
             elif turn_versions != self.versions:
                 raise loc.error(f"gold versions {list(turn_versions)} differ from the file's "
                                 f"{list(self.versions)}", f"{where}.gold_state")
-            if self.schema is not None:
-                for table in (turn.gold_states, turn.gold_turn_states):
-                    for label, state in table.items():
-                        table[label] = _canonical(state, self.schema, self.renamed)
+            for table in (turn.gold_states, turn.gold_turn_states):
+                kept: list[State] = []
+                for label, state in table.items():
+                    if self.schema is not None:
+                        table[label] = state = _canonical(state, self.schema, self.renamed)
+                    _share_values(state)
+                    # versions that agree share one state (nothing edits a state in place:
+                    # corrections and renamings make new ones)
+                    same = next((k for k in kept if k == state), None)
+                    if same is not None:
+                        table[label] = same
+                    else:
+                        kept.append(state)
 
 
 # --- predictions, step by step ----------------------------------------------------------------
@@ -457,6 +467,46 @@ class PredictionScan:
         return next(iter(self.names)) if len(self.names) == 1 else _stem(self.path)
 
 
+class NotInStep(Exception):
+    """The files cannot be read in step (another order, a missing or extra dialogue, another
+    turn count, a converted format): the caller loads them whole instead, where every such
+    problem gets its full message."""
+
+
+class InStep:
+    """A dialogues file and predictions files read in step, one dialogue at a time: each
+    iteration yields a dialogue and every system's record of it, so memory holds one
+    dialogue, never a whole file (the leaderboard and the exact-match suite read test sets
+    of any size this way). Raises :class:`NotInStep` when a file is not native or does not
+    follow the dialogues' order; the scans' counters (``renamed``, ``out_of_schema``,
+    ``name``) and the dialogues' ``versions`` are complete after the loop."""
+
+    def __init__(self, dialogues_path: str | Path, paths: Iterable[str | Path],
+                 schema: Schema | None) -> None:
+        self.scans = [PredictionScan(path, schema) for path in paths]
+        self.dialogues = DialogueScan(dialogues_path, schema=schema)
+        if self.dialogues.source_format != NATIVE or any(
+                scan.source_format != NATIVE for scan in self.scans):
+            raise NotInStep("a file in another format than the native one")
+        self.num_turns = 0
+
+    def __iter__(self) -> Iterator[tuple[Dialogue, list[PredDialogue]]]:
+        readers = [iter(scan) for scan in self.scans]
+        for dialogue in self.dialogues:
+            key = dialogue_key(dialogue.dialogue_id)
+            preds = []
+            for reader in readers:
+                pred = next(reader, None)
+                if (pred is None or dialogue_key(pred.dialogue_id) != key
+                        or len(pred.turns) != len(dialogue.turns)):
+                    raise NotInStep(dialogue.dialogue_id)
+                preds.append(pred)
+            self.num_turns += len(dialogue.turns)
+            yield dialogue, preds
+        if any(next(reader, None) is not None for reader in readers):
+            raise NotInStep("predictions of dialogues the file does not have")
+
+
 def _matching_dialogue(pred: PredDialogue, dialogues: DialogueSet,
                        seen: dict[str, PredDialogue], loc: _Loc) -> Dialogue | None:
     """The gold dialogue a predicted one belongs to (None: left out of this subset); unknown
@@ -492,6 +542,16 @@ def _complete_turns(pred: PredDialogue, loc: _Loc) -> None:
             turn.pred_state = apply_turn_state(previous, turn.pred_turn_state)
         _check_hypotheses(turn, loc, where)
         previous = turn.pred_state
+
+
+def _share_values(state: State) -> None:
+    """One string object per distinct gold value (``sys.intern``), in place: a cumulative
+    state repeats its values turn after turn and version after version, and the gold states
+    are read as plain JSON, which makes a new string for each. (Predicted states go through
+    pydantic, whose parser already shares them.)"""
+    for slot, value in state.items():
+        if type(value) is str:
+            state[slot] = sys.intern(value)
 
 
 def _canonical_turns(pred: PredDialogue, schema: Schema, renamed: Counter[str]) -> None:
@@ -587,18 +647,24 @@ def check_integration(predictions: PredictionSet, *,
     Such turns mean the turn output judged by the LLM is not what the metrics score, which is
     worth knowing before comparing the two.
     """
+    return [issue for pred in predictions.dialogues.values()
+            for issue in dialogue_integration(pred, none_values=none_values)]
+
+
+def dialogue_integration(pred: PredDialogue, *,
+                         none_values: Iterable[str] = (NONE,)) -> list[IntegrationIssue]:
+    """:func:`check_integration` of one predicted dialogue (for a reader in step)."""
     nones = tuple(none_values)
     issues = []
-    for pred in predictions.dialogues.values():
-        previous: State = {}
-        for turn in pred.turns:
-            given = turn.pred_state or {}
-            if turn.pred_turn_state is not None:
-                expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
-                if expected != given:
-                    issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
-                                                   expected, given))
-            previous = given
+    previous: State = {}
+    for turn in pred.turns:
+        given = turn.pred_state or {}
+        if turn.pred_turn_state is not None:
+            expected = apply_turn_state(previous, turn.pred_turn_state, none_values=nones)
+            if expected != given:
+                issues.append(IntegrationIssue(pred.dialogue_id, turn.turn_index,
+                                               expected, given))
+        previous = given
     return issues
 
 

@@ -30,10 +30,12 @@ from ._suite import (
     MetricsReport,
     SystemMetrics,
     compute_metrics,
+    stream_metrics,
 )
 from ._tables import (
     PaperTables,
     paper_tables,
+    stream_paper_tables,
     to_csv,
     to_latex,
 )
@@ -76,6 +78,8 @@ __all__ = [
     "rule_verdicts",
     "same_value",
     "score_profile",
+    "stream_metrics",
+    "stream_paper_tables",
     "to_csv",
     "to_latex",
     "turn_verdicts",

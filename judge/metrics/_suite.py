@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,10 +11,14 @@ from typing import Any
 
 from .._io import write_text
 from ..data import (
+    Dialogue,
     DialogueSet,
+    InStep,
+    NotInStep,
+    PredDialogue,
     PredictionSet,
     Schema,
-    check_integration,
+    dialogue_integration,
     judged_turn_states,
     out_of_schema_slots,
 )
@@ -48,6 +53,8 @@ class SystemMetrics:
     per_domain: dict[str, dict[str, Any]] | None = None
     per_slot: dict[str, dict[str, Any]] | None = None
     per_dialogue: dict[str, dict[str, Any]] | None = None
+    profiles: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """Scoring profiles' figures, in the order a paper table asks for them (not in JSON)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "path": self.path, "metrics": self.metrics,
@@ -139,12 +146,48 @@ def _per_slot(prepared: Sequence[Prepared], schema: Schema) -> dict[str, dict[st
 
 @dataclass
 class _Views:
-    """One system's dialogues prepared once for every family that reads them."""
+    """One system's dialogues prepared once for every family that reads them, a dialogue at
+    a time (:meth:`add`): what the families need, never the dialogues or predictions files
+    themselves, so a reader in step (:func:`stream_metrics`) holds no more than this."""
 
+    version: str
+    versions: Sequence[str]
+    options: MetricOptions
+    policy: MatchPolicy
+    rule_policy: MatchPolicy
+    ignore_none: bool
     prepared: list[Prepared] = field(default_factory=list)
     keep_none: list[Prepared] | None = None  # explicit "none" values kept (GCA option)
     hyps: list[HypDialogue] = field(default_factory=list)
     rule: list[dict[str, list[bool]]] = field(default_factory=list)  # per dialogue: version → hits
+
+    def __post_init__(self) -> None:
+        self.nones = frozenset(self.options.none_values)
+        if self.options.keep_explicit_none:
+            self.keep_none = []
+
+    def add(self, dialogue: Dialogue, pred: PredDialogue) -> None:
+        """Match-policy views of one dialogue's gold and predicted states, its DSTC
+        hypotheses and its RULE verdicts against every version."""
+        nones, policy = self.nones, self.policy
+        gold_states = [t.gold_states[self.version] for t in dialogue.turns]
+        pred_states = [t.pred_state or {} for t in pred.turns]
+        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
+        self.prepared.append(Prepared(dialogue.dialogue_id, gold, predicted))
+        if self.keep_none is not None:
+            g2, p2 = policy.prepare(gold_states, pred_states, none_values=nones, keep_none=True)
+            self.keep_none.append(Prepared(dialogue.dialogue_id, g2, p2))
+        self.hyps.append(HypDialogue(
+            dialogue.dialogue_id,
+            [g if not nones.intersection(g.values())  # the same state when nothing to drop
+             else {s: v for s, v in g.items() if v not in nones} for g in gold_states],
+            [t.pred_hyps for t in pred.turns], [t.pred_joint_hyps for t in pred.turns]))
+        outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
+        self.rule.append({
+            other: rule_verdicts([t.gold_states[other] for t in dialogue.turns], outputs,
+                                 self.rule_policy, ignore_none_pairs=self.ignore_none,
+                                 none_values=nones)
+            for other in self.versions})
 
 
 def _prepare_views(
@@ -156,27 +199,10 @@ def _prepare_views(
     rule: MatchPolicy,
     ignore_none: bool,
 ) -> _Views:
-    """Match-policy views of gold and predicted states, DSTC hypotheses and RULE verdicts."""
-    nones = frozenset(options.none_values)
-    views = _Views(keep_none=[] if options.keep_explicit_none else None)
+    """Every dialogue's views, from files loaded whole."""
+    views = _Views(version, dialogues.versions, options, policy, rule, ignore_none)
     for dialogue in dialogues.dialogues:
-        pred = predictions.for_dialogue(dialogue)
-        gold_states = [t.gold_states[version] for t in dialogue.turns]
-        pred_states = [t.pred_state or {} for t in pred.turns]
-        gold, predicted = policy.prepare(gold_states, pred_states, none_values=nones)
-        views.prepared.append(Prepared(dialogue.dialogue_id, gold, predicted))
-        if views.keep_none is not None:
-            g2, p2 = policy.prepare(gold_states, pred_states, none_values=nones, keep_none=True)
-            views.keep_none.append(Prepared(dialogue.dialogue_id, g2, p2))
-        views.hyps.append(HypDialogue(
-            dialogue.dialogue_id,
-            [{s: v for s, v in g.items() if v not in nones} for g in gold_states],
-            [t.pred_hyps for t in pred.turns], [t.pred_joint_hyps for t in pred.turns]))
-        outputs = judged_turn_states(pred_states, [t.pred_turn_state for t in pred.turns])
-        views.rule.append({
-            other: rule_verdicts([t.gold_states[other] for t in dialogue.turns], outputs, rule,
-                                 ignore_none_pairs=ignore_none, none_values=nones)
-            for other in dialogues.versions})
+        views.add(dialogue, predictions.for_dialogue(dialogue))
     return views
 
 
@@ -197,24 +223,41 @@ def _dstc_figures(hyps: Sequence[HypDialogue], policy: MatchPolicy,
     return _dstc.scored_hypothesis_metrics(hyps, policy, [*schema.slot_names, *extra_slots])
 
 
-def _input_counts(prepared: Sequence[Prepared], predictions: PredictionSet, schema: Schema,
-                  options: MetricOptions) -> dict[str, Any]:
+@dataclass
+class _InputTally:
+    """What looked wrong in one system's predictions, counted a dialogue at a time."""
+
+    schema: Schema
+    none_values: Sequence[str]
+    out_of_schema_turns: int = 0  # turns with a slot outside the schema (state or turn state)
+    issues: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, pred: PredDialogue) -> None:
+        slots = self.schema.slots
+        self.out_of_schema_turns += sum(
+            1 for t in pred.turns
+            if any(s not in slots for s in {*(t.pred_state or {}), *(t.pred_turn_state or {})}))
+        found = dialogue_integration(pred, none_values=self.none_values)
+        self.issues += len(found)
+        room = _ISSUES_SHOWN - len(self.examples)
+        self.examples.extend(i.describe() for i in found[:max(room, 0)])
+
+
+def _input_counts(prepared: Sequence[Prepared], tally: _InputTally,
+                  out_of_schema: Counter[str], renamed: Counter[str]) -> dict[str, Any]:
     """What the figures were computed on, and what in the predictions looked wrong."""
-    issues = check_integration(predictions, none_values=options.none_values)
     return {
         "dialogues": len(prepared),
         "turns": sum(len(d.gold) for d in prepared),
-        "out_of_schema_slots": dict(predictions.out_of_schema.most_common()),
+        "out_of_schema_slots": dict(out_of_schema.most_common()),
         "out_of_schema_suggestions": {
             slot.name: slot.suggestion
-            for slot in out_of_schema_slots(predictions.out_of_schema, schema)},
-        "renamed_slots": dict(predictions.renamed.most_common()),
-        "turns_with_out_of_schema_slots": sum(  # in the state or the turn state, as counted
-            1 for d in predictions.dialogues.values() for t in d.turns
-            if any(s not in schema.slots for s in {*(t.pred_state or {}),
-                                                   *(t.pred_turn_state or {})})),
-        "integration_mismatches": len(issues),
-        "integration_examples": [i.describe() for i in issues[:_ISSUES_SHOWN]],
+            for slot in out_of_schema_slots(out_of_schema, tally.schema)},
+        "renamed_slots": dict(renamed.most_common()),
+        "turns_with_out_of_schema_slots": tally.out_of_schema_turns,
+        "integration_mismatches": tally.issues,
+        "integration_examples": tally.examples,
     }
 
 
@@ -258,21 +301,47 @@ def _system(
     rule: MatchPolicy,
     ignore_none: bool,
 ) -> SystemMetrics:
-    """Every figure of one system: totals, then the breakdowns the options ask for."""
-    num_slots = options.num_slots or len(schema.slot_names)
-    versions = dialogues.versions
+    """Every figure of one system whose files were loaded whole."""
     views = _prepare_views(dialogues, predictions, version, options, policy, rule, ignore_none)
+    tally = _InputTally(schema, options.none_values)
+    for pred in predictions.dialogues.values():
+        tally.add(pred)
+    return _figures(views, tally, schema, predictions.name, predictions.path,
+                    predictions.out_of_schema, predictions.renamed)
+
+
+def _figures(views: _Views, tally: _InputTally, schema: Schema, name: str, path: str,
+             out_of_schema: Counter[str], renamed: Counter[str]) -> SystemMetrics:
+    """Every figure of one system from its views: totals, then the breakdowns the options
+    ask for."""
+    options = views.options
+    num_slots = options.num_slots or len(schema.slot_names)
+    versions = views.versions
     metrics = _core(views.prepared, options, num_slots, schema.domain_of, views.keep_none)
     metrics["rule_tsa"] = _rule_tsa(views.rule, versions)
-    metrics["dstc"] = _dstc_figures(views.hyps, policy, schema)
-    result = SystemMetrics(predictions.name, predictions.path, metrics,
-                           _input_counts(views.prepared, predictions, schema, options))
+    metrics["dstc"] = _dstc_figures(views.hyps, views.policy, schema)
+    result = SystemMetrics(name, path, metrics,
+                           _input_counts(views.prepared, tally, out_of_schema, renamed))
     if options.breakdowns:
         result.per_domain = _per_domain(views, schema, options)
         result.per_slot = _per_slot(views.prepared, schema)
     if options.per_dialogue:
         result.per_dialogue = _per_dialogue(views, schema, options, num_slots, versions)
     return result
+
+
+def _setup(schema: Schema, options: MetricOptions, version: str
+           ) -> tuple[MatchPolicy, MatchPolicy, bool, dict[str, Any]]:
+    """The matching policies and the options as the report records them."""
+    policy = parse_policy(options.match, time_slots=schema.time_slots,
+                          separator=schema.multi_value_separator)
+    recorded = options.model_dump(mode="json")
+    recorded["match"] = policy.name
+    recorded["num_slots"] = options.num_slots or len(schema.slot_names)
+    rule, ignore_none = rule_policy(options.rule_match or options.match, schema)
+    recorded["rule_match"] = rule.name
+    recorded["gold"] = version
+    return policy, rule, ignore_none, recorded
 
 
 def compute_metrics(
@@ -291,14 +360,7 @@ def compute_metrics(
     options = options or MetricOptions()
     systems = [predictions] if isinstance(predictions, PredictionSet) else list(predictions)
     version = dialogues.resolve_version(gold)
-    policy = parse_policy(options.match, time_slots=schema.time_slots,
-                          separator=schema.multi_value_separator)
-    recorded = options.model_dump(mode="json")
-    recorded["match"] = policy.name
-    recorded["num_slots"] = options.num_slots or len(schema.slot_names)
-    rule, ignore_none = rule_policy(options.rule_match or options.match, schema)
-    recorded["rule_match"] = rule.name
-    recorded["gold"] = version
+    policy, rule, ignore_none, recorded = _setup(schema, options, version)
     report = MetricsReport(
         options=recorded,
         data={"schema": schema.name, "dialogues": dialogues.path,
@@ -309,3 +371,51 @@ def compute_metrics(
         report.systems.append(_system(dialogues, system, schema, version, options, policy,
                                       rule, ignore_none))
     return report
+
+
+def stream_metrics(
+    dialogues_path: str | Path,
+    paths: Sequence[str | Path],
+    schema: Schema,
+    options: MetricOptions | None = None,
+    *,
+    gold: str | None = None,
+) -> tuple[MetricsReport, InStep]:
+    """:func:`compute_metrics` reading the dialogues and every predictions file in step, one
+    dialogue at a time (:class:`judge.data.InStep`, the leaderboard's reader): memory holds
+    each system's matched states, never the files' dialogues with their utterances, turn
+    states and other versions. The figures are the same, computed by the same families in
+    the same order. Raises :class:`judge.data.NotInStep` when the files cannot be read in
+    step (the caller then loads them whole, where every problem gets its full message).
+    Returns the reader too: its scans name the systems and count renamed slots."""
+    options = options or MetricOptions()
+    files = InStep(dialogues_path, paths, schema)
+    views: list[_Views] = []
+    tallies = [_InputTally(schema, options.none_values) for _ in files.scans]
+    version = ""
+    recorded: dict[str, Any] = {}
+    dialogues = 0
+    for dialogue, preds in files:
+        if not views:
+            probe = DialogueSet(str(dialogues_path), [], dialogue.versions, {})
+            version = probe.resolve_version(gold)
+            policy, rule, ignore_none, recorded = _setup(schema, options, version)
+            views = [_Views(version, probe.versions, options, policy, rule, ignore_none)
+                     for _ in files.scans]
+        dialogues += 1
+        for pred, view, tally in zip(preds, views, tallies, strict=True):
+            view.add(dialogue, pred)
+            tally.add(pred)
+    if not views:
+        raise NotInStep("no dialogues in the file")
+    report = MetricsReport(
+        options=recorded,
+        data={"schema": schema.name, "dialogues": str(dialogues_path),
+              "num_dialogues": dialogues, "num_turns": files.num_turns,
+              "versions": list(views[0].versions), "scale": "percent"},
+    )
+    for k, scan in enumerate(files.scans):
+        view, views[k] = views[k], None  # type: ignore[call-overload]
+        report.systems.append(_figures(view, tallies[k], schema, scan.name, scan.path,
+                                       scan.out_of_schema, scan.renamed))
+    return report, files

@@ -13,12 +13,13 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..data import DialogueSet, PredictionSet, Schema
+from ..data import DialogueSet, InStep, PredictionSet, Schema
 from ._options import MetricOptions
-from ._profiles import get_profile, score_profile
-from ._suite import compute_metrics
+from ._profiles import Profile, get_profile, score_profile
+from ._suite import MetricsReport, compute_metrics, stream_metrics
 
 _NAMES = {"jga": "JGA", "final_turn_jga": "final JGA", "slot_accuracy": "slot acc.",
           "aga": "AGA", "slot_precision": "slot P", "slot_recall": "slot R",
@@ -63,6 +64,7 @@ def paired_change(before: Sequence[float], after: Sequence[float], turns: Sequen
         return change, float("nan"), float("nan")
     residual = diffs - change * weights
     se = math.sqrt(clusters / (clusters - 1) * float((residual ** 2).sum())) / total
+
     half = float(student_t.ppf(0.5 + confidence / 2, clusters - 1)) * se
     return change, change - half, change + half
 
@@ -99,33 +101,69 @@ def paper_tables(dialogues: DialogueSet, systems: Sequence[PredictionSet], schem
     options = options or MetricOptions()
     wanted = [dialogues.resolve_version(v) for v in versions] if versions else list(
         dialogues.versions)
+    chosen = [get_profile(p) for p in profiles]
+    reports = []
+    for version in wanted:
+        report = compute_metrics(dialogues, list(systems), schema, options, gold=version)
+        for system, result in zip(systems, report.systems, strict=True):
+            result.name = system.name  # the caller's column names
+            result.profiles = [score_profile(dialogues, system, schema, profile,
+                                             gold=version)["figures"] for profile in chosen]
+        reports.append((version, report))
+    return _tables(reports, schema, chosen,
+                   _change_rows(dialogues, systems, schema, options, corrected))
+
+
+def stream_paper_tables(dialogues_path: str | Path, paths: Sequence[str | Path],
+                        schema: Schema, *, versions: Sequence[str] | None = None,
+                        options: MetricOptions | None = None
+                        ) -> tuple[PaperTables, InStep]:
+    """:func:`paper_tables` without profiles or corrections, reading the files in step once
+    per version (:func:`stream_metrics`): the same rows in bounded memory. Raises
+    :class:`judge.data.NotInStep` when the files cannot be read in step. Systems sharing a
+    name are named by their paths. Returns the first pass's reader too (its scans' notes)."""
+    options = options or MetricOptions()
+    first, files = stream_metrics(dialogues_path, paths, schema, options,
+                                  gold=versions[0] if versions else None)
+    probe = DialogueSet(str(dialogues_path), [], tuple(first.data["versions"]), {})
+    wanted = ([probe.resolve_version(v) for v in versions] if versions
+              else list(probe.versions))
+    reports = [(wanted[0], first)]
+    for version in wanted[1:]:
+        reports.append((version, stream_metrics(dialogues_path, paths, schema, options,
+                                                gold=version)[0]))
+    names = [scan.name for scan in files.scans]
+    for _, report in reports:
+        for system, scan in zip(report.systems, files.scans, strict=True):
+            system.name = scan.path if names.count(scan.name) > 1 else scan.name
+    return _tables(reports, schema, [], []), files
+
+
+def _tables(reports: Sequence[tuple[str, MetricsReport]], schema: Schema,
+            chosen: Sequence[Profile], change_rows: list[list[Any]]) -> PaperTables:
+    """The rows of every version's report (systems by their ``name``)."""
     domains = list(schema.domain_names)
     columns = ["system", "gold", "JGA", "final JGA", "slot acc.", "slot F1",
                *[f"JGA {d}" for d in domains]]
-    chosen = [get_profile(p) for p in profiles]
     for profile in chosen:
         columns += [f"{profile.name} {_NAMES[h]}" for h in profile.headline]
     rows: list[list[Any]] = []
     slot_rows: list[list[Any]] = []
-    for version in wanted:
-        report = compute_metrics(dialogues, list(systems), schema, options, gold=version)
-        for system, result in zip(systems, report.systems, strict=True):
+    for version, report in reports:
+        for result in report.systems:
             m = result.metrics
             per_domain = result.per_domain or {}
-            row = [system.name, version, m["jga"], m["final_turn_jga"], m["sa"], m["slot_f1"],
+            row = [result.name, version, m["jga"], m["final_turn_jga"], m["sa"], m["slot_f1"],
                    *[per_domain.get(d, {}).get("jga") for d in domains]]
-            for profile in chosen:
-                figures = score_profile(dialogues, system, schema, profile,
-                                        gold=version)["figures"]
+            for profile, figures in zip(chosen, result.profiles, strict=True):
                 row += [figures[h] for h in profile.headline]
             rows.append(row)
             for slot, stats in (result.per_slot or {}).items():
-                slot_rows.append([system.name, version, slot, stats["accuracy"],
+                slot_rows.append([result.name, version, slot, stats["accuracy"],
                                   stats["precision"], stats["recall"], stats["f1"],
                                   stats["gold_turns"], stats["pred_turns"]])
-    notes = [f"exact-match columns: match={report.options['match']}"]
+    notes = [f"exact-match columns: match={reports[-1][1].options['match']}"]
     notes += [f"{p.name}: {p.title} ({p.reference})" for p in chosen]
-    change_rows = _change_rows(dialogues, systems, schema, options, corrected)
     if change_rows:
         notes.append("Δ: corrected minus original, with a 95 % interval clustered by dialogue")
     return PaperTables(columns, rows,
