@@ -54,6 +54,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DataMismatchError, OptionError
+from ._intervals import exact_bound, jackknife_shift, satterthwaite_df
 from ._labels import Resolution, TurnKey, row_key
 from ._sampling import Sample, Strata, UnitKey, sample_strata
 
@@ -75,8 +76,11 @@ DIFFERENCE_CORNERS: tuple[tuple[float, float, float], ...] = tuple(
 """Two runs: every cell of the (label A, label B, judge A, judge B) table equally, seen
 through the differences ``y_A − y_B`` and ``f_A − f_B``."""
 
-PSEUDO_UNITS = 2.0
-"""Total weight of the corner pseudo-units for one run: Agresti–Min's 0.5 per cell."""
+PSEUDO_UNITS = 4.0
+"""Total weight of the corner pseudo-units for one run: one per cell of the label × judge
+table, so that with λ = 0 they are two successes and two failures, Agresti and Coull's "plus
+four" (z² ≈ 4 at 95 %), which keeps a binomial interval's coverage near its level from 2 % to
+98 % where the plain interval fails near the ends."""
 
 DIFFERENCE_PSEUDO_UNITS = 8.0
 """Total weight for a difference of two runs: Agresti–Min's 0.5 for each of the 16 cells of the
@@ -157,19 +161,36 @@ class DesignEstimate:
     when units have equal sizes (turns); with dialogues of unequal sizes it is each stratum's
     Satterthwaite df (:func:`_satterthwaite`, at most ``m_h − 1``) summed, one per sample of
     the batch. The interval takes Student's t quantile at ``df``, which matters with few units
-    (at 10 dialogues t is 2.26 where the normal quantile is 1.96)."""
+    (at 10 dialogues t is 2.26 where the normal quantile is 1.96).
+
+    ``centre``: where the interval is centred (the estimate re-centred on the sample plus its
+    pseudo-units; ``value`` when there are none). ``clean``: +1 for a sample whose labelled
+    units show no error, −1 for one without a success, 0 otherwise; ``units`` the labelled
+    units. A clean sample's interval reaches its Clopper–Pearson bound
+    (:func:`~judge.analysis._intervals.exact_bound`)."""
 
     value: np.ndarray
     se: np.ndarray
     lam: np.ndarray
     df: float | np.ndarray = float("inf")
+    centre: np.ndarray | None = None
+    clean: np.ndarray | None = None
+    units: int = 0
 
     def quantile(self, confidence: float) -> np.ndarray:
         return t_value(confidence, self.df)
 
     def interval(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
         q = self.quantile(confidence)
-        return self.value - q * self.se, self.value + q * self.se
+        centre = self.value if self.centre is None else self.centre
+        low, high = centre - q * self.se, centre + q * self.se
+        if self.clean is not None:
+            bound = exact_bound(self.units, confidence)
+            low = np.where(self.clean > 0, np.minimum(low, bound), low)
+            high = np.where(self.clean > 0, np.maximum(high, 1.0), high)
+            high = np.where(self.clean < 0, np.maximum(high, 1.0 - bound), high)
+            low = np.where(self.clean < 0, np.minimum(low, 0.0), low)
+        return np.minimum(low, self.value), np.maximum(high, self.value)
 
 
 def _sums(y: np.ndarray, f: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -191,7 +212,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
                     tuning: Tuning = "loo",
                     corners: Sequence[tuple[float, float, float]] | None = None,
                     pseudo_units: float = PSEUDO_UNITS,
-                    only_degenerate: bool = False) -> DesignEstimate:
+                    only_degenerate: bool = False, recentre: bool = True) -> DesignEstimate:
     """The stratified difference estimate of ``Σ y / Σ t`` over the population.
 
     ``y``, ``f``, ``t`` have shape ``(..., n)``: the human total, judge total and size of each
@@ -200,25 +221,31 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     fixed λ (0 = labels only). A stratum with one labelled unit of several has no variance
     estimate: its standard error is NaN. A stratum without labels is an error.
 
-    ``corners``: pseudo-units ``(y, f, share)`` that the variance estimate adds with total
-    weight ``pseudo_units`` (spread over strata by their labelled share), as Agresti and Min
-    (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS` for one run,
-    :data:`DIFFERENCE_CORNERS` for the difference of two. ``y`` and ``f`` of a corner are
-    shares of a unit's turns: with dialogues as units a pseudo-unit is a dialogue of the
-    stratum's mean size whose turns are all in that cell. A small sample in which judge and
-    people never disagree (or, with dialogues, agree on every dialogue's total) otherwise gets
-    a residual variance of 0 and an interval of width 0; the point estimate is unchanged.
-    ``only_degenerate``: use the corners only for samples (of the batch) whose variance
-    estimate without them is 0.
+    ``corners``: pseudo-units ``(y, f, share)`` with total weight ``pseudo_units`` (spread over
+    strata by their labelled share): :data:`CORNERS` for one run, :data:`DIFFERENCE_CORNERS`
+    for the difference of two. ``y`` and ``f`` of a corner are shares of a unit's turns: with
+    dialogues as units a pseudo-unit is a dialogue of the stratum's mean size whose turns fall
+    in the cells independently. With ``recentre`` (one run) they enter the interval's centre
+    and its variance as Agresti and Coull (1998) add two successes and two failures to a
+    binomial sample ("plus four"): the interval is centred on the sample plus its pseudo-units,
+    which moves it away from 0 and 100 % where the sample share's own variance is smallest
+    exactly when it is most wrong; the point estimate ``value`` is not moved. Without
+    ``recentre`` they enter the variance only. ``only_degenerate``: use them only for samples
+    (of the batch) whose variance estimate without them is 0 (differences of two runs).
+
+    With units of unequal sizes (dialogues) the ratio's small-sample bias is removed by the
+    jackknife (:func:`~judge.analysis._intervals.jackknife_shift`), from the value and the
+    centre alike.
     """
     y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     if only_degenerate and corners is not None:
         bare = design_estimate(y, f, t, groups, strata, tuning=tuning)
         guarded = design_estimate(y, f, t, groups, strata, tuning=tuning, corners=corners,
-                                  pseudo_units=pseudo_units)
+                                  pseudo_units=pseudo_units, recentre=False)
         zero = bare.se <= _DEGENERATE_SE
         return DesignEstimate(bare.value, np.where(zero, guarded.se, bare.se), bare.lam,
                               bare.df)
+    recentre = recentre and corners is not None
     t = np.ones_like(y) if t is None else np.broadcast_to(np.asarray(t, dtype=float), y.shape)
     total = sum(s.turns for s in strata)
     parts = []
@@ -235,6 +262,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     lam = _tuning(parts, tuning)
     labelled = sum(p[3] for p in parts)
     value = np.zeros(y.shape[:-1])
+    centre = np.zeros(y.shape[:-1])
     variance = np.zeros(y.shape[:-1])
     freedom: list[np.ndarray] = []
     for index, (yh, fh, th, m, stratum, share, weight) in enumerate(parts):
@@ -242,7 +270,20 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         rho = stratum.judge / stratum.turns
         terms = yh - lam_h * (fh - rho * th)
         theta = terms.sum(-1) / th.sum(-1)
-        residual = terms - theta[..., None] * th
+        bias = jackknife_shift(terms, th, max(0.0, 1.0 - m / stratum.units))
+        active = corners is not None and m >= 2
+        pseudo: float | np.ndarray = pseudo_units * m / labelled if active else 0.0
+        if recentre and active:
+            # pseudo-*turns*, times the design effect of the labels (dialogues only)
+            pseudo = pseudo * _design_effect(yh, th, pseudo, mean_size) / mean_size
+        middle = theta
+        if recentre and active:
+            lam_bar = lam_h.mean(-1)
+            added = sum(c_share * (c_y - lam_bar * (c_f - rho)) for c_y, c_f, c_share in corners)
+            middle = ((terms.sum(-1) + pseudo * mean_size * added)
+                      / (th.sum(-1) + pseudo * mean_size))
+            weight = weight * m / (m + pseudo)  # Agresti–Coull's n + 4 in the variance
+        residual = terms - middle[..., None] * th
         # each squared residual over its shrinkage: a unit of size t has leverage t/Σt in the
         # ratio fit, so (m − 1)/m / (1 − t/Σt) is 1 for equal sizes (the usual ddof-1
         # variance) and larger for big units, whose residuals the fit pulls in most
@@ -250,20 +291,44 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         shrink = (m - 1.0) / m / np.maximum(1.0 - leverage, 1e-12) if m >= 2 else 1.0
         squares, dof = (residual ** 2 * shrink).sum(-1), m - 1.0
         freedom.append(_satterthwaite(th, shrink) if m >= 2 else np.zeros(theta.shape))
-        if corners is not None and m >= 2:
-            pseudo = pseudo_units * m / labelled
-            for corner_y, corner_f, corner_share in corners:
-                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
+        if active:
+            for corner_y, corner_f, corner_share in corners or ():
+                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - middle
                 squares = squares + pseudo * corner_share * mean_size * corner ** 2
             dof += pseudo
         spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
-        value = value + share * theta
-        variance = variance + (0.0 if weight == 0 else weight * spread)
+        value = value + share * (theta - bias)
+        centre = centre + share * (middle - bias)
+        variance = variance + (0.0 if np.all(weight == 0) else weight * spread)
     every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
                             for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
     df = np.maximum(1.0, sum(freedom, np.zeros(y.shape[:-1])))
+    clean = None
+    if recentre:
+        correct = np.all(np.abs(y - t) <= 1e-9, axis=-1)
+        wrong = np.all(np.abs(y) <= 1e-9, axis=-1)
+        clean = np.where(correct, 1, np.where(wrong, -1, 0))
     return DesignEstimate(value, np.sqrt(variance), every.mean(-1),
-                          float(df) if df.ndim == 0 else df)
+                          float(df) if df.ndim == 0 else df, centre=centre, clean=clean,
+                          units=labelled)
+
+
+def _design_effect(y: np.ndarray, t: np.ndarray, pseudo: float, mean_size: float
+                   ) -> np.ndarray:
+    """Kish's design effect of the labels' ratio ``Σy/Σt`` over dialogues: the variance of the
+    dialogue totals about the ratio, per turn, over a turn's binomial variance, both at the
+    share re-centred on ``pseudo`` pseudo-turns (so a sample without an error still has a
+    variance to divide by), clipped to ``[1, mean_size]``: at least the turns' own plus-four,
+    at most four whole pseudo-dialogues (turns of a dialogue moving as one, as JGA's running
+    product makes them). Turns as units (``mean_size`` 1) give 1. The pseudo-units of a
+    clustered sample are ``pseudo·deff`` turns: Agresti–Coull on the effective sample size,
+    as Korn and Graubard (1998) apply Clopper–Pearson to it."""
+    if mean_size <= 1.0 or t.shape[-1] < 2:
+        return np.ones(t.shape[:-1])
+    share = (y.sum(-1) + 0.5 * pseudo) / (t.sum(-1) + pseudo)
+    spread = ((y - share[..., None] * t) ** 2).sum(-1) / (t.shape[-1] - 1.0)
+    binomial = np.maximum(share * (1.0 - share), 1e-12) * mean_size
+    return np.asarray(np.clip(spread / binomial, 1.0, mean_size))
 
 
 SIZE_POWER = 2.0
@@ -291,17 +356,8 @@ def _satterthwaite(t: np.ndarray, shrink: np.ndarray | float) -> np.ndarray:
     flat = np.ptp(t, axis=-1) <= 1e-12 if m else np.ones(t.shape[:-1], dtype=bool)
     if np.all(flat):
         return np.full(t.shape[:-1], m - 1.0)
-    a = np.broadcast_to(np.asarray(shrink, dtype=float), t.shape)
-    v = t ** SIZE_POWER
-    total = t.sum(-1, keepdims=True)[..., None]
-    tv = t[..., :, None] * v[..., None, :]
-    g = (np.eye(m) * v[..., None, :] - (tv + np.swapaxes(tv, -1, -2)) / total
-         + v.sum(-1)[..., None, None] * t[..., :, None] * t[..., None, :] / total ** 2)
-    scaled = g * np.sqrt(a)[..., :, None] * np.sqrt(a)[..., None, :]
-    trace = np.einsum("...ii->...", scaled)
-    square = np.einsum("...ij,...ij->...", scaled, scaled)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(square > 0, trace ** 2 / square, m - 1.0)
+    df = satterthwaite_df(t, shrink, SIZE_POWER)
+    df = np.where(np.isnan(df), m - 1.0, df)
     return np.where(flat, m - 1.0, np.minimum(df, m - 1.0))
 
 
