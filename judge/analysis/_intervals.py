@@ -67,3 +67,31 @@ def jackknife_shift(terms: np.ndarray, t: np.ndarray, fpc: float) -> np.ndarray:
         without = (big_s - terms) / (big_t - t)
     without = np.where(np.isfinite(without), without, theta[..., None])
     return fpc * (m - 1.0) * (without.mean(-1) - theta)
+
+
+def korn_graubard(value: np.ndarray, se: np.ndarray, df: np.ndarray | float, trials: float,
+                  confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Korn and Graubard's (1998) Clopper–Pearson interval for a clustered share: the
+    binomial exact interval at the effective sample size ``θ̂(1 − θ̂)/se²`` (at most
+    ``trials``, the labelled turns), shrunk by ``(z/t_df)²`` for the degrees of freedom of the
+    variance estimate. A sample of dialogues in which a few carry all the errors (JGA near
+    100 %: one early error loses a whole dialogue) is then read as the handful of events it
+    is, not as a mean with a symmetric error: with one such dialogue the upper bound on the
+    loss is about 5.6 times the loss seen, as for one event in a binomial sample."""
+    from scipy.stats import beta, norm
+    from scipy.stats import t as student
+
+    level = 0.5 + float(confidence) / 2.0
+    value = np.clip(np.asarray(value, dtype=float), 0.0, 1.0)
+    se = np.asarray(se, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(se > 0, value * (1.0 - value) / np.where(se > 0, se, 1.0) ** 2, trials)
+    n = np.where(np.isfinite(n), n, trials)
+    df = np.maximum(np.asarray(df, dtype=float), 1.0)
+    shrink = (norm.ppf(level) / student.ppf(level, df)) ** 2
+    n = np.clip(n * np.where(np.isfinite(df), shrink, 1.0), 1.0, float(trials))
+    x = n * value
+    with np.errstate(invalid="ignore"):
+        low = np.where(x > 0, beta.ppf(1.0 - level, np.maximum(x, 1e-12), n - x + 1.0), 0.0)
+        high = np.where(x < n, beta.ppf(level, x + 1.0, np.maximum(n - x, 1e-12)), 1.0)
+    return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)

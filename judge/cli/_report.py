@@ -258,8 +258,11 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
                   f"{block['correction']} at q = {block['q']:g}; {level} intervals over "
                   "dialogues)", ALT_TEST_HEADER, format_alt_test(block), console)
     if block["enough_overlap"]:
-        say(console, f"winning rate ω = {block['winning_rate']:.2f}, average advantage "
-                     f"probability ρ = {block['average_advantage']:.2f}: {block['verdict']}")
+        say(console, f"winning rate ω = {block['winning_rate']:.2f}; average ρ judge = "
+                     f"{block['average_advantage']:.2f} (the share of turns the judge aligns "
+                     "with the others at least as well as the reviewer; ties, "
+                     f"{100 * block['tie_share']:.0f} % of turns, count as wins): "
+                     f"{block['verdict']}")
     else:
         console.print(text(block["verdict"], style="yellow"))
 
