@@ -28,6 +28,7 @@ functions, so the same file measures before and after a change.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -291,7 +292,7 @@ def uninformative(runs: int, seed: int, turns: int = 100) -> list[dict[str, Any]
             passes = verdicts = 0
             for _ in range(runs):
                 truth = (rng.random(turns) < 0.95).astype(int)
-                keys = [("d%d" % (i // 7), i) for i in range(turns)]
+                keys = [(f"d{i // 7}", i) for i in range(turns)]
                 reviewers = {f"r{j}": {k: int(v ^ (rng.random() < 0.1))
                                        for k, v in zip(keys, truth, strict=True)}
                              for j in range(reviewers_count)}
@@ -490,7 +491,7 @@ def main() -> int:
     report(figures)
     missed = misses(results)
     names = list(clock)
-    seconds = {b: round(clock[b] - clock[a], 1) for a, b in zip(names, names[1:], strict=False)}
+    seconds = {b: round(clock[b] - clock[a], 1) for a, b in itertools.pairwise(names)}
     print(f"\nseconds (one core): {seconds}")
     print("targets: all met" if not missed else f"targets missed ({len(missed)}):")
     for miss in missed:

@@ -54,7 +54,13 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DataMismatchError, OptionError
-from ._intervals import exact_bound, jackknife_shift, korn_graubard, satterthwaite_df
+from ._intervals import (
+    INTERVAL_METHOD,
+    exact_bound,
+    jackknife_shift,
+    korn_graubard,
+    satterthwaite_df,
+)
 from ._labels import Resolution, TurnKey, row_key
 from ._sampling import Sample, Strata, UnitKey, sample_strata
 
@@ -277,14 +283,16 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         theta = terms.sum(-1) / th.sum(-1)
         bias = jackknife_shift(terms, th, max(0.0, 1.0 - m / stratum.units))
         active = corners is not None and m >= 2
-        pseudo: float | np.ndarray = pseudo_units * m / labelled if active else 0.0
+        base = pseudo_units * m / labelled if active else 0.0
+        pseudo: float | np.ndarray = base
         if recentre and active:
             # pseudo-*turns*, times the design effect of the labels (dialogues only)
-            pseudo = pseudo * _design_effect(yh, th, pseudo, mean_size) / mean_size
+            pseudo = base * _design_effect(yh, th, base, mean_size) / mean_size
         middle = theta
         if recentre and active:
             lam_bar = lam_h.mean(-1)
-            added = sum(c_share * (c_y - lam_bar * (c_f - rho)) for c_y, c_f, c_share in corners)
+            added = sum(c_share * (c_y - lam_bar * (c_f - rho))
+                        for c_y, c_f, c_share in corners or ())
             middle = ((terms.sum(-1) + pseudo * mean_size * added)
                       / (th.sum(-1) + pseudo * mean_size))
             weight = weight * m / (m + pseudo)  # Agresti–Coull's n + 4 in the variance
@@ -504,11 +512,19 @@ def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, lo
     value, se = float(estimate.value), float(estimate.se)
     ci = None
     if np.isfinite(se):
-        q = float(estimate.quantile(confidence))
-        ci = [max(low, scale * (value - q * se)), min(scale, scale * (value + q * se))]
+        bottom, top = estimate.interval(confidence)
+        ci = [max(low, scale * float(bottom)), min(scale, scale * float(top))]
+    method = (INTERVAL_METHOD + (KORN_GRAUBARD if estimate.turns > estimate.units else "")
+              if estimate.centre is not None else PLAIN_METHOD)
     return {"value": scale * value, "ci": ci, "n_labelled": n_labelled,
             "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None,
-            "df": float(estimate.df), **extra}
+            "df": float(estimate.df), "method": method, **extra}
+
+
+PLAIN_METHOD = ("Student-t interval around the estimate (design variance; pseudo-units only "
+                "where the sample's own variance estimate is 0)")
+KORN_GRAUBARD = ("; for dialogue shares at least Korn and Graubard's Clopper–Pearson interval "
+                 "at the effective sample size")
 
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
@@ -737,10 +753,14 @@ def small_sample_warning(unit: str, labelled: int) -> str | None:
 ASSUMPTIONS = (
     "labels and ppi: the sample file's design was followed (units drawn at random within each "
     "stratum, before anyone saw a label), and sampled units left unlabelled are missing at "
-    "random within their stratum; intervals take Student's t quantile with the labelled "
-    "units less the strata as degrees of freedom. judge: none about the "
-    "sample, but it is the judge's figure, not a person's.")
-
+    "random within their stratum. Intervals (one run): Student's t, centred on the sample plus "
+    "four pseudo-units (one per cell of the label × judge table: Agresti–Coull's 'plus four'), "
+    "with degrees of freedom the labelled units less the strata for turns, and Satterthwaite's "
+    "for the dialogue sizes drawn for whole dialogues; a sample with no error (or no success) "
+    "reaches its Clopper–Pearson bound, and a dialogue share at least Korn and Graubard's "
+    "Clopper–Pearson interval at its effective sample size. Whole-dialogue ratios are "
+    "jackknifed for their small-sample bias. Differences of two runs: Student's t around the "
+    "estimate. judge: none about the sample, but it is the judge's figure, not a person's.")
 
 
 PLAN_SHARE = 0.8
@@ -755,9 +775,11 @@ standard errors of a share estimated from :data:`PLAN_SAMPLES` samples, so that 
 holds in fresh samples too, not only in the ones the planner drew."""
 
 MIN_TURNS = 50
-"""The smallest simple random sample of turns for which the bench (``bench/ppi_coverage.py``)
-shows the 95 % intervals to hold (coverage ≥ 93 % on the shared data at every judge quality).
-The planner never suggests fewer; estimates from fewer labelled turns carry a warning."""
+"""The smallest simple random sample of turns at which the bench measured the 95 % intervals
+to cover at least 93 % (``bench/ppi_coverage.py`` on the shared data at every judge quality,
+``bench/ppi_edges.py`` at true TSA from 2 % to 98 %). A floor, not a guarantee: below it the
+report warns, and the planner never suggests fewer; above it coverage is what the bench
+measured on those populations, not a promise for every run."""
 
 MIN_DIALOGUES = 25
 """The same for whole-dialogue samples: the fewest dialogues at which the bench measured

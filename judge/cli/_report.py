@@ -281,6 +281,15 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
     what = f"difference {estimation['difference']}, " if estimation.get("difference") else ""
     _simple_table(f"Estimates ({what}{design['design']} design by {design['unit']}, "
                   f"{level} t intervals)", ESTIMATE_HEADER, rows, console)
+    names = {"tsa": "TSA", "jga": "JGA", "success": "success"}
+    methods = dict.fromkeys(figure["method"] for figures in block["estimates"].values()
+                            for figure in figures.values() if figure.get("method"))
+    freedom = ", ".join(f"{names.get(metric, metric)} {figures['labels']['df']:.1f}"
+                        for metric, figures in block["estimates"].items()
+                        if figures["labels"].get("df") is not None)
+    for method in methods:
+        console.print(text(f"Intervals: {method}" + (f"; degrees of freedom {freedom}"
+                                                      if freedom else "")))
     for warning in dict.fromkeys(figure["warning"] for figures in block["estimates"].values()
                                  for figure in figures.values() if figure.get("warning")):
         console.print(text(f"Warning: {warning}", style="yellow"))
