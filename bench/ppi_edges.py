@@ -463,6 +463,9 @@ def main() -> int:
                         help="the shared MultiWOZ folder (for the pilot plans)")
     parser.add_argument("--cases", default="boundary,heavy,alt,plans",
                         help="which cases to run (comma-separated)")
+    parser.add_argument("--name", default="ppi_edges",
+                        help="results file name (bench/results/NAME.json), so that cases run "
+                        "apart on a busy machine each keep their figures")
     parser.add_argument("--no-write", action="store_true",
                         help="print only (for a measurement of another release)")
     args = parser.parse_args()
@@ -505,7 +508,7 @@ def main() -> int:
                              "pilot plans kept for >= 80 % of pilots; an uninformative judge "
                              "may stand in in <= 5 % of runs; the per-reviewer test rejects "
                              "<= 7 % at the ε boundary.")})
-    write_results("ppi_edges", figures, samples=args.samples, pilots=args.pilots,
+    write_results(args.name, figures, samples=args.samples, pilots=args.pilots,
                   seed=args.seed, level=LEVEL, misses=missed, seconds=seconds)
     return 0
 
