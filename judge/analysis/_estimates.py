@@ -30,14 +30,16 @@ Small samples: ``λ`` estimated from the same labels it then weighs makes the es
 biased and its variance slightly optimistic. The default ``tuning="loo"`` gives each labelled
 unit a ``λ`` estimated *without* it (leave-one-out, closed form from sums), so each unit's term
 is unbiased given its ``λ``; ``"plain"`` uses one ``λ`` for all (the textbook PPI++), and a
-number fixes ``λ``. With turns as units a second device guards the variance: a small sample
-in which judge and people happen never to disagree would estimate a residual variance of 0;
-pseudo-units at the corners of the label × judge range (Agresti–Min's 0.5 per cell of a
-paired 2×2 table, two units in all) keep the interval honest there, for labels and PPI alike.
-For one run they always enter the variance. For a difference of two runs (0 on most units,
-so a residual variance far below a corner's) they enter only where the sample's own variance
-estimate is 0, with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
-fitted to data. ``bench/ppi_coverage.py`` measures the coverage of each.
+number fixes ``λ``. For one run the interval is re-centred: four pseudo-units, one in each
+cell of the label × judge table (Agresti–Coull's "plus four" when λ = 0), enter its centre and
+its variance, so that it holds near 0 and 100 % where the sample share's own variance is
+smallest exactly when the share is most wrong; a sample without an error (or a success)
+reaches its Clopper–Pearson bound, and with dialogues as units the pseudo-units scale with the
+design effect and the interval is at least Korn and Graubard's exact one
+(:mod:`._intervals`). For a difference of two runs (0 on most units, so a residual variance
+far below a corner's) pseudo-units enter only where the sample's own variance estimate is 0,
+with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
+fitted to data. ``bench/ppi_coverage.py`` and ``bench/ppi_edges.py`` measure the coverage.
 
 Every function works on arrays with leading batch axes (``(..., n)``), so the coverage bench
 computes thousands of samples in one call of the same code the reports use.
