@@ -30,14 +30,16 @@ Small samples: ``λ`` estimated from the same labels it then weighs makes the es
 biased and its variance slightly optimistic. The default ``tuning="loo"`` gives each labelled
 unit a ``λ`` estimated *without* it (leave-one-out, closed form from sums), so each unit's term
 is unbiased given its ``λ``; ``"plain"`` uses one ``λ`` for all (the textbook PPI++), and a
-number fixes ``λ``. With turns as units a second device guards the variance: a small sample
-in which judge and people happen never to disagree would estimate a residual variance of 0;
-pseudo-units at the corners of the label × judge range (Agresti–Min's 0.5 per cell of a
-paired 2×2 table, two units in all) keep the interval honest there, for labels and PPI alike.
-For one run they always enter the variance. For a difference of two runs (0 on most units,
-so a residual variance far below a corner's) they enter only where the sample's own variance
-estimate is 0, with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
-fitted to data. ``bench/ppi_coverage.py`` measures the coverage of each.
+number fixes ``λ``. For one run the interval is re-centred: four pseudo-units, one in each
+cell of the label × judge table (Agresti–Coull's "plus four" when λ = 0), enter its centre and
+its variance, so that it holds near 0 and 100 % where the sample share's own variance is
+smallest exactly when the share is most wrong; a sample without an error (or a success)
+reaches its Clopper–Pearson bound, and with dialogues as units the pseudo-units scale with the
+design effect and the interval is at least Korn and Graubard's exact one
+(:mod:`._intervals`). For a difference of two runs (0 on most units, so a residual variance
+far below a corner's) pseudo-units enter only where the sample's own variance estimate is 0,
+with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
+fitted to data. ``bench/ppi_coverage.py`` and ``bench/ppi_edges.py`` measure the coverage.
 
 Every function works on arrays with leading batch axes (``(..., n)``), so the coverage bench
 computes thousands of samples in one call of the same code the reports use.
@@ -54,6 +56,13 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DataMismatchError, OptionError
+from ._intervals import (
+    INTERVAL_METHOD,
+    exact_bound,
+    jackknife_shift,
+    korn_graubard,
+    satterthwaite_df,
+)
 from ._labels import Resolution, TurnKey, row_key
 from ._sampling import Sample, Strata, UnitKey, sample_strata
 
@@ -75,8 +84,11 @@ DIFFERENCE_CORNERS: tuple[tuple[float, float, float], ...] = tuple(
 """Two runs: every cell of the (label A, label B, judge A, judge B) table equally, seen
 through the differences ``y_A − y_B`` and ``f_A − f_B``."""
 
-PSEUDO_UNITS = 2.0
-"""Total weight of the corner pseudo-units for one run: Agresti–Min's 0.5 per cell."""
+PSEUDO_UNITS = 4.0
+"""Total weight of the corner pseudo-units for one run: one per cell of the label × judge
+table, so that with λ = 0 they are two successes and two failures, Agresti and Coull's "plus
+four" (z² ≈ 4 at 95 %), which keeps a binomial interval's coverage near its level from 2 % to
+98 % where the plain interval fails near the ends."""
 
 DIFFERENCE_PSEUDO_UNITS = 8.0
 """Total weight for a difference of two runs: Agresti–Min's 0.5 for each of the 16 cells of the
@@ -157,19 +169,41 @@ class DesignEstimate:
     when units have equal sizes (turns); with dialogues of unequal sizes it is each stratum's
     Satterthwaite df (:func:`_satterthwaite`, at most ``m_h − 1``) summed, one per sample of
     the batch. The interval takes Student's t quantile at ``df``, which matters with few units
-    (at 10 dialogues t is 2.26 where the normal quantile is 1.96)."""
+    (at 10 dialogues t is 2.26 where the normal quantile is 1.96).
+
+    ``centre``: where the interval is centred (the estimate re-centred on the sample plus its
+    pseudo-units; ``value`` when there are none). ``clean``: +1 for a sample whose labelled
+    units show no error, −1 for one without a success, 0 otherwise; ``units`` the labelled
+    units. A clean sample's interval reaches its Clopper–Pearson bound
+    (:func:`~judge.analysis._intervals.exact_bound`)."""
 
     value: np.ndarray
     se: np.ndarray
     lam: np.ndarray
     df: float | np.ndarray = float("inf")
+    centre: np.ndarray | None = None
+    clean: np.ndarray | None = None
+    units: int = 0
+    turns: float = 0.0
 
     def quantile(self, confidence: float) -> np.ndarray:
         return t_value(confidence, self.df)
 
     def interval(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
         q = self.quantile(confidence)
-        return self.value - q * self.se, self.value + q * self.se
+        centre = self.value if self.centre is None else self.centre
+        low, high = centre - q * self.se, centre + q * self.se
+        if self.clean is not None:
+            bound = exact_bound(self.units, confidence)
+            low = np.where(self.clean > 0, np.minimum(low, bound), low)
+            high = np.where(self.clean > 0, np.maximum(high, 1.0), high)
+            high = np.where(self.clean < 0, np.maximum(high, 1.0 - bound), high)
+            low = np.where(self.clean < 0, np.minimum(low, 0.0), low)
+        if self.turns > self.units:  # dialogues of several turns: clustered shares
+            exact_low, exact_high = korn_graubard(self.value, self.se, self.df, self.turns,
+                                                  confidence)
+            low, high = np.minimum(low, exact_low), np.maximum(high, exact_high)
+        return np.minimum(low, self.value), np.maximum(high, self.value)
 
 
 def _sums(y: np.ndarray, f: np.ndarray, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -191,7 +225,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
                     tuning: Tuning = "loo",
                     corners: Sequence[tuple[float, float, float]] | None = None,
                     pseudo_units: float = PSEUDO_UNITS,
-                    only_degenerate: bool = False) -> DesignEstimate:
+                    only_degenerate: bool = False, recentre: bool = True) -> DesignEstimate:
     """The stratified difference estimate of ``Σ y / Σ t`` over the population.
 
     ``y``, ``f``, ``t`` have shape ``(..., n)``: the human total, judge total and size of each
@@ -200,25 +234,31 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     fixed λ (0 = labels only). A stratum with one labelled unit of several has no variance
     estimate: its standard error is NaN. A stratum without labels is an error.
 
-    ``corners``: pseudo-units ``(y, f, share)`` that the variance estimate adds with total
-    weight ``pseudo_units`` (spread over strata by their labelled share), as Agresti and Min
-    (2005) add 0.5 to each cell of a paired 2×2 table: :data:`CORNERS` for one run,
-    :data:`DIFFERENCE_CORNERS` for the difference of two. ``y`` and ``f`` of a corner are
-    shares of a unit's turns: with dialogues as units a pseudo-unit is a dialogue of the
-    stratum's mean size whose turns are all in that cell. A small sample in which judge and
-    people never disagree (or, with dialogues, agree on every dialogue's total) otherwise gets
-    a residual variance of 0 and an interval of width 0; the point estimate is unchanged.
-    ``only_degenerate``: use the corners only for samples (of the batch) whose variance
-    estimate without them is 0.
+    ``corners``: pseudo-units ``(y, f, share)`` with total weight ``pseudo_units`` (spread over
+    strata by their labelled share): :data:`CORNERS` for one run, :data:`DIFFERENCE_CORNERS`
+    for the difference of two. ``y`` and ``f`` of a corner are shares of a unit's turns: with
+    dialogues as units a pseudo-unit is a dialogue of the stratum's mean size whose turns fall
+    in the cells independently. With ``recentre`` (one run) they enter the interval's centre
+    and its variance as Agresti and Coull (1998) add two successes and two failures to a
+    binomial sample ("plus four"): the interval is centred on the sample plus its pseudo-units,
+    which moves it away from 0 and 100 % where the sample share's own variance is smallest
+    exactly when it is most wrong; the point estimate ``value`` is not moved. Without
+    ``recentre`` they enter the variance only. ``only_degenerate``: use them only for samples
+    (of the batch) whose variance estimate without them is 0 (differences of two runs).
+
+    With units of unequal sizes (dialogues) the ratio's small-sample bias is removed by the
+    jackknife (:func:`~judge.analysis._intervals.jackknife_shift`), from the value and the
+    centre alike.
     """
     y, f = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     if only_degenerate and corners is not None:
         bare = design_estimate(y, f, t, groups, strata, tuning=tuning)
         guarded = design_estimate(y, f, t, groups, strata, tuning=tuning, corners=corners,
-                                  pseudo_units=pseudo_units)
+                                  pseudo_units=pseudo_units, recentre=False)
         zero = bare.se <= _DEGENERATE_SE
         return DesignEstimate(bare.value, np.where(zero, guarded.se, bare.se), bare.lam,
                               bare.df)
+    recentre = recentre and corners is not None
     t = np.ones_like(y) if t is None else np.broadcast_to(np.asarray(t, dtype=float), y.shape)
     total = sum(s.turns for s in strata)
     parts = []
@@ -235,6 +275,7 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
     lam = _tuning(parts, tuning)
     labelled = sum(p[3] for p in parts)
     value = np.zeros(y.shape[:-1])
+    centre = np.zeros(y.shape[:-1])
     variance = np.zeros(y.shape[:-1])
     freedom: list[np.ndarray] = []
     for index, (yh, fh, th, m, stratum, share, weight) in enumerate(parts):
@@ -242,7 +283,22 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         rho = stratum.judge / stratum.turns
         terms = yh - lam_h * (fh - rho * th)
         theta = terms.sum(-1) / th.sum(-1)
-        residual = terms - theta[..., None] * th
+        bias = jackknife_shift(terms, th, max(0.0, 1.0 - m / stratum.units))
+        active = corners is not None and m >= 2
+        base = pseudo_units * m / labelled if active else 0.0
+        pseudo: float | np.ndarray = base
+        if recentre and active:
+            # pseudo-*turns*, times the design effect of the labels (dialogues only)
+            pseudo = base * _design_effect(yh, th, base, mean_size) / mean_size
+        middle = theta
+        if recentre and active:
+            lam_bar = lam_h.mean(-1)
+            added = sum(c_share * (c_y - lam_bar * (c_f - rho))
+                        for c_y, c_f, c_share in corners or ())
+            middle = ((terms.sum(-1) + pseudo * mean_size * added)
+                      / (th.sum(-1) + pseudo * mean_size))
+            weight = weight * m / (m + pseudo)  # Agresti–Coull's n + 4 in the variance
+        residual = terms - middle[..., None] * th
         # each squared residual over its shrinkage: a unit of size t has leverage t/Σt in the
         # ratio fit, so (m − 1)/m / (1 − t/Σt) is 1 for equal sizes (the usual ddof-1
         # variance) and larger for big units, whose residuals the fit pulls in most
@@ -250,20 +306,45 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         shrink = (m - 1.0) / m / np.maximum(1.0 - leverage, 1e-12) if m >= 2 else 1.0
         squares, dof = (residual ** 2 * shrink).sum(-1), m - 1.0
         freedom.append(_satterthwaite(th, shrink) if m >= 2 else np.zeros(theta.shape))
-        if corners is not None and m >= 2:
-            pseudo = pseudo_units * m / labelled
-            for corner_y, corner_f, corner_share in corners:
-                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - theta
+        if active:
+            for corner_y, corner_f, corner_share in corners or ():
+                corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - middle
                 squares = squares + pseudo * corner_share * mean_size * corner ** 2
             dof += pseudo
         spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
-        value = value + share * theta
-        variance = variance + (0.0 if weight == 0 else weight * spread)
+        value = value + share * (theta - bias)
+        centre = centre + share * (middle - bias)
+        variance = variance + (0.0 if np.all(weight == 0) else weight * spread)
     every = np.concatenate([np.broadcast_to(lam_h, p[0].shape)
                             for lam_h, p in zip(lam, parts, strict=True)], axis=-1)
     df = np.maximum(1.0, sum(freedom, np.zeros(y.shape[:-1])))
+    clean = None
+    if recentre:
+        correct = np.all(np.abs(y - t) <= 1e-9, axis=-1)
+        wrong = np.all(np.abs(y) <= 1e-9, axis=-1)
+        clean = np.where(correct, 1, np.where(wrong, -1, 0))
     return DesignEstimate(value, np.sqrt(variance), every.mean(-1),
-                          float(df) if df.ndim == 0 else df)
+                          float(df) if df.ndim == 0 else df, centre=centre, clean=clean,
+                          units=labelled,
+                          turns=float(t.sum(-1).mean()) if recentre else 0.0)
+
+
+def _design_effect(y: np.ndarray, t: np.ndarray, pseudo: float, mean_size: float
+                   ) -> np.ndarray:
+    """Kish's design effect of the labels' ratio ``Σy/Σt`` over dialogues: the variance of the
+    dialogue totals about the ratio, per turn, over a turn's binomial variance, both at the
+    share re-centred on ``pseudo`` pseudo-turns (so a sample without an error still has a
+    variance to divide by), clipped to ``[1, mean_size]``: at least the turns' own plus-four,
+    at most four whole pseudo-dialogues (turns of a dialogue moving as one, as JGA's running
+    product makes them). Turns as units (``mean_size`` 1) give 1. The pseudo-units of a
+    clustered sample are ``pseudo·deff`` turns: Agresti–Coull on the effective sample size,
+    as Korn and Graubard (1998) apply Clopper–Pearson to it."""
+    if mean_size <= 1.0 or t.shape[-1] < 2:
+        return np.ones(t.shape[:-1])
+    share = (y.sum(-1) + 0.5 * pseudo) / (t.sum(-1) + pseudo)
+    spread = ((y - share[..., None] * t) ** 2).sum(-1) / (t.shape[-1] - 1.0)
+    binomial = np.maximum(share * (1.0 - share), 1e-12) * mean_size
+    return np.asarray(np.clip(spread / binomial, 1.0, mean_size))
 
 
 SIZE_POWER = 2.0
@@ -291,17 +372,8 @@ def _satterthwaite(t: np.ndarray, shrink: np.ndarray | float) -> np.ndarray:
     flat = np.ptp(t, axis=-1) <= 1e-12 if m else np.ones(t.shape[:-1], dtype=bool)
     if np.all(flat):
         return np.full(t.shape[:-1], m - 1.0)
-    a = np.broadcast_to(np.asarray(shrink, dtype=float), t.shape)
-    v = t ** SIZE_POWER
-    total = t.sum(-1, keepdims=True)[..., None]
-    tv = t[..., :, None] * v[..., None, :]
-    g = (np.eye(m) * v[..., None, :] - (tv + np.swapaxes(tv, -1, -2)) / total
-         + v.sum(-1)[..., None, None] * t[..., :, None] * t[..., None, :] / total ** 2)
-    scaled = g * np.sqrt(a)[..., :, None] * np.sqrt(a)[..., None, :]
-    trace = np.einsum("...ii->...", scaled)
-    square = np.einsum("...ij,...ij->...", scaled, scaled)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(square > 0, trace ** 2 / square, m - 1.0)
+    df = satterthwaite_df(t, shrink, SIZE_POWER)
+    df = np.where(np.isnan(df), m - 1.0, df)
     return np.where(flat, m - 1.0, np.minimum(df, m - 1.0))
 
 
@@ -442,11 +514,19 @@ def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, lo
     value, se = float(estimate.value), float(estimate.se)
     ci = None
     if np.isfinite(se):
-        q = float(estimate.quantile(confidence))
-        ci = [max(low, scale * (value - q * se)), min(scale, scale * (value + q * se))]
+        bottom, top = estimate.interval(confidence)
+        ci = [max(low, scale * float(bottom)), min(scale, scale * float(top))]
+    method = (INTERVAL_METHOD + (KORN_GRAUBARD if estimate.turns > estimate.units else "")
+              if estimate.centre is not None else PLAIN_METHOD)
     return {"value": scale * value, "ci": ci, "n_labelled": n_labelled,
             "n_turns": int(n_turns), "se": scale * se if np.isfinite(se) else None,
-            "df": float(estimate.df), **extra}
+            "df": float(estimate.df), "method": method, **extra}
+
+
+PLAIN_METHOD = ("Student-t interval around the estimate (design variance; pseudo-units only "
+                "where the sample's own variance estimate is 0)")
+KORN_GRAUBARD = ("; for dialogue shares at least Korn and Graubard's Clopper–Pearson interval "
+                 "at the effective sample size")
 
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
@@ -675,10 +755,14 @@ def small_sample_warning(unit: str, labelled: int) -> str | None:
 ASSUMPTIONS = (
     "labels and ppi: the sample file's design was followed (units drawn at random within each "
     "stratum, before anyone saw a label), and sampled units left unlabelled are missing at "
-    "random within their stratum; intervals take Student's t quantile with the labelled "
-    "units less the strata as degrees of freedom. judge: none about the "
-    "sample, but it is the judge's figure, not a person's.")
-
+    "random within their stratum. Intervals (one run): Student's t, centred on the sample plus "
+    "four pseudo-units (one per cell of the label × judge table: Agresti–Coull's 'plus four'), "
+    "with degrees of freedom the labelled units less the strata for turns, and Satterthwaite's "
+    "for the dialogue sizes drawn for whole dialogues; a sample with no error (or no success) "
+    "reaches its Clopper–Pearson bound, and a dialogue share at least Korn and Graubard's "
+    "Clopper–Pearson interval at its effective sample size. Whole-dialogue ratios are "
+    "jackknifed for their small-sample bias. Differences of two runs: Student's t around the "
+    "estimate. judge: none about the sample, but it is the judge's figure, not a person's.")
 
 
 PLAN_SHARE = 0.8
@@ -693,9 +777,11 @@ standard errors of a share estimated from :data:`PLAN_SAMPLES` samples, so that 
 holds in fresh samples too, not only in the ones the planner drew."""
 
 MIN_TURNS = 50
-"""The smallest simple random sample of turns for which the bench (``bench/ppi_coverage.py``)
-shows the 95 % intervals to hold (coverage ≥ 93 % on the shared data at every judge quality).
-The planner never suggests fewer; estimates from fewer labelled turns carry a warning."""
+"""The smallest simple random sample of turns at which the bench measured the 95 % intervals
+to cover at least 93 % (``bench/ppi_coverage.py`` on the shared data at every judge quality,
+``bench/ppi_edges.py`` at true TSA from 2 % to 98 %). A floor, not a guarantee: below it the
+report warns, and the planner never suggests fewer; above it coverage is what the bench
+measured on those populations, not a promise for every run."""
 
 MIN_DIALOGUES = 25
 """The same for whole-dialogue samples: the fewest dialogues at which the bench measured
@@ -732,7 +818,8 @@ def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: f
         y, f = _cell_sample(counts, n, min(_PLAN_BATCH, samples - start), rng)
         estimate = design_estimate(y, f, None, [slice(None)], [stratum], tuning=tuning,
                                    corners=CORNERS)
-        out.append(2.0 * estimate.quantile(confidence) * estimate.se)
+        low, high = estimate.interval(confidence)
+        out.append(high - low)
     return np.concatenate(out)
 
 
@@ -752,7 +839,9 @@ def plan_size(counts: np.ndarray, width: float, *, tuning: Tuning, confidence: f
 
     if reaches(low):
         return low
-    high = population  # a census has no sampling error
+    high = min(2 * low, population)  # doubling first: small sizes are cheap to simulate
+    while high < population and not reaches(high):
+        low, high = high, min(2 * high, population)  # a census has no sampling error
     while high - low > 1:
         middle = (low + high) // 2
         if reaches(middle):
@@ -778,6 +867,44 @@ PLAN_CRITERION = ("the suggested n gives an interval at most the asked width in 
                   f"{PLAN_SHARE:.0%} of simple random samples (simulated with the estimator "
                   "the reports use), and is never below the smallest sample for which the "
                   f"bench shows the interval to hold ({MIN_TURNS} turns)")
+
+
+PILOT_LEVEL = 0.9
+"""One-sided confidence of the bounds a pilot's rates are planned on (:func:`pilot_bound`)."""
+
+PILOT_CRITERION = (
+    f"; from a pilot, the plan takes the pilot's disagreement at its one-sided "
+    f"{PILOT_LEVEL:.0%} upper bound and its TSA at the {PILOT_LEVEL:.0%} bound nearer 50 %, so "
+    "that a pilot which happened to show too few disagreements does not promise too much (the "
+    "bench found such plans kept for 80 % or more of 50-turn pilots; planning on the "
+    "pilot's own shares kept them for about half)")
+
+
+def pilot_bound(shares: np.ndarray, labelled: int, level: float = PILOT_LEVEL) -> np.ndarray:
+    """The (label, judge) cell shares ``[(0,0), (0,1), (1,0), (1,1)]`` to plan on from a
+    pilot's (weighted) shares: the disagreement at its one-sided ``level`` Clopper–Pearson
+    upper bound (split between the two directions as the pilot split it; evenly when it
+    showed none), the people's TSA at its Wilson bound nearer 50 % (the share whose variance is
+    largest among those the pilot does not rule out). A plan on the pilot's own shares treats
+    them as exact: it keeps its promise for about half the pilots."""
+    from scipy.stats import beta, norm
+
+    n = max(int(labelled), 1)
+    disagree = float(shares[1] + shares[2])
+    upper = float(beta.ppf(level, disagree * n + 1.0, max(n - disagree * n, 1e-9)))
+    upper = min(max(upper, disagree), 1.0)
+    tsa = float(shares[2] + shares[3])
+    z = float(norm.ppf(level))
+    centre = (tsa + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(tsa * (1 - tsa) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    toward = centre - half if tsa > 0.5 else centre + half
+    tsa = min(max(toward, min(tsa, 0.5)), max(tsa, 0.5))
+    split = shares[1] / disagree if disagree > 0 else 0.5
+    c01, c10 = upper * split, upper * (1.0 - split)
+    c11 = max(tsa - c10, 0.0)
+    c00 = max(1.0 - c01 - c10 - c11, 0.0)
+    out = np.array([c00, c01, c10, c11])
+    return out / out.sum()
 
 
 def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: float = 0.95,
@@ -831,12 +958,22 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
             shares[2 * human[t.key] + int(verdicts[t.key])] += (
                 t.stratum_size / per_stratum[t.stratum])
         shares /= shares.sum()
-        counts = np.floor(shares * population).astype(np.int64)
-        order = np.argsort(-(shares * population - counts), kind="stable")
+        bounded = pilot_bound(shares, len(labelled))
+        counts = np.floor(bounded * population).astype(np.int64)
+        order = np.argsort(-(bounded * population - counts), kind="stable")
         counts[order[: population - int(counts.sum())]] += 1
-        agree = [(human[t.key], int(verdicts[t.key])) for t in labelled]
-        out["basis"] = {"pilot": sample.path, "labelled": len(agree),
-                        "disagreement": sum(a != b for a, b in agree) / len(agree)}
+        out["basis"] = {"pilot": sample.path, "labelled": len(labelled),
+                        "weighted": True,
+                        "disagreement": float(shares[1] + shares[2]),
+                        "tsa": float(shares[2] + shares[3]),
+                        "planned_disagreement": float(bounded[1] + bounded[2]),
+                        "planned_tsa": float(bounded[2] + bounded[3]),
+                        "bound_level": PILOT_LEVEL}
+        out["criterion"] = PLAN_CRITERION + PILOT_CRITERION
+    if population < MIN_TURNS:
+        out["note"] = (f"the run has {population} judged turns, fewer than the {MIN_TURNS} at "
+                       "which the bench shows the interval to hold, so the plan is to label "
+                       "every turn: a census has no sampling error")
     plans: tuple[tuple[str, Tuning], ...] = (("labels", 0.0), ("ppi", "loo"))
     for key, tuning in plans:
         n = plan_size(counts, width / 100.0, tuning=tuning, confidence=confidence)

@@ -40,8 +40,10 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
                    help="PPI power tuning: loo (default: λ estimated without each labelled "
                    "turn), plain (one λ from all labels) or a fixed λ in [0, 1]")
     p.add_argument("--epsilon", type=float, default=0.1, metavar="E",
-                   help="alternative-annotator test: how much less often than a reviewer the "
-                   "judge may agree with the other reviewers and still stand in (default: 0.1)")
+                   help="alternative-annotator test: the allowance ε on the gap between the "
+                   "reviewer's and the judge's advantage probabilities (the share of turns on "
+                   "which each aligns with the other reviewers at least as well as the other "
+                   "does; ties count for both), not on agreement rates (default: 0.1)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the report as JSON")
     add_run_corrections_options(p, drawing=False)
     p.set_defaults(handler=run)

@@ -168,8 +168,12 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     plan = plan_labels(rows, width=args.width, confidence=args.confidence, sample=sample,
                        human=human, disagreement=args.disagreement)
     basis = plan["basis"]
-    source = (f"pilot {basis['pilot']} ({basis['labelled']} labelled turns, disagreement "
-              f"{100 * basis['disagreement']:.1f} %)" if "pilot" in basis
+    source = (f"pilot {basis['pilot']} ({basis['labelled']} labelled turns; weighted by its "
+              f"design: TSA {100 * basis['tsa']:.1f} %, disagreement "
+              f"{100 * basis['disagreement']:.1f} %; planned on TSA "
+              f"{100 * basis['planned_tsa']:.1f} %, disagreement "
+              f"{100 * basis['planned_disagreement']:.1f} %, their one-sided "
+              f"{100 * basis['bound_level']:g} % bounds)" if "pilot" in basis
               else f"assumed disagreement {100 * basis['disagreement']:.1f} %")
     table = Table(title=f"Labels for a {100 * args.confidence:g} % TSA interval of width "
                   f"{args.width:g} points ({plan['population']} judged turns; {source})",

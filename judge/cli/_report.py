@@ -273,8 +273,11 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
                   f"{block['correction']} at q = {block['q']:g}; {level} intervals over "
                   "dialogues)", ALT_TEST_HEADER, format_alt_test(block), console)
     if block["enough_overlap"]:
-        say(console, f"winning rate ω = {block['winning_rate']:.2f}, average advantage "
-                     f"probability ρ = {block['average_advantage']:.2f}: {block['verdict']}")
+        say(console, f"winning rate ω = {block['winning_rate']:.2f}; average ρ judge = "
+                     f"{block['average_advantage']:.2f} (the share of turns the judge aligns "
+                     "with the others at least as well as the reviewer; ties, "
+                     f"{100 * block['tie_share']:.0f} % of turns, count as wins): "
+                     f"{block['verdict']}")
     else:
         console.print(text(block["verdict"], style="yellow"))
 
@@ -297,6 +300,15 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
     console.print(fit_table(fields, rows, title=(
         f"Estimates ({what}{design['design']} design by {design['unit']}, {level} t "
         f"intervals){untied}")))
+    names = {"tsa": "TSA", "jga": "JGA", "success": "success"}
+    methods = dict.fromkeys(figure["method"] for figures in block["estimates"].values()
+                            for figure in figures.values() if figure.get("method"))
+    freedom = ", ".join(f"{names.get(metric, metric)} {figures['labels']['df']:.1f}"
+                        for metric, figures in block["estimates"].items()
+                        if figures["labels"].get("df") is not None)
+    for method in methods:
+        console.print(text(f"Intervals: {method}" + (f"; degrees of freedom {freedom}"
+                                                      if freedom else "")))
     for warning in dict.fromkeys(figure["warning"] for figures in block["estimates"].values()
                                  for figure in figures.values() if figure.get("warning")):
         console.print(text(f"Warning: {warning}", style="yellow"))

@@ -262,8 +262,9 @@ def alt_test_caption(block: dict[str, Any]) -> str:
     head = (f"Judge vs reviewers: alternative-annotator test (ε = {block['epsilon']:g}, "
             f"{block['correction']} at q = {block['q']:g}). ")
     if block["enough_overlap"]:
-        return (head + f"ω = {block['winning_rate']:.2f}, ρ = "
-                f"{block['average_advantage']:.2f}: {block['verdict']}")
+        return (head + f"ω = {block['winning_rate']:.2f}, ρ judge = "
+                f"{block['average_advantage']:.2f} (ties, {100 * block['tie_share']:.0f} % of "
+                f"turns, count as wins): {block['verdict']}")
     return head + str(block["verdict"])
 
 

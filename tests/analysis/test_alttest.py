@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import ttest_1samp
+from scipy.stats import norm, ttest_1samp
 
 from judge import OptionError
 from judge.analysis import agreement_report, alt_test, benjamini_yekutieli, format_alt_test
-from judge.analysis._alttest import MIN_SHARED, Q, _t_less
+from judge.analysis._alttest import MIN_SHARED, Q, _t_less, noninferiority_test
 from judge.analysis._labels import HumanLabel, HumanLabels
 
 
@@ -45,8 +45,12 @@ def test_scores_and_advantage_probabilities_by_hand(monkeypatch):
     assert a["judge_agreement"]["value"] == pytest.approx(100 * (1 + 1 + 0.5 + 0.5) / 4)
     assert a["reviewer_agreement"]["value"] == pytest.approx(100 * (1 + 0 + 0.5 + 0.5) / 4)
     assert a["rho_judge"] == 1.0 and a["rho_reviewer"] == 0.75
-    d = np.array([0.0, -1.0, 0.0, 0.0])
-    assert a["p_value"] == pytest.approx(ttest_1samp(d, 0.1, alternative="less").pvalue)
+    assert a["ties"] == 0.75 and a["judge_better"] == 0.25 and a["reviewer_better"] == 0.0
+    # Tango's score test, by hand: b = 0 (+1), c = 1 (−1), n = 4, ε = 0.1; the restricted
+    # MLE of P(d = −1) solves 8q² − 0.1q − 0.09 = 0: q = (0.1 + 1.7) / 16
+    q = (0.1 + np.sqrt(0.01 + 4 * 8 * 0.09)) / 16
+    z = (0 - 1 - 4 * 0.1) / np.sqrt(4 * (2 * q + 0.1 * 0.9))
+    assert a["p_value"] == pytest.approx(norm.cdf(z))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -138,3 +142,46 @@ def test_the_agreement_report_carries_the_test_at_the_stated_epsilon():
         agreement_report(rows, HumanLabels(records), n_boot=0, epsilon=1.5)
     alone = [r for r in records if r.reviewer == "r0"]
     assert agreement_report(rows, HumanLabels(alone), n_boot=0)["alt_test"] is None
+
+
+def constant_panel(seed: int, reviewers: int = 5, n: int = 100) -> tuple[dict, dict]:
+    """Issue 42's case: TSA 95 %, reviewers at 10 % label noise, a judge saying "correct"
+    on every turn."""
+    rng = np.random.default_rng(seed)
+    turns = keys(n)
+    truth = {k: int(rng.random() < 0.95) for k in turns}
+    panel = {f"r{j}": {k: v ^ int(rng.random() < 0.1) for k, v in truth.items()}
+             for j in range(reviewers)}
+    return dict.fromkeys(turns, 1), panel
+
+
+def test_a_judge_that_says_correct_on_every_turn_does_not_stand_in():
+    judge, reviewers = constant_panel(seed=42)
+    block = alt_test(judge, reviewers, n_boot=0)
+    assert block["winning_rate"] >= 0.5  # the test alone would let it through
+    assert block["passes"] is None and block["unbalanced"]
+    assert "too unbalanced" in block["verdict"] and "may stand in" not in block["verdict"]
+    assert block["constant_judge"]["label"] == 1
+    assert block["tie_share"] > 0.7  # ρ sits near 1 because most turns are ties
+    assert format_alt_test(block)[0][6] == f"{100 * block['reviewers'][0]['ties']:.0f}"
+
+
+def test_two_reviewers_give_figures_without_a_verdict():
+    judge, reviewers = panel(120, judge_error=0.05, reviewer_error=0.15, seed=4, reviewers=2)
+    block = alt_test(judge, reviewers, n_boot=0)
+    assert block["enough_overlap"] and block["winning_rate"] is not None
+    assert block["passes"] is None
+    assert "no verdict" in block["verdict"] and "at least 3 reviewers" in block["verdict"]
+    assert all("p_value" in e for e in block["reviewers"])
+
+
+def test_the_score_test_holds_its_level_at_the_boundary_when_ties_dominate():
+    """90 % ties, mean difference exactly ε: the paired t-test rejected about 11 % of such
+    samples at nominal 5 %; the score test stays near 5 %."""
+    rng = np.random.default_rng(7)
+    rejected = 0
+    for _ in range(4000):
+        u = rng.random(50)
+        d = np.where(u < 0.1, 1.0, np.where(u < 0.1, -1.0, 0.0))  # P(+1) = ε, P(−1) = 0
+        rejected += noninferiority_test(d, 0.1)[0] <= 0.05
+    assert rejected / 4000 <= 0.065
