@@ -77,25 +77,36 @@ def test_benjamini_yekutieli_rejects_by_its_step_up_rule():
     assert benjamini_yekutieli([0.02, 0.04]) == [False, False]
 
 
-def test_reviewer_p_values_between_the_by_cut_and_q_are_not_rejected():
-    """Two reviewers whose p-values both lie below q = 0.05 but above the Benjamini–Yekutieli
-    lines (m = 2: 0.05/3 and 0.1/3): uncorrected (or Benjamini–Hochberg, lines 0.025 and 0.05)
-    the judge would beat both; corrected as the paper asks, it beats neither."""
-    judge, reviewers = panel(60, judge_error=0.15, reviewer_error=0.15, seed=4, reviewers=2)
+def test_reviewer_p_values_between_the_by_cut_and_q_are_not_rejected(monkeypatch):
+    """Three reviewers whose p-values (0.02, 0.03, 0.04) all lie below q = 0.05 (so BH's
+    step-up, its largest under q k / 3 = 0.05, rejects all three, as no correction does) but
+    above the Benjamini–Yekutieli lines (q k / (3 · 11/6): 0.009, 0.018, 0.027):
+    corrected as the paper asks, the judge beats none of them. The per-reviewer test is
+    replaced by one giving these p-values, so only the correction decides."""
+    planned = [0.02, 0.03, 0.04]
+    calls = []
+
+    def fixed(d, epsilon):
+        calls.append(len(d))
+        return planned[(len(calls) - 1) % 3], 0.0
+
+    monkeypatch.setattr("judge.analysis._alttest.noninferiority_test", fixed)
+    judge, reviewers = panel(60, judge_error=0.15, reviewer_error=0.15, seed=4, reviewers=3)
+    harmonic = 1 + 1 / 2 + 1 / 3
+    by_lines = [k * Q / (3 * harmonic) for k in (1, 2, 3)]
+    assert all(by < p < Q for p, by in zip(planned, by_lines, strict=True))
+    assert planned[-1] <= 3 * Q / 3  # BH's step-up: the largest under its line rejects all
     block = alt_test(judge, reviewers, n_boot=0)
-    p = sorted(entry["p_value"] for entry in block["reviewers"])
-    harmonic = 1 + 1 / 2
-    by_lines = [k * Q / (2 * harmonic) for k in (1, 2)]
-    assert by_lines[0] < p[0] < Q and by_lines[1] < p[1] < Q  # between the BY cut and q
-    assert p[1] <= Q * 2 / 2  # ... and under Benjamini–Hochberg's line
-    assert [entry["rejected"] for entry in block["reviewers"]] == [False, False]
+    assert [entry["p_value"] for entry in block["reviewers"]] == planned
+    assert [entry["rejected"] for entry in block["reviewers"]] == [False, False, False]
     assert block["winning_rate"] == 0.0 and not block["passes"]
-    assert "wins against 0 of 2" in block["verdict"]
-    # at q = 0.1 the same p-values clear the lines 0.1/3 and 0.2/3: both are rejected
-    assert p[1] <= 2 * 0.1 / (2 * harmonic)
+    assert "wins against 0 of 3" in block["verdict"]
+    # at q = 0.1 the BY lines are 0.018, 0.036, 0.055: the largest p-value clears its line, so
+    # step-up rejects all three
+    calls.clear()
     loose = alt_test(judge, reviewers, q=0.1, n_boot=0)
-    assert [entry["rejected"] for entry in loose["reviewers"]] == [True, True]
-    assert loose["winning_rate"] == 1.0 and loose["passes"]
+    assert [entry["rejected"] for entry in loose["reviewers"]] == [True, True, True]
+    assert loose["winning_rate"] == 1.0
 
 
 def test_a_judge_as_good_as_the_majority_stands_in_and_a_poor_one_does_not():

@@ -9,7 +9,7 @@ from judge.analysis import find_candidates, load_audit_inputs, write_audit
 
 from ..conftest import EXAMPLES
 
-RANKS = re.compile(r'<tr><td class="num">(\d+)</td><td class="num">[01]\.')
+RANKS = re.compile(r'<tr[^>]*><td class="num">(\d+)</td><td class="num">[01]\.')
 LINKS = re.compile(r'<a href="([^"#]+)"')
 
 
