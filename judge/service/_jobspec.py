@@ -26,9 +26,12 @@ from .._validation import first_problem
 from ..metrics import MetricOptions
 from ._options import (
     ENDPOINT_NAME,
+    INPUTS,
     MAX_LIST,
     MODEL_NAME,
+    KindInputsSchema,
     KindOptionsSchema,
+    check_inputs,
     check_options,
 )
 from ._replaying import recorded_models
@@ -62,22 +65,6 @@ REFUSED = {
     "out": "results stay on the server: fetch them with /results, /judgments or /export",
 }
 
-INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
-    # kind -> input name -> (what it refers to, required, list)
-    "evaluate": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                 "predictions": ("predictions", True, False), "rules": ("rules", False, False),
-                 "corrections": ("corrections", False, True)},
-    "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                "predictions": ("predictions", True, True),
-                "corrections": ("corrections", False, True)},
-    "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
-                  "sample": ("sample", False, False),
-                  "corrections": ("corrections", False, True)},
-    "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
-                "sample": ("sample", False, False)},
-    "audit": {"run": ("job", True, False), "corrections": ("corrections", False, True)},
-    "retry-errors": {"run": ("job", True, False)},
-}
 _MODEL_NAME = re.compile(MODEL_NAME)
 _ENDPOINT_NAME = re.compile(ENDPOINT_NAME)
 
@@ -88,7 +75,8 @@ class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: JobKind
-    inputs: dict[str, str | Annotated[list[str], Field(max_length=MAX_LIST)]] = Field(
+    inputs: Annotated[dict[str, str | Annotated[list[str], Field(max_length=MAX_LIST)]],
+                      KindInputsSchema()] = Field(
         max_length=10,
         description="Input name → file id (or job id for runs); lists where the kind takes "
         "several (metrics: predictions; compare: runs, and human: one labels file per run; "
@@ -173,30 +161,20 @@ def _refuse(options: dict[str, Any]) -> None:
 
 
 def _check_inputs(spec: JobSpec) -> None:
-    wanted = INPUTS[spec.kind]
-    for name in spec.inputs:
-        if name not in wanted:
-            raise ServiceError(f"unknown input for a {spec.kind} job (expected "
-                               f"{', '.join(wanted)})", status=422, field=f"inputs.{name}")
-    for name, (refers, required, many) in wanted.items():
+    """The inputs held to their kind's model; lists where the kind takes several (one id
+    becomes a list of one), and every file or job they refer to listed."""
+    check_inputs(spec.kind, spec.inputs)
+    for name, (refers, _, many) in INPUTS[spec.kind].items():
         value = spec.inputs.get(name)
         if value is None:
-            if required:
-                raise ServiceError(f"a {spec.kind} job needs this input", status=422,
-                                   field=f"inputs.{name}")
             continue
         if many:
             items = [value] if isinstance(value, str) else list(value)
-            if not items:
-                raise ServiceError("give at least one id", status=422, field=f"inputs.{name}")
             spec.inputs[name] = items
             for index, item in enumerate(items):
                 spec.references.append((f"inputs.{name}[{index}]", refers, item))
         else:
-            if not isinstance(value, str):
-                raise ServiceError("expected one id (a string)", status=422,
-                                   field=f"inputs.{name}")
-            spec.references.append((f"inputs.{name}", refers, value))
+            spec.references.append((f"inputs.{name}", refers, str(value)))
 
 
 def endpoint_for(name: str | None, settings: ServiceSettings) -> tuple[str, EndpointConfig]:

@@ -14,7 +14,7 @@ words the API has always used (``must be a number from 0 to 2``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    create_model,
     field_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -39,6 +40,25 @@ MAX_IDS = 100_000
 MAX_LIST = 100
 MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$"
 ENDPOINT_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
+    # kind -> input name -> (what it refers to, required, list)
+    "evaluate": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
+                 "predictions": ("predictions", True, False), "rules": ("rules", False, False),
+                 "corrections": ("corrections", False, True)},
+    "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
+                "predictions": ("predictions", True, True),
+                "corrections": ("corrections", False, True)},
+    "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
+                  "sample": ("sample", False, False),
+                  "corrections": ("corrections", False, True)},
+    "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
+                "sample": ("sample", False, False)},
+    "audit": {"run": ("job", True, False), "corrections": ("corrections", False, True)},
+    "retry-errors": {"run": ("job", True, False)},
+}
+"""What each kind reads, the one table of it: its models below and the references the job
+checks are made from it."""
 
 RuleMatch = Literal["exact", "nospace"]
 Unset: Any = Field(default=None)
@@ -244,4 +264,57 @@ class KindOptionsSchema:
         kinds: TypeAdapter[Any] = TypeAdapter(
             EvaluateOptions | BatchEvaluateOptions | MetricsOptions | AgreementOptions
             | CompareOptions | AuditOptions | RetryErrorsOptions)
+        return handler(kinds.core_schema)
+
+
+OneId = Annotated[str, Field(description="a file id (a job id for runs)")]
+SomeIds = OneId | Annotated[list[OneId], Field(min_length=1, max_length=MAX_LIST)]
+
+
+def _inputs_model(kind: str) -> type[_Options]:
+    """A kind's inputs as a model, made from :data:`INPUTS`."""
+    fields: dict[str, Any] = {}
+    for name, (_, required, many) in INPUTS[kind].items():
+        shape: Any = SomeIds if many else OneId
+        key = f"{name}_" if hasattr(BaseModel, name) else name  # "schema": pydantic's own
+        fields[key] = (shape, Field(..., alias=name)) if required else (
+            shape | None, Field(None, alias=name))
+    title = "".join(part.title() for part in kind.split("-")) + "Inputs"
+    return cast("type[_Options]", create_model(title, __base__=_Options, **fields))
+
+
+KIND_INPUTS: dict[str, type[_Options]] = {kind: _inputs_model(kind) for kind in INPUTS}
+"""Each job kind's inputs (``EvaluateInputs``, ...)."""
+
+
+def check_inputs(kind: str, inputs: dict[str, Any]) -> None:
+    """The inputs checked by the kind's model; a refusal is a 422 naming the input."""
+    try:
+        KIND_INPUTS[kind].model_validate(inputs)
+    except ValidationError as exc:
+        problem = first_problem(exc)
+        name = str(problem.location[0]) if problem.location else ""
+        wanted = INPUTS[kind]
+        if problem.kind == "extra_forbidden":
+            reason = f"unknown input for a {kind} job (expected {', '.join(wanted)})"
+        elif problem.kind == "missing":
+            reason = f"a {kind} job needs this input"
+        elif name in wanted and wanted[name][2]:
+            reason = "give at least one id" if inputs.get(name) == [] else problem.message
+        elif name in wanted:
+            reason = "expected one id (a string)"
+        else:
+            reason = problem.message
+        raise ServiceError(reason, status=422,
+                           field=f"inputs.{name}" if name else "inputs") from None
+
+
+class KindInputsSchema:
+    """Shows a request's ``inputs`` as the inputs of one of the kinds in the OpenAPI
+    document (checked by :func:`check_inputs` once the kind is known)."""
+
+    def __get_pydantic_json_schema__(self, core_schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        members = tuple(KIND_INPUTS.values())
+        kinds: TypeAdapter[Any] = TypeAdapter(Union[members])  # noqa: UP007
         return handler(kinds.core_schema)

@@ -246,8 +246,9 @@ def test_create_app_only_composes():
 
 
 def test_the_document_describes_each_job_kind_s_options():
-    """A job's ``options`` are each kind's typed model in the document (types, ranges, no
-    unknown names), not an untyped object; the same model refuses a value at its JSON path."""
+    """A job's ``options`` (and ``inputs``) are each kind's typed model in the document (types,
+    ranges, no unknown names), not an untyped object; the same model refuses a value at its
+    JSON path."""
     from judge._errors import ServiceError
     from judge.service._options import check_options
     from tests.service.openapi_docs import openapi_document
@@ -269,6 +270,10 @@ def test_the_document_describes_each_job_kind_s_options():
     confidence = schemas["AgreementOptions"]["properties"]["confidence"]
     assert (confidence["exclusiveMinimum"], confidence["exclusiveMaximum"]) == (0, 1)
     assert schemas["AuditOptions"]["properties"] == {}
+    inputs = schemas["JobRequest"]["properties"]["inputs"]
+    assert "EvaluateInputs" in {m["$ref"].rsplit("/", 1)[1] for m in inputs["anyOf"]}
+    assert schemas["EvaluateInputs"]["required"] == ["schema", "dialogues", "predictions"]
+    assert schemas["EvaluateInputs"]["additionalProperties"] is False
     for value in (float("nan"), float("inf")):
         with pytest.raises(ServiceError) as refused:
             check_options("evaluate", "live", {"temperature": value})
