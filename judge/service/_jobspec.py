@@ -29,6 +29,8 @@ from ._options import (
     INPUTS,
     MAX_LIST,
     MODEL_NAME,
+    BatchEvaluateOptions,
+    EvaluateOptions,
     KindInputsSchema,
     KindOptionsSchema,
     check_inputs,
@@ -41,11 +43,12 @@ JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry
 JOB_KINDS: tuple[str, ...] = ("evaluate", "metrics", "agreement", "compare", "audit",
                               "retry-errors")
 
-JUDGE_OPTIONS = ("model", "method", "semantics", "rule_match", "prompt_variant",
-                 "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
-                 "max_retries", "concurrency", "reasks", "prompt_cache_key", "budget")
 SUBSET_OPTIONS = ("limit", "dialogue_ids")
-BATCH_OPTIONS = ("batch_max_requests", "batch_max_bytes")
+JUDGE_OPTIONS = tuple(name for name in EvaluateOptions.model_fields
+                      if name not in (*SUBSET_OPTIONS, "endpoint"))
+"""The evaluate options that reach the judge's configuration."""
+BATCH_OPTIONS = tuple(name for name in BatchEvaluateOptions.model_fields
+                      if name not in EvaluateOptions.model_fields)
 """Options of batch jobs only: how request files are split (one batch each)."""
 
 REFUSED = {
