@@ -13,7 +13,7 @@ from ..data import (
     DialogueSet,
     Located,
     Schema,
-    apply_corrections,
+    apply_each,
     load_dialogues,
     load_predictions,
 )
@@ -160,17 +160,6 @@ def difference_verdict(ppi: Mapping[str, Any], a: str, b: str, confidence: float
            "difference includes 0"
 
 
-def _corrected(dialogues: DialogueSet, schema: Schema, corrections: Sequence[Located]
-               ) -> tuple[DialogueSet, list[str]]:
-    """The dialogues with a corrected version added for each version the corrections name."""
-    added = []
-    for version in dict.fromkeys(c.correction.gold for c in corrections):
-        fixed = apply_corrections(dialogues, version, corrections, schema=schema)
-        dialogues = fixed.dialogues
-        added.append(fixed.name)
-    return dialogues, added
-
-
 def system_table(runs: Sequence[Run], schema: Schema, *,
                  names: Sequence[str] | None = None,
                  dialogues_path: str | Path | None = None,
@@ -204,7 +193,7 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
         }
         originals = dialogues.versions
         if corrections:
-            dialogues, _ = _corrected(dialogues, schema, corrections)
+            dialogues, _ = apply_each(dialogues, corrections, schema=schema)
         for version in dialogues.versions:
             options = MetricOptions(breakdowns=False, rule_match=run.summary.get("rule_match"))
             report = compute_metrics(dialogues, predictions, schema, options, gold=version)

@@ -1,5 +1,7 @@
 """``--corrections``: the corrected gold that every command taking ``--gold`` can score
-against, applied on the fly and named with a digest of what was applied."""
+against, applied on the fly and named with a digest of what was applied. The applying is
+:mod:`judge.data`'s (and :func:`judge.pipeline.corrected_rows` for a run's rows); here are the
+options, the run's recorded files and the notes on stderr."""
 
 from __future__ import annotations
 
@@ -8,9 +10,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InputError, OptionError
+from .._errors import OptionError
 from .._io import plural, printable
-from ..data import CorrectedGold, DialogueSet, Located, Schema, apply_corrections, read_corrections
+from ..data import (
+    CorrectedGold,
+    DialogueSet,
+    Located,
+    Schema,
+    apply_each,
+    only_version,
+    read_corrections,
+)
 
 if TYPE_CHECKING:
     from ..pipeline import Run
@@ -29,13 +39,7 @@ def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def read_all(paths: Sequence[str]) -> list[Located]:
     """Every correction of the files; a file without any is an error (not an empty fix)."""
-    found: list[Located] = []
-    for path in paths:
-        these = read_corrections([path])
-        if not these:
-            raise InputError("no corrections in the file (every line is blank)", path=path)
-        found.extend(these)
-    return found
+    return read_corrections(paths, each_nonempty=True)
 
 
 def _note(result: CorrectedGold, paths: Sequence[str]) -> None:
@@ -55,14 +59,10 @@ def corrected_gold(dialogues: DialogueSet, schema: Schema | None, paths: Sequenc
         return dialogues, gold, None
     located = read_all(paths)
     if gold is None:
-        named = list(dict.fromkeys(c.correction.gold for c in located))
-        if len(named) > 1:
-            raise OptionError(f"the corrections correct several versions ({', '.join(named)}): "
-                              "say which with --gold")
-        gold = named[0]
-    result = apply_corrections(dialogues, gold, located, schema=schema)
+        gold = only_version(located, option="--gold")
+    dialogues, (result,) = apply_each(dialogues, located, versions=[gold], schema=schema)
     _note(result, paths)
-    return result.dialogues, result.name, result
+    return dialogues, result.name, result
 
 
 def corrected_versions(dialogues: DialogueSet, schema: Schema | None, paths: Sequence[str],
@@ -86,16 +86,16 @@ def corrected_versions(dialogues: DialogueSet, schema: Schema | None, paths: Seq
     if not named & set(wanted):
         raise OptionError(f"the corrections correct {', '.join(sorted(named))}, which is not "
                           f"among the versions asked for ({', '.join(wanted)})")
-    results: list[CorrectedGold] = []
+    dialogues, results = apply_each(dialogues, located, schema=schema,
+                                    versions=[v for v in wanted if v in named])
+    names = {result.base: result.name for result in results}
     ordered: list[str] = []
     for version in wanted:
         ordered.append(version)
-        if version in named:
-            result = apply_corrections(dialogues, version, located, schema=schema)
-            _note(result, paths)
-            dialogues = result.dialogues
-            results.append(result)
-            ordered.append(result.name)
+        if version in names:
+            ordered.append(names[version])
+    for result in results:
+        _note(result, paths)
     return dialogues, ordered, results
 
 
@@ -133,7 +133,7 @@ def run_rows_corrected(run: Run, paths: Sequence[str], *, dialogues: str | None 
         return [dict(row) for row in run.rows], []
     from ..analysis import recorded_input
     from ..data import load_dialogues, load_schema
-    from ..pipeline import with_gold_versions
+    from ..pipeline import corrected_rows
 
     located = read_all(paths)
     dialogues_path = dialogues or recorded_input(run, "dialogues")
@@ -144,12 +144,8 @@ def run_rows_corrected(run: Run, paths: Sequence[str], *, dialogues: str | None 
                           f"{run.path} recorded is not found from here: pass --run-{missing}")
     loaded_schema = load_schema(schema_path)
     loaded = load_dialogues(dialogues_path, schema=loaded_schema)
-    names = []
-    for version in dict.fromkeys(c.correction.gold for c in located):
-        result = apply_corrections(loaded, version, located, schema=loaded_schema)
+    rows, results = corrected_rows(run.rows, loaded, loaded_schema,
+                                   run.summary.get("rule_match"), located)
+    for result in results:
         _note(result, paths)
-        loaded = result.dialogues
-        names.append(result.name)
-    rows = with_gold_versions(run.rows, loaded, loaded_schema,
-                              run.summary.get("rule_match"), names)
-    return rows, names
+    return rows, [result.name for result in results]

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
@@ -90,18 +91,23 @@ class Located:
         return f"{self.path}:{self.line}"
 
 
-def read_corrections(paths: Iterable[str | Path]) -> list[Located]:
+def read_corrections(paths: Iterable[str | Path], *, each_nonempty: bool = False
+                     ) -> list[Located]:
     """Every correction of the given files, in file order; the first bad record is an error
-    naming its file, line and field."""
+    naming its file, line and field. ``each_nonempty``: a file without any correction is an
+    error too (a command given a file means a fix, not an empty one)."""
     found: list[Located] = []
     for path in paths:
         if Path(path).is_dir():
             raise InputError("is a directory, not a corrections file", path=path)
         if not Path(path).exists():
             raise InputError("file not found", path=path)
+        before = len(found)
         for line, text in iter_jsonl_lines(path):
             found.append(Located(parse_line(Correction, text, path=path, line=line),
                                  str(path), line))
+        if each_nonempty and len(found) == before:
+            raise InputError("no corrections in the file (every line is blank)", path=path)
     return found
 
 
@@ -139,6 +145,13 @@ class CorrectedGold:
     """Corrections for another annotation version, left aside."""
     decisions: dict[tuple[str, int, str], str | None] = field(default_factory=dict, repr=False)
     """(dialogue key, turn, slot) → the value decided (None: empty), where it differs."""
+
+    def summary(self) -> dict[str, Any]:
+        """What a result says of the corrected gold it used: which version, its name with the
+        digest, and how much the corrections changed."""
+        return {"base": self.base, "name": self.name, "digest": self.digest,
+                "applied": self.applied, "changed_turns": self.changed_turns,
+                "changed_slots": self.changed_slots}
 
 
 def _same_version(a: str, b: str) -> bool:
@@ -381,6 +394,59 @@ def apply_corrections(dialogues: DialogueSet, version: str, corrections: Sequenc
                          dialogues.excluded, dialogues.source_format, dialogues.renamed)
     return CorrectedGold(base, new_name, digest, result, applied, changed_turns, changed_slots,
                          other, effective)
+
+
+def versions_named(corrections: Sequence[Located]) -> list[str]:
+    """The annotation versions the corrections correct, in the order first named."""
+    return list(dict.fromkeys(c.correction.gold for c in corrections))
+
+
+def apply_each(dialogues: DialogueSet, corrections: Sequence[Located], *,
+               versions: Sequence[str] | None = None, schema: Schema | None = None
+               ) -> tuple[DialogueSet, list[CorrectedGold]]:
+    """The dialogues with one corrected version (``VERSION+corr:DIGEST``) added for each of
+    ``versions`` (default: every version the corrections correct), and what each applied.
+
+    The one way every command, analysis and service job corrects its gold: the corrected
+    versions are then judged or scored beside the file's own."""
+    results: list[CorrectedGold] = []
+    for version in versions_named(corrections) if versions is None else versions:
+        result = apply_corrections(dialogues, version, corrections, schema=schema)
+        dialogues = result.dialogues
+        results.append(result)
+    return dialogues, results
+
+
+def only_version(corrections: Sequence[Located], *, option: str) -> str:
+    """The one version the corrections correct, for a score of one version that names none
+    (several: an error asking for ``option``)."""
+    named = versions_named(corrections)
+    if len(named) > 1:
+        raise OptionError(f"the corrections correct several versions ({', '.join(named)}): "
+                          f"say which with {option}")
+    return named[0]
+
+
+def scored_version(dialogues: DialogueSet, corrected: Sequence[CorrectedGold],
+                   gold: str | None, *, option: str) -> CorrectedGold:
+    """The corrected version a score of one version uses: that of ``gold`` (a version the
+    dialogues carry, or a corrected version's name), or without ``gold`` the one version the
+    corrections correct (``option`` names the choice in the messages)."""
+    if gold is None:
+        if len(corrected) > 1:
+            raise OptionError(f"the corrections correct several versions "
+                              f"({', '.join(c.base for c in corrected)}): say which with "
+                              f"{option}")
+        return corrected[0]
+    for c in corrected:
+        if gold == c.name:
+            return c
+    base = dialogues.resolve_version(gold)
+    for c in corrected:
+        if c.base == base:
+            return c
+    raise OptionError(f"the corrections correct {', '.join(c.base for c in corrected)}, not "
+                      f"{option} {gold!r}")
 
 
 def now_utc() -> datetime:

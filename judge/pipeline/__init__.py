@@ -29,7 +29,7 @@ from ._evaluate import (
     system_dirs,
 )
 from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
-from ._result import EvaluationResult, with_gold_versions
+from ._result import EvaluationResult, corrected_rows, with_gold_versions
 from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "call_chains",
     "collect",
     "collect_systems",
+    "corrected_rows",
     "default_record",
     "dry_run",
     "estimate",  # the old name of dry_run (the batch runner calls it so)

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DataMismatchError, ExitStatus
-from ..data import Dialogue, DialogueSet, Schema, dialogue_key, turn_states
+from ..data import (
+    CorrectedGold,
+    Dialogue,
+    DialogueSet,
+    Located,
+    Schema,
+    apply_each,
+    dialogue_key,
+    turn_states,
+)
 from ..method import TurnInput, TurnVerdict, agreement, integrate_dialogue, totals
 from ..metrics import MatchPolicy, ratio, rule_policy, rule_verdicts
 from ..model import PriceTable, load_prices, price_and_counter, usage_check, usage_cost
@@ -145,6 +154,19 @@ def with_gold_versions(rows: Sequence[Mapping[str, Any]], dialogues: DialogueSet
                                       **{v: gold_turns[v][index] for v in versions}}
         out.extend(group)
     return out
+
+
+def corrected_rows(rows: Sequence[Mapping[str, Any]], dialogues: DialogueSet, schema: Schema,
+                   rule_match: str | None, corrections: Sequence[Located]
+                   ) -> tuple[list[dict[str, Any]], list[CorrectedGold]]:
+    """A run's rows with the RULE verdicts and gold turn states of each version the
+    corrections correct, corrected (:func:`judge.data.apply_each` on the run's own dialogues
+    and schema; no model call), and what each corrected version applied."""
+    if not corrections:
+        return [dict(row) for row in rows], []
+    dialogues, corrected = apply_each(dialogues, corrections, schema=schema)
+    return (with_gold_versions(rows, dialogues, schema, rule_match,
+                               [c.name for c in corrected]), corrected)
 
 
 def _row(dialogue: Dialogue, turn: PlannedTurn, results: Sequence[CallResult],

@@ -3,6 +3,8 @@
 Options use the CLI's option names (underscored) and pass through the same validated objects
 as the CLI (:class:`judge.JudgeConfig`, :class:`judge.MetricOptions`), so a job fails on the
 same values with the same reasons; errors name the field as a JSON path (``options.top_p``).
+Each kind's options are first held to its typed model (``_options``: types, ranges, names),
+which is also what the OpenAPI document shows of them.
 
 Only an allow-list reaches the library. ``base_url`` is refused in favour of ``endpoint`` (a
 name the server maps to a URL and key), and everything that would read a server-side path
@@ -12,7 +14,6 @@ name the server maps to a URL and key), and everything that would read a server-
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -20,11 +21,22 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._config import JudgeConfig
-from .._errors import DSTJudgeError, ServiceError
+from .._errors import ServiceError
 from .._validation import first_problem
-from ..analysis import check_tuning
 from ..metrics import MetricOptions
-from ._board import LEADERBOARD_INPUTS, check_leaderboard_options, check_systems_input
+from ._board import check_leaderboard_options, check_systems_input
+from ._options import (
+    ENDPOINT_NAME,
+    INPUTS,
+    MAX_LIST,
+    MODEL_NAME,
+    BatchEvaluateOptions,
+    EvaluateOptions,
+    KindInputsSchema,
+    KindOptionsSchema,
+    check_inputs,
+    check_options,
+)
 from ._replaying import recorded_models
 from ._settings import EndpointConfig, ServiceSettings
 
@@ -33,17 +45,13 @@ JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry
 JOB_KINDS: tuple[str, ...] = ("evaluate", "metrics", "agreement", "compare", "audit",
                               "retry-errors", "leaderboard")
 
-JUDGE_OPTIONS = ("model", "method", "semantics", "rule_match", "prompt_variant",
-                 "response_format", "temperature", "top_p", "seed", "max_tokens", "timeout",
-                 "max_retries", "concurrency", "reasks", "prompt_cache_key", "budget")
 SUBSET_OPTIONS = ("limit", "dialogue_ids")
-BATCH_OPTIONS = ("batch_max_requests", "batch_max_bytes")
+JUDGE_OPTIONS = tuple(name for name in EvaluateOptions.model_fields
+                      if name not in (*SUBSET_OPTIONS, "endpoint"))
+"""The evaluate options that reach the judge's configuration."""
+BATCH_OPTIONS = tuple(name for name in BatchEvaluateOptions.model_fields
+                      if name not in EvaluateOptions.model_fields)
 """Options of batch jobs only: how request files are split (one batch each)."""
-METRIC_OPTIONS = (*MetricOptions.model_fields, "gold")
-AGREEMENT_OPTIONS = ("n_boot", "seed", "confidence", "tuning")
-COMPARE_OPTIONS = ("confidence", "tuning")
-"""Of the differences a compare job with a sample estimates."""
-RETRY_OPTIONS = ("concurrency", "timeout", "max_retries", "budget")
 
 REFUSED = {
     "base_url": "a job cannot name a URL; choose one of the server's endpoints with 'endpoint'",
@@ -62,54 +70,8 @@ REFUSED = {
     "out": "results stay on the server: fetch them with /results, /judgments or /export",
 }
 
-INPUTS: dict[str, dict[str, tuple[str, bool, bool]]] = {
-    # kind -> input name -> (what it refers to, required, list)
-    "evaluate": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                 "predictions": ("predictions", True, False), "rules": ("rules", False, False),
-                 "corrections": ("corrections", False, True)},
-    "metrics": {"schema": ("schema", True, False), "dialogues": ("dialogues", True, False),
-                "predictions": ("predictions", True, True),
-                "corrections": ("corrections", False, True)},
-    "agreement": {"run": ("job", True, False), "human": ("labels", False, False),
-                  "sample": ("sample", False, False),
-                  "corrections": ("corrections", False, True)},
-    "compare": {"runs": ("job", True, True), "human": ("labels", False, True),
-                "sample": ("sample", False, False)},
-    "audit": {"run": ("job", False, False), "dialogues": ("dialogues", False, False),
-              "predictions": ("predictions", False, True), "schema": ("schema", False, False),
-              "corrections": ("corrections", False, True)},
-    "retry-errors": {"run": ("job", True, False)},
-    "leaderboard": LEADERBOARD_INPUTS,
-}
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
-_ENDPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-MAX_N_BOOT = 20000
-MAX_IDS = 100_000
-MAX_LIST = 100
-INT64 = (-(2 ** 63), 2 ** 63 - 1)
-
-NUMBERS: dict[str, tuple[type, float, float]] = {
-    # option -> (int: a whole number, float: any finite number; lowest; highest)
-    "temperature": (float, 0.0, 2.0),
-    "top_p": (float, 0.0, 1.0),
-    "seed": (int, *INT64),
-    "max_tokens": (int, 16, 1_000_000),
-    "timeout": (float, 0.0, 3600.0),
-    "max_retries": (int, 0, 20),
-    "concurrency": (int, 1, 1024),
-    "reasks": (int, 0, 10),
-    "budget": (float, 0.0, 1_000_000.0),
-    "limit": (int, 1, 100_000_000),
-    "batch_max_requests": (int, 1, 50_000),
-    "batch_max_bytes": (int, 10_000, 200_000_000),
-    "n_boot": (int, 0, MAX_N_BOOT),
-    "confidence": (float, 0.0, 1.0),
-    "num_slots": (int, 1, 1_000_000),
-    "alpha": (float, 0.0, 1.0),
-}
-"""The range of every numeric option (docs/SERVICE.md lists them). Strict: a string or a
-float is not a whole number, a bool is not a number; the library's own checks (``top_p`` > 0,
-``timeout`` > 0, ...) apply on top."""
+_MODEL_NAME = re.compile(MODEL_NAME)
+_ENDPOINT_NAME = re.compile(ENDPOINT_NAME)
 
 
 class JobRequest(BaseModel):
@@ -118,7 +80,8 @@ class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     kind: JobKind
-    inputs: dict[str, str | Annotated[list[str], Field(max_length=MAX_LIST)]] = Field(
+    inputs: Annotated[dict[str, str | Annotated[list[str], Field(max_length=MAX_LIST)]],
+                      KindInputsSchema()] = Field(
         max_length=10,
         description="Input name → file id (or job id for runs); lists where the kind takes "
         "several (metrics: predictions; compare: runs, and human: one labels file per run; "
@@ -126,8 +89,11 @@ class JobRequest(BaseModel):
         "audit: predictions, given with dialogues and optionally schema in place of a run; "
         "leaderboard: systems, predictions file ids and judge run job ids mixed), "
         f"at most {MAX_LIST} ids each.")
-    options: dict[str, Any] = Field(default_factory=dict,
-                                    description="CLI option names, underscored.")
+    options: Annotated[dict[str, Any], KindOptionsSchema()] = Field(
+        default_factory=dict,
+        description="CLI option names, underscored: the options of the request's kind "
+        "(EvaluateOptions, or BatchEvaluateOptions in mode batch; MetricsOptions, "
+        "AgreementOptions, CompareOptions, AuditOptions, RetryErrorsOptions).")
     mode: Literal["live", "batch"] = "live"
 
     @field_validator("inputs", mode="before")
@@ -167,28 +133,20 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
         spec.references = [r for r in spec.references if not r[0].startswith("inputs.systems")]
         spec.references[:0] = check_systems_input(list(spec.inputs["systems"]))
     options = dict(request.options)
-    for name in options:
-        if name in REFUSED:
-            raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
-                               field=f"options.{name}")
-    check_numbers(options)
+    _refuse(options)
+    # a leaderboard's options are checked against its systems too (check_leaderboard_options)
+    typed = (None if request.kind == "leaderboard"
+             else _typed(request.kind, request.mode, options, settings))
     if request.kind == "evaluate":
         spec.options, spec.endpoint = _judge_options(options, settings, request.mode)
     elif request.kind == "retry-errors":
-        _only(options, RETRY_OPTIONS)
         spec.options = _validated_config_subset(options)
     elif request.kind == "metrics":
         spec.options = _metric_options(options)
-    elif request.kind == "agreement":
-        spec.options = _agreement_options(options)
-    elif request.kind == "compare":
-        _only(options, COMPARE_OPTIONS)
-        checked = _agreement_options(options)
-        spec.options = {k: checked[k] for k in COMPARE_OPTIONS}
+    elif request.kind in ("agreement", "compare") and typed is not None:
+        spec.options = typed.model_dump()
     elif request.kind == "leaderboard":
         spec.options = check_leaderboard_options(options, len(spec.inputs["systems"]))
-    else:
-        _only(options, ())
     budget = spec.options.get("budget")
     if settings.max_job_budget is not None:
         budget = min(budget if budget is not None else settings.max_job_budget,
@@ -197,75 +155,42 @@ def check_job(request: JobRequest, settings: ServiceSettings) -> JobSpec:
     return spec
 
 
-def _is_bool_field(name: str) -> bool:
-    for model in (JudgeConfig, MetricOptions):
-        info = model.model_fields.get(name)
-        if info is not None:
-            return info.annotation in (bool, bool | None)
-    return False
+def _typed(kind: str, mode: str, options: dict[str, Any], settings: ServiceSettings
+           ) -> BaseModel:
+    """The options held to their kind's model; an endpoint it refuses is named with the
+    server's endpoints (what the model cannot know)."""
+    try:
+        return check_options(kind, mode, options)
+    except ServiceError as exc:
+        if exc.field == "options.endpoint":
+            endpoint_for(options.get("endpoint"), settings)
+        raise
 
 
-def check_numbers(options: dict[str, Any]) -> None:
-    """Every numeric option of the right type (strictly) and within its range, every flag a
-    JSON true or false (422): the library's settings object would read ``"yes"`` as true."""
-    for name, value in options.items():
-        if _is_bool_field(name) and not isinstance(value, bool) and value is not None:
-            raise ServiceError("must be true or false", status=422, field=f"options.{name}")
-        if name == "fga_lambdas":
-            _check_list(value, name, number=True)
-        elif name == "none_values":
-            _check_list(value, name, number=False)
-        if name not in NUMBERS:
-            continue
-        kind, low, high = NUMBERS[name]
-        if value is None and name in ("seed", "budget", "num_slots"):
-            continue
-        if kind is int:
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ServiceError(f"must be a whole number from {low:,} to {high:,}",
-                                   status=422, field=f"options.{name}")
-        elif (isinstance(value, bool) or not isinstance(value, int | float)
-              or not math.isfinite(value) or not low <= value <= high):
-            raise ServiceError(f"must be a number from {low:g} to {high:g}", status=422,
+def _refuse(options: dict[str, Any]) -> None:
+    """An option the server decides, or one that would read a server path, refused with the
+    reason (before its kind's model calls it merely unknown)."""
+    for name in options:
+        if name in REFUSED:
+            raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
                                field=f"options.{name}")
 
 
-def _check_list(value: Any, name: str, *, number: bool) -> None:
-    ok = isinstance(value, list) and len(value) <= MAX_LIST and all(
-        (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-         and 0 <= v <= 1_000_000) if number else (isinstance(v, str) and len(v) <= 100)
-        for v in value)
-    if not ok:
-        what = "numbers from 0 to 1,000,000" if number else "strings of up to 100 characters"
-        raise ServiceError(f"must be a list of at most {MAX_LIST} {what}", status=422,
-                           field=f"options.{name}")
-
-
 def _check_inputs(spec: JobSpec) -> None:
-    wanted = INPUTS[spec.kind]
-    for name in spec.inputs:
-        if name not in wanted:
-            raise ServiceError(f"unknown input for a {spec.kind} job (expected "
-                               f"{', '.join(wanted)})", status=422, field=f"inputs.{name}")
-    for name, (refers, required, many) in wanted.items():
+    """The inputs held to their kind's model; lists where the kind takes several (one id
+    becomes a list of one), and every file or job they refer to listed."""
+    check_inputs(spec.kind, spec.inputs)
+    for name, (refers, _, many) in INPUTS[spec.kind].items():
         value = spec.inputs.get(name)
         if value is None:
-            if required:
-                raise ServiceError(f"a {spec.kind} job needs this input", status=422,
-                                   field=f"inputs.{name}")
             continue
         if many:
             items = [value] if isinstance(value, str) else list(value)
-            if not items:
-                raise ServiceError("give at least one id", status=422, field=f"inputs.{name}")
             spec.inputs[name] = items
             for index, item in enumerate(items):
                 spec.references.append((f"inputs.{name}[{index}]", refers, item))
         else:
-            if not isinstance(value, str):
-                raise ServiceError("expected one id (a string)", status=422,
-                                   field=f"inputs.{name}")
-            spec.references.append((f"inputs.{name}", refers, value))
+            spec.references.append((f"inputs.{name}", refers, str(value)))
 
 
 def _audit_inputs(inputs: dict[str, Any]) -> None:
@@ -283,13 +208,6 @@ def _audit_inputs(inputs: dict[str, Any]) -> None:
             raise ServiceError("an audit job needs run (a judge run) or dialogues and "
                                "predictions (predictions files, no judge)", status=422,
                                field=f"inputs.{name}")
-
-
-def _only(options: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    for name in options:
-        if name not in allowed:
-            hint = f"; accepted: {', '.join(allowed)}" if allowed else " (this kind takes none)"
-            raise ServiceError(f"unknown option{hint}", status=422, field=f"options.{name}")
 
 
 def endpoint_for(name: str | None, settings: ServiceSettings) -> tuple[str, EndpointConfig]:
@@ -325,8 +243,6 @@ def check_model(name: str, endpoint: EndpointConfig, model: str | None, *,
 
 def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str = "live"
                    ) -> tuple[dict[str, Any], str]:
-    _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, "endpoint",
-                    *(BATCH_OPTIONS if mode == "batch" else ())))
     name, endpoint = endpoint_for(options.pop("endpoint", None), settings)
     if mode == "batch" and not endpoint.offers_batch():
         raise ServiceError(f"endpoint {name!r} has no Batch API on this server (its "
@@ -344,7 +260,7 @@ def _judge_options(options: dict[str, Any], settings: ServiceSettings, mode: str
                            status=422, field="options.concurrency")
     values = _validated_config_subset({k: v for k, v in options.items()
                                        if k not in SUBSET_OPTIONS})
-    values.update(_subset_options(options))
+    values.update({k: options[k] for k in SUBSET_OPTIONS if options.get(k) is not None})
     return values, name
 
 
@@ -361,12 +277,8 @@ def check_bundle_options(options: Any, settings: ServiceSettings
                            field="options")
     options = dict(options)
     try:
-        for name in options:
-            if name in REFUSED:
-                raise ServiceError(f"not accepted: {REFUSED[name]}", status=422,
-                                   field=f"options.{name}")
-        _only(options, (*JUDGE_OPTIONS, *SUBSET_OPTIONS, *BATCH_OPTIONS, "endpoint"))
-        check_numbers(options)
+        _refuse(options)
+        _typed("evaluate", "batch", options, settings)
         endpoint_name = options.pop("endpoint", None)
         model = options.get("model")
         if model is not None and (not isinstance(model, str) or not _MODEL_NAME.match(model)):
@@ -376,7 +288,7 @@ def check_bundle_options(options: Any, settings: ServiceSettings
             check_model(endpoint_name, endpoint, model)
         values = _validated_config_subset({k: v for k, v in options.items()
                                            if k not in (*SUBSET_OPTIONS, *BATCH_OPTIONS)})
-        values.update(_subset_options(options))
+        values.update({k: options[k] for k in SUBSET_OPTIONS if options.get(k) is not None})
         values.update({k: options[k] for k in BATCH_OPTIONS if k in options})
     except ServiceError as exc:
         raise ServiceError(f"bundle.json: {exc.reason}", status=exc.status,
@@ -394,58 +306,21 @@ def _validated_config_subset(options: dict[str, Any]) -> dict[str, Any]:
     return dict(options)
 
 
-def _subset_options(options: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    limit = options.get("limit")
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ServiceError("must be a whole number >= 1", status=422, field="options.limit")
-        out["limit"] = limit
-    ids = options.get("dialogue_ids")
-    if ids is not None:
-        if (not isinstance(ids, list) or not ids or len(ids) > MAX_IDS
-                or not all(isinstance(i, str) and i for i in ids)):
-            raise ServiceError(f"must be a list of 1 to {MAX_IDS} dialogue ids (strings)",
-                               status=422, field="options.dialogue_ids")
-        out["dialogue_ids"] = ids
-    return out
-
-
 def _metric_options(options: dict[str, Any]) -> dict[str, Any]:
-    _only(options, (*METRIC_OPTIONS, *SUBSET_OPTIONS))
+    """Checked by :class:`MetricOptions` itself (the CLI's rules), strictly."""
     values = {k: v for k, v in options.items() if k in MetricOptions.model_fields}
     try:
         MetricOptions.model_validate_json(json.dumps(values), strict=True)
     except ValidationError as exc:
         raise _option_error(exc) from None
     gold = options.get("gold")
-    if gold is not None and (not isinstance(gold, str) or len(gold) > 50):
-        raise ServiceError("an annotation version such as '2.1'", status=422,
-                           field="options.gold")
     return {**values, **({"gold": gold} if gold is not None else {}),
-            **_subset_options(options)}
+            **{k: options[k] for k in SUBSET_OPTIONS if options.get(k) is not None}}
 
 
 def _agreement_options(options: dict[str, Any]) -> dict[str, Any]:
-    _only(options, AGREEMENT_OPTIONS)
-    n_boot = options.get("n_boot", 1000)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not 0 <= n_boot <= MAX_N_BOOT:
-        raise ServiceError(f"a whole number from 0 to {MAX_N_BOOT}", status=422,
-                           field="options.n_boot")
-    seed = options.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ServiceError("a whole number", status=422, field="options.seed")
-    confidence = options.get("confidence", 0.95)
-    if (isinstance(confidence, bool) or not isinstance(confidence, int | float)
-            or not 0 < confidence < 1):
-        raise ServiceError("a number strictly between 0 and 1", status=422,
-                           field="options.confidence")
-    tuning = options.get("tuning", "loo")
-    try:
-        tuning = check_tuning(tuning)
-    except DSTJudgeError as exc:
-        raise ServiceError(str(exc), status=422, field="options.tuning") from None
-    return {"n_boot": n_boot, "seed": seed, "confidence": float(confidence), "tuning": tuning}
+    """An agreement job's options with their defaults filled in."""
+    return check_options("agreement", "live", options).model_dump()
 
 
 def _option_error(exc: ValidationError) -> ServiceError:

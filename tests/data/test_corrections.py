@@ -434,3 +434,39 @@ def test_report_interval_of_the_jga_change_is_clustered_by_dialogue(tmp_path, ca
     per_turn = np.repeat([100.0, 0.0], [9, 8])
     turn_half = 2.1199052992212546 * per_turn.std(ddof=1) / np.sqrt(17)  # t(0.975, 16 df)
     assert half > 1.5 * turn_half
+
+
+def test_apply_each_corrects_every_named_version_and_scored_version_picks_one(tmp_path):
+    """The one path of the CLI, the analyses and both service runners: a corrected version per
+    version the corrections name, then the one a score of one version uses."""
+    from judge.data import apply_each, only_version, scored_version
+
+    dialogues = load_dialogues(_dialogues(tmp_path))
+    located = read_corrections([_corrections(
+        tmp_path, _correction(), _correction(gold="2.4", turn_index=1, slot="hotel-name",
+                                             value="acorn lodge"))])
+    fixed, corrected = apply_each(dialogues, located)
+    assert [c.base for c in corrected] == ["2.1", "2.4"]
+    assert fixed.versions[-2:] == tuple(c.name for c in corrected)
+    assert fixed.get("FIX001.json").turns[0].gold_states[corrected[0].name]["hotel-area"] == \
+        "east"
+    assert fixed.get("FIX001.json").turns[1].gold_states[corrected[1].name]["hotel-name"] == \
+        "acorn lodge"
+    assert corrected[0].summary() == {
+        "base": "2.1", "name": corrected[0].name, "digest": corrected[0].digest,
+        "applied": 1, "changed_turns": corrected[0].changed_turns,
+        "changed_slots": corrected[0].changed_slots}
+    only, (one,) = apply_each(dialogues, located, versions=["2.4"])
+    assert one.name == corrected[1].name and corrected[0].name not in only.versions
+    assert scored_version(fixed, corrected, "2.4", option="--gold") is corrected[1]
+    assert scored_version(fixed, corrected, corrected[0].name, option="--gold") is corrected[0]
+    with pytest.raises(OptionError, match=r"say which with options\.gold"):
+        scored_version(fixed, corrected, None, option="options.gold")
+    with pytest.raises(OptionError, match="say which with --gold"):
+        only_version(located, option="--gold")
+    assert only_version(located[:1], option="--gold") == "2.1"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert read_corrections([empty]) == []
+    with pytest.raises(InputError, match="no corrections in the file"):
+        read_corrections([empty], each_nonempty=True)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from judge._io import json_values_exceed
 from judge.service import JobRequest
 from judge.service._guard import MAX_JSON_VALUES, json_problem
-from judge.service._jobspec import MAX_IDS
+from judge.service._options import MAX_IDS
 
 from .serve_process import ServeProcess, create_token
 

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import judge
 from judge.service import create_token as project_token
+from judge.service._db import jobs
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess, get_json
 
@@ -134,6 +136,43 @@ def test_a_batch_job_leaves_out_what_the_ledger_holds_and_records_what_it_paid(b
     assert repeat["progress"]["batches"]["submitted"] == 0  # nothing left to send
     assert len(_batches(model)) == job["progress"]["batches"]["submitted"]
     assert repeat["progress"]["cost_usd"] == 0 and repeat["progress"]["tokens"] == 0
+
+
+def test_a_batch_job_honours_its_corrections_as_a_live_job_does(batch_env, tmp_path):
+    """``inputs.corrections`` of an evaluate job in mode batch: the corrected version is judged
+    beside the file's own and named in the result and the manifest, as in a live job (they
+    were once accepted and silently dropped)."""
+    api, files = batch_env["api"], batch_env["files"]
+    fix_file = tmp_path / "corrections.jsonl"
+    fix_file.write_text(json.dumps({
+        "dialogue_id": "EX001.json", "turn_index": 2, "slot": "hotel-name",
+        "value": "worth house", "gold": "2.1", "reviewer": "ann",
+        "time": "2026-11-28T10:00:00Z"}) + "\n")
+    fix = api.upload(fix_file, "corrections").json()["id"]
+    job = api.wait(_submit(api, {**files, "corrections": [fix]}, "batch")["id"], timeout=60)
+    assert job["status"] == "succeeded" and job["exit_code"] == 0, job
+    summary = api.get(f"/v1/jobs/{job['id']}/results").json()
+    assert [c["base"] for c in summary.get("corrections", [])] == ["2.1"], summary.keys()
+    name = summary["corrections"][0]["name"]
+    assert name.startswith("2.1+corr:") and summary["corrections"][0]["changed_turns"] == 1
+    rows = _rows(api, job["id"])
+    fixed = next(r for r in rows if (r["dialogue_id"], r["turn_index"]) == ("EX001.json", 2))
+    assert set(fixed["rule"]) >= {"2.1", name}
+    assert fixed["gold_turn_state"][name].get("hotel-name") == "worth house"
+    assert all(name in r["rule"] for r in rows)
+    with batch_env["service"].db.read() as conn:
+        manifest = conn.execute(sa.select(jobs.c.manifest).where(jobs.c.id == job["id"])
+                                ).scalar()
+    assert manifest["sources"]["gold_corrections"] == [name]
+
+    other = batch_env["other"]
+    other_files = other.upload_examples()
+    other_fix = other.upload(fix_file, "corrections").json()["id"]
+    live = other.wait(_submit(other, {**other_files, "corrections": [other_fix]}, "live")["id"])
+    assert live["status"] == "succeeded", live
+    assert _verdicts(rows) == _verdicts(_rows(other, live["id"]))
+    live_summary = other.get(f"/v1/jobs/{live['id']}/results").json()
+    assert live_summary["corrections"] == summary["corrections"]
 
 
 def _wait_submitted(api: Api, job_id: str, timeout: float = 30) -> dict[str, Any]:

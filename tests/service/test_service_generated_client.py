@@ -84,8 +84,8 @@ def test_a_generated_client_runs_a_whole_evaluation(generated):
         ids[kind] = uploaded.id
 
     request = models.JobRequest(kind=models.JobRequestKind.EVALUATE,
-                                inputs=models.JobRequestInputs.from_dict(ids),
-                                options=models.JobRequestOptions.from_dict({"model": "m"}))
+                                inputs=models.EvaluateInputs.from_dict(ids),
+                                options=models.EvaluateOptions(model="m"))
     created = create_job.sync(client=client, body=request)
     assert isinstance(created, models.CreatedJob), created
     assert created.status.value == "queued"

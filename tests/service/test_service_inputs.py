@@ -538,16 +538,17 @@ def test_other_kinds_normalise_their_options_and_list_inputs(tmp_path):
 
 
 @pytest.mark.parametrize("options, field, reason", [
-    ({"n_boot": 20001}, "options.n_boot", "a whole number from 0 to 20000"),
-    ({"n_boot": 2.0}, "options.n_boot", "a whole number from 0 to 20000"),
-    ({"seed": "1"}, "options.seed", "a whole number"),
+    ({"n_boot": 20001}, "options.n_boot", "must be a whole number from 0 to 20,000"),
+    ({"n_boot": 2.0}, "options.n_boot", "must be a whole number from 0 to 20,000"),
+    ({"seed": "1"}, "options.seed",
+     "must be a whole number from -9,223,372,036,854,775,808 to 9,223,372,036,854,775,807"),
     ({"confidence": True}, "options.confidence", "a number strictly between 0 and 1"),
     ({"confidence": "0.9"}, "options.confidence", "a number strictly between 0 and 1"),
     ({"other": 1}, "options.other", "unknown option; accepted: n_boot, seed, confidence, "
      "tuning"),
 ])
 def test_agreement_options_checked_on_their_own_name_field_and_reason(options, field, reason):
-    """The agreement options' own checks (behind the numeric ranges) say what they want."""
+    """The agreement options' model says what each wants, in the API's words."""
     from judge.service._jobspec import _agreement_options
 
     with pytest.raises(ServiceError) as refused:

@@ -261,3 +261,41 @@ def test_create_app_only_composes():
     from judge.service._app import create_app as factory
 
     assert len(inspect.getsource(factory).splitlines()) < 60
+
+
+def test_the_document_describes_each_job_kind_s_options():
+    """A job's ``options`` (and ``inputs``) are each kind's typed model in the document (types,
+    ranges, no unknown names), not an untyped object; the same model refuses a value at its
+    JSON path."""
+    from judge._errors import ServiceError
+    from judge.service._options import check_options
+    from tests.service.openapi_docs import openapi_document
+
+    schemas = openapi_document()["components"]["schemas"]
+    options = schemas["JobRequest"]["properties"]["options"]
+    assert {member["$ref"].rsplit("/", 1)[1] for member in options["anyOf"]} == {
+        "EvaluateOptions", "BatchEvaluateOptions", "MetricsOptions", "AgreementOptions",
+        "CompareOptions", "AuditOptions", "RetryErrorsOptions"}
+    evaluate, batch = schemas["EvaluateOptions"], schemas["BatchEvaluateOptions"]
+    assert evaluate["additionalProperties"] is False
+    temperature = evaluate["properties"]["temperature"]
+    assert (temperature["type"], temperature["minimum"], temperature["maximum"]) == (
+        "number", 0, 2)
+    assert evaluate["properties"]["method"]["enum"] == ["two-dim", "two-dim-cot", "direct",
+                                                        "cot"]
+    assert "batch_max_requests" in batch["properties"]
+    assert "batch_max_requests" not in evaluate["properties"]
+    confidence = schemas["AgreementOptions"]["properties"]["confidence"]
+    assert (confidence["exclusiveMinimum"], confidence["exclusiveMaximum"]) == (0, 1)
+    assert schemas["AuditOptions"]["properties"] == {}
+    inputs = schemas["JobRequest"]["properties"]["inputs"]
+    assert "EvaluateInputs" in {m["$ref"].rsplit("/", 1)[1] for m in inputs["anyOf"]}
+    assert schemas["EvaluateInputs"]["required"] == ["schema", "dialogues", "predictions"]
+    assert schemas["EvaluateInputs"]["additionalProperties"] is False
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(ServiceError) as refused:
+            check_options("evaluate", "live", {"temperature": value})
+        assert (refused.value.status, refused.value.field) == (422, "options.temperature")
+    with pytest.raises(ServiceError) as refused:
+        check_options("metrics", "live", {"fga_lambdas": [0.5, float("nan")]})
+    assert refused.value.field == "options.fga_lambdas"

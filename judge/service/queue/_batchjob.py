@@ -70,6 +70,7 @@ from ._runners import (
     Park,
     RunContext,
     Toolkit,
+    corrections_summary,
     nothing_judged,
     scrub_summary,
 )
@@ -262,11 +263,14 @@ class BatchRunner:
         def load() -> dict[str, Any]:
             schema, dialogues, predictions, rules, sources = self.evaluator.read_inputs(
                 job.inputs, dict(job.options), inputs)
+            dialogues, corrected = self.evaluator.corrected(job.inputs, dialogues, schema,
+                                                            sources, inputs)
             plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
             keys = {call.custom_id: cache_key(config.endpoint, call.body,
                                               call.prompt.template_hash) for call in plan.calls}
             return {"schema": schema, "dialogues": dialogues, "predictions": predictions,
-                    "rules": rules, "plan": plan, "sources": sources, "keys": keys}
+                    "rules": rules, "plan": plan, "sources": sources, "keys": keys,
+                    "corrected": corrected}
 
         return await asyncio.to_thread(load)
 
@@ -489,6 +493,8 @@ class BatchRunner:
             on_result=lambda r: calls.append(dict(vars(r))), plan=plan)
         summary = scrub_summary(result.summary, endpoint_name, inputs)
         summary["calls"]["ledger"] = {"answered": len(from_ledger), "recorded": recorded}
+        if loaded["corrected"]:
+            summary["corrections"] = corrections_summary(loaded["corrected"])
         manifest = {**build_manifest(plan, loaded["sources"]), "batch": loaded.get("planned")
                     or _planned(job.manifest)}
         run_log = ([(job.id, manifest)],

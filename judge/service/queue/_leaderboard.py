@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._errors import DatabaseUnavailable, DSTJudgeError, InputError
 from ...analysis import Layout, SystemTurns, build_leaderboard, score_predictions, score_run
-from ...data import CorrectedGold, load_dialogues, load_predictions, load_schema
+from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
 from ...pipeline import Run
 from .._lifecycle import JobStatus
@@ -27,7 +27,6 @@ from ._runners import (
     _ids,
     _json,
     _stem,
-    corrected_versions,
     corrections_summary,
     read_correction_files,
 )
@@ -69,7 +68,7 @@ class LeaderboardRunner:
         located = read_correction_files(inputs, _ids(job.inputs.get("corrections")))
         versions = list(wanted)
         if located:
-            dialogues, corrected = corrected_versions(dialogues, schema, located)
+            dialogues, corrected = apply_each(dialogues, located, schema=schema)
             by_base = {c.base: c.name for c in corrected}
             if not set(by_base) & set(wanted):
                 raise InputError(f"the corrections correct {', '.join(sorted(by_base))}, not "

@@ -56,16 +56,17 @@ from ...data import (
     DialogueSet,
     Located,
     Schema,
-    apply_corrections,
+    apply_each,
     load_dialogues,
     load_predictions,
     load_schema,
     read_corrections,
+    scored_version,
 )
 from ...method import default_rules, load_rules, packaged_rules_path
 from ...metrics import MetricOptions, compute_metrics, paper_tables
 from ...model import AiohttpTransport, ReplyLimits, Transport
-from ...pipeline import Run, RunDirectory, evaluate_async, with_gold_versions
+from ...pipeline import Run, RunDirectory, corrected_rows, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
 from .._db import Database, files
 from .._estimate_inputs import EstimateInputs, read_estimate_inputs
@@ -494,12 +495,7 @@ class EvaluateRunner:
             input_files = run_input_files(conn, job.project_id, source)
         schema, dialogues, predictions, rules, sources = self.read_inputs(
             input_files, options, inputs)
-        corrected: list[CorrectedGold] = []
-        correction_ids = _ids(source.inputs.get("corrections"))
-        if correction_ids:  # the corrected versions are judged beside the file's own
-            dialogues, corrected = corrected_versions(
-                dialogues, schema, read_correction_files(inputs, correction_ids))
-            sources["gold_corrections"] = [c.name for c in corrected]
+        dialogues, corrected = self.corrected(source.inputs, dialogues, schema, sources, inputs)
         values = {k: v for k, v in options.items() if k in JUDGE_OPTIONS}
         values.setdefault("concurrency", min(8, endpoint.max_concurrency))
         values.update(base_url=endpoint.base_url, api_key=endpoint.secret(),
@@ -569,6 +565,21 @@ class EvaluateRunner:
                    "rules": rules_row["name"] if rules_row else None}
         return schema, dialogues, predictions, rules, sources
 
+    @staticmethod
+    def corrected(job_inputs: dict[str, Any], dialogues: DialogueSet, schema: Schema,
+                  sources: dict[str, Any], inputs: Inputs
+                  ) -> tuple[DialogueSet, list[CorrectedGold]]:
+        """A judge run's dialogues with the corrected versions of its ``inputs.corrections``
+        added (judged beside the file's own; live and batch jobs alike), named in ``sources``
+        as the run's ``gold_corrections``."""
+        correction_ids = _ids(job_inputs.get("corrections"))
+        if not correction_ids:
+            return dialogues, []
+        dialogues, corrected = apply_each(dialogues, read_correction_files(inputs, correction_ids),
+                                          schema=schema)
+        sources["gold_corrections"] = [c.name for c in corrected]
+        return dialogues, corrected
+
 
 def nothing_judged(summary: dict[str, Any]) -> str:
     """The one reason of a run that judged nothing: how many calls failed and the first
@@ -623,24 +634,9 @@ def read_correction_files(inputs: Inputs, file_ids: list[str]) -> list[Located]:
     return found
 
 
-def corrected_versions(dialogues: DialogueSet, schema: Schema, located: list[Located]
-                       ) -> tuple[DialogueSet, list[CorrectedGold]]:
-    """The dialogues with one corrected version added for each version the corrections
-    correct (named ``VERSION+corr:DIGEST``)."""
-    results: list[CorrectedGold] = []
-    for version in dict.fromkeys(c.correction.gold for c in located):
-        result = apply_corrections(dialogues, version, located, schema=schema)
-        dialogues = result.dialogues
-        results.append(result)
-    return dialogues, results
-
-
 def corrections_summary(corrected: list[CorrectedGold]) -> list[dict[str, Any]]:
-    """What a result says of the corrected gold it used: which version, its name with the
-    digest, and how much the corrections changed."""
-    return [{"base": c.base, "name": c.name, "digest": c.digest, "applied": c.applied,
-             "changed_turns": c.changed_turns, "changed_slots": c.changed_slots}
-            for c in corrected]
+    """What a result says of the corrected gold it used (see :meth:`CorrectedGold.summary`)."""
+    return [c.summary() for c in corrected]
 
 
 class AnalysisRunner:
@@ -712,9 +708,9 @@ class AnalysisRunner:
         correction_ids = _ids(job.inputs.get("corrections"))
         corrected: list[CorrectedGold] = []
         if correction_ids:
-            dialogues, corrected = corrected_versions(
-                dialogues, schema, read_correction_files(inputs, correction_ids))
-            chosen = _scored_correction(dialogues, corrected, gold)
+            dialogues, corrected = apply_each(
+                dialogues, read_correction_files(inputs, correction_ids), schema=schema)
+            chosen = scored_version(dialogues, corrected, gold, option="options.gold")
             gold = chosen.name
         metric_options = MetricOptions(**options)
         report = compute_metrics(dialogues, systems, schema, metric_options, gold=gold)
@@ -743,11 +739,8 @@ class AnalysisRunner:
         inputs.prefetch([files.get("schema"), files.get("dialogues"), *correction_ids])
         schema = load_schema(inputs.path(files["schema"])[0])
         dialogues = load_dialogues(inputs.path(files["dialogues"])[0], schema=schema)
-        dialogues, corrected = corrected_versions(
-            dialogues, schema, read_correction_files(inputs, correction_ids))
-        rows = with_gold_versions(run.rows, dialogues, schema, run.summary.get("rule_match"),
-                                  [c.name for c in corrected])
-        return rows, corrected
+        return corrected_rows(run.rows, dialogues, schema, run.summary.get("rule_match"),
+                              read_correction_files(inputs, correction_ids))
 
     def _estimate_inputs(self, job: JobRow, inputs: Inputs) -> EstimateInputs:
         """The runs, labels and sample of an agreement or compare job, checked as at
@@ -821,27 +814,6 @@ class AnalysisRunner:
         return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(summary, inputs), artifacts={
             "audit.html": ("text/html; charset=utf-8", page),
             "candidates.jsonl": ("application/x-ndjson", listing.encode("utf-8"))})
-
-
-def _scored_correction(dialogues: DialogueSet, corrected: list[CorrectedGold],
-                       gold: str | None) -> CorrectedGold:
-    """The corrected version a metrics job scores: that of ``options.gold`` (the version
-    named, or its corrected name), or the one version the corrections correct."""
-    if gold is None:
-        if len(corrected) > 1:
-            raise InputError(f"the corrections correct several versions "
-                             f"({', '.join(c.base for c in corrected)}): say which with "
-                             "options.gold")
-        return corrected[0]
-    for c in corrected:
-        if gold == c.name:
-            return c
-    base = dialogues.resolve_version(gold)
-    for c in corrected:
-        if c.base == base:
-            return c
-    raise InputError(f"the corrections correct {', '.join(c.base for c in corrected)}, not "
-                     f"options.gold {gold!r}")
 
 
 def _finite(value: Any) -> Any:
