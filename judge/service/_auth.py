@@ -289,7 +289,7 @@ class TokenBook:
             raise ServiceError("invalid or revoked token", status=401)
         return self._principal(row)
 
-    def _principal(self, row: Any) -> Principal:
+    def _principal(self, row: sa.Row[Any]) -> Principal:
         """The principal of a token's row (joined with its project's name), its use noted."""
         moment = now()
         if moment - self._touched.get(row.id, 0.0) > 60:

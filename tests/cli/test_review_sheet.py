@@ -164,7 +164,7 @@ def test_submit_audit_sends_every_predictions_file_and_the_corrections(tmp_path)
         kind="audit", schema=None, dialogues=str(EXAMPLES / "dialogues.jsonl"), rules=None,
         predictions=[str(EXAMPLES / "predictions.jsonl"),
                      str(EXAMPLES / "predictions-weak.jsonl")],
-        corrections=[str(corrections)], human=None, run=None, runs=None)
+        corrections=[str(corrections)], human=None, run=None, runs=None, systems=None)
     inputs = _remote._inputs(Uploads(), args)
     assert inputs == {"dialogues": "file_1", "predictions": ["file_2", "file_3"],
                       "corrections": ["file_4"]}

@@ -275,7 +275,13 @@ def test_the_document_describes_each_job_kind_s_options():
     options = schemas["JobRequest"]["properties"]["options"]
     assert {member["$ref"].rsplit("/", 1)[1] for member in options["anyOf"]} == {
         "EvaluateOptions", "BatchEvaluateOptions", "MetricsOptions", "AgreementOptions",
-        "CompareOptions", "AuditOptions", "RetryErrorsOptions"}
+        "CompareOptions", "AuditOptions", "RetryErrorsOptions", "LeaderboardOptions"}
+    assert schemas["LeaderboardOptions"]["additionalProperties"] is False
+    assert schemas["LeaderboardOptions"]["properties"]["correction"]["enum"] == ["holm", "by"]
+    assert {"LeaderboardInputs", "AuditInputs"} <= {m["$ref"].rsplit("/", 1)[1]
+                                                   for m in schemas["JobRequest"]["properties"]
+                                                   ["inputs"]["anyOf"]}
+    assert "run" not in schemas["AuditInputs"].get("required", [])  # or predictions files
     evaluate, batch = schemas["EvaluateOptions"], schemas["BatchEvaluateOptions"]
     assert evaluate["additionalProperties"] is False
     temperature = evaluate["properties"]["temperature"]

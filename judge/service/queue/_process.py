@@ -234,6 +234,7 @@ async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> 
     loop = asyncio.get_running_loop()
     for signum in _STOP_SIGNALS:
         loop.add_signal_handler(signum, worker.drain)
+    _quiet_wakeup()
     if early:
         worker.drain()
     try:
@@ -245,6 +246,19 @@ async def _run_until_drained(worker: Worker, wake_fd: int, early: list[int]) -> 
         for signum in _STOP_SIGNALS:
             loop.remove_signal_handler(signum)
         _note_signals(early)
+
+
+def _quiet_wakeup() -> None:
+    """A burst of SIGTERMs can fill the loop's wake-up socket; Python then writes a traceback
+    per signal to stderr (the log). A full socket loses nothing the drain needs (one signal
+    drains), so the loop's descriptor is kept with that warning off; the stop signals are held
+    back while it is swapped, so none arrives in between and goes unseen."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        fd = signal.set_wakeup_fd(-1)
+        signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def _die_with_parent() -> None:
