@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._names import JobStatus as JobStatus
+
 Scope = Literal["read", "submit", "review", "admin"]
-JobStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled",
-                    "stopped"]
 FINAL_STATUSES: tuple[JobStatus, ...] = ("succeeded", "failed", "cancelled", "stopped")
 WORKING_STATUSES: tuple[JobStatus, ...] = ("running", "waiting")
 """The API's words for a job's states (the service's lifecycle, ``judge.service._lifecycle``,

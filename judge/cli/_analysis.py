@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._digest import file_digest
 from .._errors import OptionError
-from ..data import Schema, load_schema
-from ..pipeline import Run, RunDirectory, load_run
 from ._gold import (
     add_corrections_option,
     add_run_corrections_options,
@@ -21,6 +19,10 @@ from ._gold import (
 )
 from ._options import write_json
 from ._report import print_estimates, print_methods, print_systems, say
+
+if TYPE_CHECKING:
+    from ..data import Schema
+    from ..pipeline import Run
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -77,6 +79,7 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
         run_differences,
         sampled_run,
     )
+    from ..pipeline import Run, load_run
 
     check_tuning(args.tuning)
     files = args.human or []
@@ -136,6 +139,8 @@ def run_compare(args: argparse.Namespace, console: Console) -> int:
 
 def recorded_schema(runs: list[Run]) -> Schema:
     """The schema the runs recorded, when it is still there with the same digest."""
+    from ..data import load_schema
+    from ..pipeline import RunDirectory
     manifest = RunDirectory(runs[0].path).read_manifest() or {}
     sources = manifest.get("sources") or {}
     path, digest = sources.get("schema"), sources.get("schema_sha256")
@@ -149,6 +154,8 @@ def recorded_schema(runs: list[Run]) -> Schema:
 
 def run_systems(args: argparse.Namespace, console: Console) -> int:
     from ..analysis import plot_systems, system_table
+    from ..data import load_schema
+    from ..pipeline import load_run
 
     runs = [load_run(path) for path in args.runs]
     if args.names and len(args.names) != len(runs):

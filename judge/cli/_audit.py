@@ -9,7 +9,6 @@ from rich.console import Console
 
 from .._errors import OptionError
 from .._io import plural
-from ..data import decided_slots
 from ._gold import add_corrections_option, corrected_gold, read_all
 
 __all__ = ["add_parsers"]
@@ -55,6 +54,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
     from ..analysis import load_audit_inputs, open_candidates, write_audit, write_candidates
+    from ..data import decided_slots
 
     if not (args.out or args.candidates):
         raise OptionError("say what to write: --candidates FILE, --out HTML, or both")

@@ -6,26 +6,12 @@ import argparse
 import asyncio
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._errors import OptionError
 from .._io import check_output_dir, gzip_name, plural
-from ..model import ReplyLimits, download, read_output, status
-from ..pipeline import (
-    EvaluationPlan,
-    collect,
-    collect_systems,
-    default_record,
-    plan_evaluation,
-    record_ids,
-    request_files,
-    rules_for,
-    submit_files,
-    system_dirs,
-    write_requests,
-)
 from ._convert import load_predictions_noted
 from ._evaluate import add_force_option, finish, finish_systems, sources_of
 from ._options import (
@@ -42,6 +28,9 @@ from ._options import (
     prediction_paths,
 )
 from ._report import say
+
+if TYPE_CHECKING:
+    from ..pipeline import EvaluationPlan
 
 _PREPARE = ("model", *GENERATION, "method", "prompt_variant", "prompt_cache_key",
             "batch_max_requests", "batch_max_bytes")
@@ -109,6 +98,7 @@ def _systems(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
 
 
 def run_prepare(args: argparse.Namespace, console: Console) -> int:
+    from ..pipeline import plan_evaluation, system_dirs, write_requests
     if gzip_name(args.out):  # the Batch APIs read the uploaded file as plain JSON Lines
         raise OptionError(f"--out {args.out}: the Batch API takes plain JSON Lines, not gzip; "
                           "give a name without .gz")
@@ -138,6 +128,7 @@ def run_prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _ids(args: argparse.Namespace) -> list[str]:
+    from ..pipeline import record_ids
     ids = list(args.batch_ids or [])
     if args.record:
         ids += [i for i in record_ids(args.record) if i not in ids]
@@ -145,6 +136,7 @@ def _ids(args: argparse.Namespace) -> list[str]:
 
 
 def run_submit(args: argparse.Namespace, console: Console) -> int:
+    from ..pipeline import default_record, request_files, submit_files
     files = request_files(args.requests)
     record = Path(args.record) if args.record else default_record(files)
     config = config_from_args(args)
@@ -162,6 +154,7 @@ def run_submit(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_status(args: argparse.Namespace, console: Console) -> int:
+    from ..model import status
     ids = _ids(args)
     if not ids:
         raise OptionError("batch status needs BATCH_ID(s) or --record FILE")
@@ -176,6 +169,8 @@ def run_status(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_collect(args: argparse.Namespace, console: Console) -> int:
+    from ..model import ReplyLimits, download, read_output
+    from ..pipeline import collect, collect_systems, rules_for, system_dirs
     config = config_from_args(args)
     schema, dialogues, systems = _systems(args)
     check_output_dir(args.out)

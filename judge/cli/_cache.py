@@ -8,7 +8,6 @@ from typing import Any
 from rich.console import Console
 
 from .._config import load_config
-from ..store import cache_ledger_path, clear_cache, open_cache
 from ._report import say
 
 
@@ -21,6 +20,7 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_cache(args: argparse.Namespace, console: Console) -> int:
+    from ..store import cache_ledger_path, clear_cache, open_cache
     config = load_config({"cache_dir": args.cache_dir}, args.config)
     if args.action == "clear":
         removed, notes = clear_cache(config.cache_dir)

@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._io import printable
-from ..data import (
-    FORMAT_NAMES,
-    KINDS,
-    DialogueSet,
-    PredictionSet,
-    Schema,
-    convert,
-    describe_out_of_schema,
-    get_format,
-    load_dialogues,
-    load_predictions,
-    load_schema,
-    out_of_schema_slots,
-    write_conversion,
-)
+from .._names import FORMAT_NAMES, KINDS
 from ._report import say
+
+if TYPE_CHECKING:
+    from ..data import DialogueSet, PredictionSet, Schema
 
 _TITLES = {"native": "native", "native-schema": "native"}
 
@@ -33,6 +22,7 @@ _TITLES = {"native": "native", "native-schema": "native"}
 def announce(*loaded: Any, label: str = "") -> None:
     """One stderr line per input read from a foreign format, and one per input whose slot
     names were renamed to the schema's (with the most frequent renamings)."""
+    from ..data import get_format
     for item in loaded:
         fmt = getattr(item, "source_format", "native")
         path = getattr(item, "path", None) or label
@@ -48,6 +38,7 @@ def announce(*loaded: Any, label: str = "") -> None:
 
 
 def load_schema_noted(path: str) -> Schema:
+    from ..data import load_schema
     schema = load_schema(path)
     if schema.source_format != "native-schema":
         announce(schema, label=path)
@@ -55,6 +46,7 @@ def load_schema_noted(path: str) -> Schema:
 
 
 def load_dialogues_noted(path: str, schema: Schema | None) -> DialogueSet:
+    from ..data import load_dialogues
     dialogues = load_dialogues(path, schema=schema)
     announce(dialogues)
     return dialogues
@@ -64,6 +56,7 @@ def load_predictions_noted(path: str, dialogues: DialogueSet, schema: Schema | N
                            warn_slots: bool = True) -> PredictionSet:
     """Predictions read with the notes of :func:`announce` and, with ``warn_slots``, a warning
     naming the predicted slot names outside the schema (``metrics`` words it in its report)."""
+    from ..data import load_predictions, out_of_schema_slots
     predictions = load_predictions(path, dialogues, schema)
     announce(predictions)
     if warn_slots and schema is not None:
@@ -74,6 +67,7 @@ def load_predictions_noted(path: str, dialogues: DialogueSet, schema: Schema | N
 
 def warn_out_of_schema(path: str, slots: list[Any]) -> None:
     """One stderr warning about the slot names of ``path`` the schema does not have."""
+    from ..data import describe_out_of_schema
     sentence = describe_out_of_schema(slots)
     if sentence:
         print(printable(f"dst-judge: warning: {path}: {sentence}"), file=sys.stderr)
@@ -109,6 +103,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from ..data import convert, write_conversion
     schema = load_schema_noted(args.schema) if args.schema else None
     dialogues = load_dialogues_noted(args.dialogues, schema) if args.dialogues else None
     result = convert(args.inputs, args.kind, to=args.to, fmt=args.fmt, schema=schema,

@@ -11,8 +11,6 @@ from rich.console import Console
 
 from .._errors import InputError, OptionError
 from .._io import plural
-from ..data import apply_corrections, load_dialogues, load_schema, write_native_jsonl
-from ..data._dialogues import version_label
 from ._gold import read_all
 from ._remote import add_server_option, run_corrections_export
 
@@ -72,6 +70,7 @@ def run_from_candidates(args: argparse.Namespace, console: Console) -> int:
     from datetime import datetime, timezone
 
     from ..analysis import corrections_from_candidates
+    from ..data import write_native_jsonl
 
     reviewer = args.reviewer.strip()
     if not reviewer:
@@ -89,6 +88,8 @@ def run_from_candidates(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_apply(args: argparse.Namespace, console: Console) -> int:
+    from ..data import apply_corrections, load_dialogues, load_schema, write_native_jsonl
+    from ..data._dialogues import version_label
     tag = args.tag.strip()
     if not tag or not all(ch.isalnum() or ch in "._-" for ch in tag):
         raise OptionError(f"--as {args.tag!r}: a tag is letters, digits, '.', '_' or '-' "

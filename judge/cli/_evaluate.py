@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -13,19 +13,7 @@ from .._digest import file_digest
 from .._errors import ExitStatus, OptionError
 from .._glossary import JUDGE_JGA_DEFINITION
 from .._io import check_output_dir, plural, printable
-from ..model import cassette_client, replay_base_url
-from ..pipeline import (
-    TRANSPORT_OPTIONS,
-    EvaluationResult,
-    cached_request_keys,
-    dry_run,
-    evaluate,
-    evaluate_systems,
-    plan_evaluation,
-    retry_errors,
-    rules_for,
-    system_dirs,
-)
+from .._names import TRANSPORT_OPTIONS
 from ._convert import load_predictions_noted
 from ._options import (
     ALL,
@@ -40,6 +28,9 @@ from ._options import (
     with_progress,
 )
 from ._report import print_estimate, print_evaluation, say
+
+if TYPE_CHECKING:
+    from ..pipeline import EvaluationResult
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -98,6 +89,16 @@ def sources_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_evaluate(args: argparse.Namespace, console: Console) -> int:
     """Judge live (or from a cassette) into a resumable run directory."""
+    from ..model import cassette_client, replay_base_url
+    from ..pipeline import (
+        cached_request_keys,
+        dry_run,
+        evaluate,
+        evaluate_systems,
+        plan_evaluation,
+        rules_for,
+        system_dirs,
+    )
     config = config_from_args(args, **({"use_cache": False} if args.record else {}))
     if args.replay and (replayed := replay_base_url(args.replay, config.base_url)):
         # cached replies of a replay are keyed by the cassette's contents (see replay_base_url)
@@ -138,6 +139,7 @@ def run_evaluate(args: argparse.Namespace, console: Console) -> int:
 
 
 def run_retry_errors(args: argparse.Namespace, console: Console) -> int:
+    from ..pipeline import retry_errors
     overrides = {name: getattr(args, name) for name in TRANSPORT_OPTIONS
                  if getattr(args, name, None) is not None}
     result = with_progress(args.progress, console, lambda on_progress: retry_errors(
@@ -153,6 +155,7 @@ def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
                                 "again") -> int:
     """Print each system's summary and what judging them together saved (``tally``, else
     the live run's request counts); ``again`` says how to redo error rows."""
+    from ..pipeline import EvaluationResult
     for name, result in zip(names, results, strict=True):
         say(console, f"\nsystem {name} ({Path(out) / name})")
         print_evaluation(result.summary, console)

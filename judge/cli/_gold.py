@@ -12,15 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionError
 from .._io import plural, printable
-from ..data import (
-    CorrectedGold,
-    DialogueSet,
-    Located,
-    Schema,
-    apply_each,
-    only_version,
-    read_corrections,
-)
+
+if TYPE_CHECKING:
+    from ..data import CorrectedGold, DialogueSet, Located, Schema
 
 if TYPE_CHECKING:
     from ..pipeline import Run
@@ -39,6 +33,7 @@ def add_corrections_option(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def read_all(paths: Sequence[str]) -> list[Located]:
     """Every correction of the files; a file without any is an error (not an empty fix)."""
+    from ..data import read_corrections
     return read_corrections(paths, each_nonempty=True)
 
 
@@ -55,6 +50,7 @@ def corrected_gold(dialogues: DialogueSet, schema: Schema | None, paths: Sequenc
     """For a command that scores one version: the dialogues with the corrected version added,
     and the version to score (``gold`` corrected; without ``gold``, the one version the
     corrections name)."""
+    from ..data import apply_each, only_version
     if not paths:
         return dialogues, gold, None
     located = read_all(paths)
@@ -70,6 +66,7 @@ def corrected_versions(dialogues: DialogueSet, schema: Schema | None, paths: Seq
                        ) -> tuple[DialogueSet, list[str] | None, list[CorrectedGold]]:
     """For a command that scores several versions side by side: each version the corrections
     name (among ``versions``, default all) followed by its corrected version."""
+    from ..data import apply_each
     if not paths:
         return dialogues, list(versions) if versions else None, []
     located = read_all(paths)

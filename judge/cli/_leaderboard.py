@@ -14,9 +14,6 @@ from rich.console import Console
 from .._errors import InputError, OptionError
 from .._glossary import CORRECTIONS
 from .._io import plain_suffix, write_text
-from ..data import DialogueSet, Schema, read_id_list
-from ..metrics import MetricOptions
-from ..pipeline import Run, load_run
 from ._analysis import recorded_schema
 from ._convert import load_dialogues_noted, load_predictions_noted, load_schema_noted
 from ._gold import add_corrections_option, corrected_versions
@@ -24,6 +21,10 @@ from ._layout import Field, fit_table
 from ._metrics import add_scoring_options, scoring_values
 from ._options import metric_options
 from ._report import say
+
+if TYPE_CHECKING:
+    from ..data import DialogueSet, Schema
+    from ..metrics import MetricOptions
 
 if TYPE_CHECKING:  # the analysis stage (numpy, scipy) loads when the command runs
     from ..analysis import Layout, Leaderboard, SystemTurns
@@ -130,6 +131,8 @@ def _check_sources(args: argparse.Namespace) -> None:
 
 
 def _data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
+    from ..data import read_id_list
+    from ..pipeline import Run, load_run
     first_run = next((p for p in args.systems if _is_run(p)), None)
     if args.schema:
         schema = load_schema_noted(args.schema)
@@ -174,6 +177,7 @@ def _streamed(args: argparse.Namespace, options: MetricOptions
 
 def run_leaderboard(args: argparse.Namespace, console: Console) -> int:
     from ..analysis import Layout, load_seen, score_predictions, score_run
+    from ..pipeline import load_run
 
     _check_sources(args)
     options = metric_options(**scoring_values(args), breakdowns=False)
@@ -226,6 +230,7 @@ def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str,
     """The judge runs' prediction-powered TSA from the labels (runs read again: the rows of
     the sampled turns are what the estimates need)."""
     from ..analysis import check_tuning, labelled_tsa, load_labels, load_sample
+    from ..pipeline import load_run
 
     check_tuning(args.tuning)
     judged = [s for s in systems if s.kind == "run"]

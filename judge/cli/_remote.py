@@ -16,15 +16,17 @@ import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from .._api_models import JobStatus
 from .._errors import OptionError
 from .._io import printable
-from ..client import Client, FileKind, Job
+from .._names import JobStatus
+
+if TYPE_CHECKING:
+    from ..client import Client, FileKind, Job
 
 _KINDS = ("evaluate", "metrics", "agreement", "compare", "audit", "retry-errors",
           "leaderboard")
@@ -99,6 +101,7 @@ def _server(p: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> Client:
+    from ..client import Client
     if not args.server:
         raise OptionError("--server URL is needed (or set DST_JUDGE_SERVER)")
     if not os.environ.get("DST_JUDGE_TOKEN"):

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
 from .._io import plural, printable
-from ..metrics import MetricsReport
 from ._layout import Field, cell_text, fit_table
+
+if TYPE_CHECKING:
+    from ..metrics import MetricsReport
 
 
 def text(value: Any, style: str = "") -> Text:

@@ -4,20 +4,12 @@ per-domain and per-slot figures) as a terminal table, CSV or LaTeX."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from .._io import open_output, plain_suffix, write_text
-from ..data import NotInStep, Schema, out_of_schema_slots
-from ..metrics import (
-    PROFILE_NAMES,
-    PaperTables,
-    paper_tables,
-    stream_paper_tables,
-    to_csv,
-    to_latex,
-)
+from .._names import PROFILE_NAMES
 from ._convert import (
     announce,
     load_dialogues_noted,
@@ -28,6 +20,10 @@ from ._convert import (
 from ._gold import add_corrections_option, corrected_versions
 from ._layout import Field, fit_table
 from ._report import say
+
+if TYPE_CHECKING:
+    from ..data import Schema
+    from ..metrics import PaperTables
 
 
 def add_parser(commands: Any) -> None:
@@ -52,6 +48,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    from ..metrics import paper_tables, to_csv, to_latex
     schema = load_schema_noted(args.schema)
     profiles = list(PROFILE_NAMES) if "all" in args.profile else args.profile
     tables = None if profiles or args.corrections else _streamed(args, schema)
@@ -106,6 +103,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _streamed(args: argparse.Namespace, schema: Schema) -> PaperTables | None:
     """The tables read in step with the dialogues, a version at a time (bounded memory at any
     test-set size), or None when the files must be loaded whole."""
+    from ..data import NotInStep, out_of_schema_slots
+    from ..metrics import stream_paper_tables
     try:
         tables, files = stream_paper_tables(args.dialogues, args.predictions, schema,
                                             versions=args.gold)

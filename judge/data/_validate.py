@@ -10,18 +10,16 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 
 from .._errors import InputError, OptionError
 from .._io import iter_jsonl_lines, json_error_message, loads, read_json, read_text
+from .._names import FILE_KINDS as FILE_KINDS
+from .._names import FileKind as FileKind
 from .._resources import package_dir
 from .._validation import schema_problem
-
-FileKind = Literal["schema", "dialogues", "predictions", "labels", "sample", "corrections"]
-FILE_KINDS: tuple[FileKind, ...] = ("schema", "dialogues", "predictions", "labels", "sample",
-                                    "corrections")
 
 
 @cache

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-DEFAULT_LAMBDAS = (0.25, 0.5, 0.75, 1.0)
+from .._names import DEFAULT_LAMBDAS as DEFAULT_LAMBDAS
 
 
 class MetricOptions(BaseModel):

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._config import JudgeConfig, load_config
 from .._errors import ModelError, OptionError, RunConflict, RunInterrupted
+from .._names import TRANSPORT_OPTIONS as TRANSPORT_OPTIONS
 from ..data import DialogueSet, PredictionSet, Schema, load_dialogues, load_predictions, load_schema
 from ..method import RuleSet, default_rules, load_rules
 from ..model import (
@@ -398,9 +399,6 @@ def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:
     return load_rules(path) if path else default_rules(schema)
 
 
-TRANSPORT_OPTIONS = ("base_url", "concurrency", "timeout", "max_retries", "rpm", "tpm", "budget",
-                     "cache_dir", "stop_grace")
-"""Options ``retry-errors`` may change: they decide how calls travel, not what they answer."""
 
 
 def retry_errors(run_dir: str | Path, *, overrides: dict[str, Any] | None = None,

@@ -1,6 +1,8 @@
 """``dst-judge --help`` (and building the parser every command starts with) imports none of the
-slow libraries: the Batch API's SDK, scipy, scikit-learn, matplotlib, pandas, numpy or the
-analysis stage load where they are used. ``import judge`` loads no stage at all (its names
+slow libraries and none of the stages: the Batch API's SDK, scipy, scikit-learn, matplotlib,
+pandas, numpy, httpx, jsonschema, rapidfuzz and every stage (data, metrics, method, model,
+pipeline, store, analysis) load in the command that uses them; the parser's choices come from
+``judge._names``. ``import judge`` loads no stage at all (its names
 are imported on first use) and still gives every name of ``judge.__all__``."""
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 ROOT = Path(__file__).resolve().parents[2]
 
 SLOW = ("openai", "scipy", "sklearn", "matplotlib", "pandas", "numpy", "judge.analysis",
-        "judge.service", "judge.web", "fastapi", "sqlalchemy")
+        "judge.service", "judge.web", "fastapi", "sqlalchemy", "judge.data", "judge.metrics",
+        "judge.method", "judge.model", "judge.pipeline", "judge.store", "judge.client",
+        "judge._api_models", "httpx", "jsonschema", "rapidfuzz")
 """Modules (and their submodules) the help path must not import."""
 
 HELP = """
 import contextlib, io, json, sys
 from judge.cli import main
-for argv in (["--help"], ["evaluate", "--help"], ["labels", "sample", "--help"]):
+for argv in (["--help"], ["evaluate", "--help"], ["labels", "sample", "--help"],
+             ["convert", "--help"], ["validate", "--help"], ["report", "--help"],
+             ["local", "setup", "--help"], ["jobs", "--help"]):
     with contextlib.redirect_stdout(io.StringIO()) as out:
         try:
             main(argv)

@@ -16,8 +16,8 @@ import jsonschema
 from fastapi.testclient import TestClient
 
 import judge
+import judge.client
 from judge import load_dialogues, load_schema
-from judge.cli import _remote as remote
 from judge.cli import main
 from judge.data import Located, apply_corrections
 from judge.data._corrections import Correction
@@ -137,8 +137,9 @@ def test_two_reviewers_disagree_and_the_adjudicator_settles_it(web, tmp_path, mo
 
     # the CLI: dst-judge corrections export, through judge.client, writes the same records
     transport = TestClient(web["app"])._transport
-    monkeypatch.setattr(remote, "Client",
-                        lambda url: judge.Client(url, transport=transport))
+    client_class = judge.client.Client  # the command imports judge.client when it runs
+    monkeypatch.setattr(judge.client, "Client",
+                        lambda url: client_class(url, transport=transport))
     monkeypatch.setenv("DST_JUDGE_TOKEN", web["tokens"]["reader"])
     out = tmp_path / "corrections.jsonl"
     assert main(["corrections", "export", "--job", job, "--out", str(out),

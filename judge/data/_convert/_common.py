@@ -25,11 +25,11 @@ from ..._io import (
     open_text,
     read_text,
 )
+from ..._names import KINDS as KINDS
+from ..._names import Kind as Kind
 from .._schema import Schema
 from .._states import NONE, State
 
-Kind = Literal["dialogues", "predictions", "schema"]
-KINDS: tuple[Kind, ...] = ("dialogues", "predictions", "schema")
 Layout = Literal["json", "jsonl", "dir"]
 
 Record = dict[str, Any]

@@ -22,6 +22,7 @@ from pathlib import Path
 import platformdirs
 
 from ..._errors import OptionError
+from ..._names import DEFAULT_LOCAL_MODEL
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ MODELS: dict[str, LocalModel] = {
         ),
     ),
 }
-DEFAULT_MODEL = "1.5b"
+DEFAULT_MODEL = DEFAULT_LOCAL_MODEL
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 """The sdist whose vendored llama.cpp tree is built; part of the binary's cache path."""

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from judge._names import LOCAL_MODELS
 from judge.model.local import MODELS, model_file, server_binary
 from judge.model.local._install import assemble_parts
 from judge.model.local._process import is_llama_server
@@ -21,6 +22,8 @@ def fake_local_model(monkeypatch):
     parts = payloads()
     spec = fake_spec(parts)
     monkeypatch.setitem(MODELS, spec.name, spec)
+    # the CLI's --model choices come from judge._names (the parser loads no stage)
+    monkeypatch.setitem(LOCAL_MODELS, spec.name, spec.description)
     return spec, parts
 
 

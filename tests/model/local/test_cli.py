@@ -57,7 +57,7 @@ def test_cli_parser_choices():
 def test_cli_setup_reports_progress_when_stderr_is_not_a_terminal(monkeypatch):
     """Redirected to a file or a CI log, ``local setup`` still prints its heartbeat lines: a
     download and a build of several silent minutes otherwise look like a hang."""
-    from judge.cli import _local
+    import judge.model.local
 
     seen: dict[str, object] = {}
 
@@ -65,7 +65,8 @@ def test_cli_setup_reports_progress_when_stderr_is_not_a_terminal(monkeypatch):
         seen.update(console=console, progress=progress)
         raise OptionError("stop here")
 
-    monkeypatch.setattr(_local, "setup", fake_setup)
+    # the command imports its stage when it runs
+    monkeypatch.setattr(judge.model.local, "setup", fake_setup)
     with pytest.raises(OptionError):
         _cli(["local", "setup"])
     assert seen["progress"] is True and not seen["console"].is_terminal
