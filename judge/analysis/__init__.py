@@ -37,6 +37,7 @@ from ._audit_inputs import (
     source_from_predictions,
     source_from_run,
 )
+from ._audit_stream import stream_candidates
 from ._candidate_sheet import write_candidates
 from ._candidates import (
     Candidate,
@@ -269,6 +270,7 @@ __all__ = [
     "score_run",
     "source_from_predictions",
     "source_from_run",
+    "stream_candidates",
     "stream_predictions",
     "system_table",
     "systems_figure",

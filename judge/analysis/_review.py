@@ -23,10 +23,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..data import DialogueSet, dialogue_key
+from ..data import Dialogue, DialogueSet, State, dialogue_key
 from ._audit_inputs import AuditSource
 from ._candidates import Candidate
 
@@ -77,6 +77,11 @@ def fix_span(candidate: Candidate, dialogues: DialogueSet, gold: str) -> range:
     dialogue = dialogues.get(candidate.dialogue_id)
     if dialogue is None:
         return range(candidate.turn_index, candidate.turn_index + 1)
+    return dialogue_fix_span(candidate, dialogue, gold)
+
+
+def dialogue_fix_span(candidate: Candidate, dialogue: Dialogue, gold: str) -> range:
+    """:func:`fix_span` within the candidate's own dialogue."""
     wrong = dialogue.turns[candidate.turn_index].gold_states[gold].get(candidate.slot)
     end = candidate.turn_index + 1
     while end < len(dialogue.turns) and \
@@ -98,35 +103,65 @@ def review_order(candidates: Sequence[Candidate], dialogues: DialogueSet,
     """The candidates in review order (see the module docstring), ranks renumbered."""
     version = dialogues.resolve_version(gold)
     chance = [error_chance(c, calibration) for c in candidates]
-    # (dialogue key, turn, slot, proposed value) -> candidate positions whose fix covers it
-    covering: dict[tuple[str, int, str, str | None], list[int]] = defaultdict(list)
-    for position, candidate in enumerate(candidates):
-        key = dialogue_key(candidate.dialogue_id)
-        for turn in fix_span(candidate, dialogues, version):
-            covering[(key, turn, candidate.slot, candidate.predicted)].append(position)
+    covering = covering_turns(candidates, version, dialogues.get)
     pairs: dict[frozenset[int], int] = defaultdict(int)
     for dialogue in dialogues.dialogues:
         key = dialogue_key(dialogue.dialogue_id)
-        for source in sources:
-            states = source.states.get(key)
-            if states is None:
+        count_pairs(key, [t.gold_states[version] for t in dialogue.turns],
+                    [source.states.get(key) for source in sources], covering, chance, pairs)
+    return order_by_pairs(candidates, chance, pairs)
+
+
+Covering = dict[tuple[str, int, str, str | None], list[int]]
+"""(dialogue key, turn, slot, proposed value) → positions of the candidates whose fix
+covers it."""
+
+
+def covering_turns(candidates: Sequence[Candidate], version: str,
+                   dialogue_of: Callable[[str], Dialogue | None]) -> Covering:
+    """Which candidates' fixes cover each (turn, slot, value), by position in ``candidates``."""
+    covering: Covering = defaultdict(list)
+    for position, candidate in enumerate(candidates):
+        key = dialogue_key(candidate.dialogue_id)
+        dialogue = dialogue_of(candidate.dialogue_id)
+        span = (dialogue_fix_span(candidate, dialogue, version) if dialogue is not None
+                else range(candidate.turn_index, candidate.turn_index + 1))
+        for turn in span:
+            covering[(key, turn, candidate.slot, candidate.predicted)].append(position)
+    return covering
+
+
+def count_pairs(key: str, golds: Sequence[State], sources: Sequence[Sequence[State] | None],
+                covering: Covering, chance: Sequence[float],
+                pairs: dict[frozenset[int], int]) -> None:
+    """Add one dialogue's (system, turn) pairs to ``pairs``: each pair whose differing slots
+    all have a covering candidate counts for the set of them (the likeliest per slot). One
+    dialogue at a time, so a streamed audit counts them as it reads."""
+    for states in sources:
+        if states is None:
+            continue
+        for turn, (predicted, annotated) in enumerate(zip(states, golds, strict=True)):
+            if predicted == annotated:
                 continue
-            for turn, (predicted, annotated) in enumerate(zip(
-                    states, (t.gold_states[version] for t in dialogue.turns), strict=True)):
-                if predicted == annotated:
+            needed: set[int] = set()
+            for slot in set(predicted) | set(annotated):
+                if predicted.get(slot) == annotated.get(slot):
                     continue
-                needed: set[int] = set()
-                for slot in set(predicted) | set(annotated):
-                    if predicted.get(slot) == annotated.get(slot):
-                        continue
-                    found = covering.get((key, turn, slot, predicted.get(slot)))
-                    if not found:
-                        needed.clear()
-                        break
-                    needed.add(max(found, key=lambda p: chance[p]))
-                if needed:
-                    pairs[frozenset(needed)] += 1
-    bundles = [_Bundle(members, count, math.prod(chance[p] for p in members))
+                found = covering.get((key, turn, slot, predicted.get(slot)))
+                if not found:
+                    needed.clear()
+                    break
+                needed.add(max(found, key=lambda p: chance[p]))
+            if needed:
+                pairs[frozenset(needed)] += 1
+
+
+def order_by_pairs(candidates: Sequence[Candidate], chance: Sequence[float],
+                   pairs: dict[frozenset[int], int]) -> list[Candidate]:
+    """The greedy order over the counted pairs (see the module docstring), ranks renumbered.
+    ``pairs`` is read in its insertion order, which breaks ties."""
+    # a product in a fixed order: a set's order (how it was built) would move the last bits
+    bundles = [_Bundle(members, count, math.prod(chance[p] for p in sorted(members)))
                for members, count in pairs.items()]
     of_candidate: dict[int, list[int]] = defaultdict(list)
     for index, bundle in enumerate(bundles):
@@ -155,7 +190,8 @@ def review_order(candidates: Sequence[Candidate], dialogues: DialogueSet,
             heapq.heappush(heap, (-current, index))
             continue
         done.add(index)
-        new = sorted(bundles[index].members - reviewed, key=lambda p: -chance[p])
+        # ties by position: a set's order of its members depends on how it was built
+        new = sorted(bundles[index].members - reviewed, key=lambda p: (-chance[p], p))
         for position in new:
             reviewed.add(position)
             order.append(position)

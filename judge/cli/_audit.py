@@ -53,12 +53,17 @@ def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
-    from ..analysis import load_audit_inputs, open_candidates, write_audit, write_candidates
+    from ..analysis import load_audit_inputs, open_candidates, write_audit
     from ..data import decided_slots
 
     if not (args.out or args.candidates):
         raise OptionError("say what to write: --candidates FILE, --out HTML, or both")
     runs = [p for p in args.inputs if Path(p).is_dir()]
+    streamed = _streamed(args) if not runs else None
+    if streamed is not None:
+        candidates, dialogues = streamed
+        _write(args, console, candidates, dialogues, runs)
+        return 0
     try:
         inputs = load_audit_inputs(args.inputs, dialogues=args.dialogues, schema=args.schema)
     except OptionError as exc:
@@ -81,6 +86,33 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if corrected is not None:
         console.print(f"left out {plural(dropped, 'candidate')} the corrections already "
                       "decide (accepted, edited or rejected)", markup=False, soft_wrap=True)
+    _write(args, console, candidates, dialogues, runs)
+    return 0
+
+
+def _streamed(args: argparse.Namespace) -> tuple[list[Any], Any] | None:
+    """The candidates of predictions files read in step with the dialogues
+    (:func:`judge.analysis.stream_candidates`: a test set of any size in bounded memory), or
+    None when the files must be loaded whole (corrections, a converted format, another
+    order), where every problem gets its full message."""
+    from ..analysis import NotInStep, stream_candidates
+    from ..data import load_schema
+
+    if not args.dialogues or args.corrections:
+        return None
+    schema = load_schema(args.schema) if args.schema else None
+    try:
+        return stream_candidates(args.dialogues, args.inputs, schema=schema, gold=args.gold,
+                                 order=args.order)
+    except NotInStep:
+        return None
+
+
+def _write(args: argparse.Namespace, console: Console, candidates: Any, dialogues: Any,
+           runs: list[str]) -> None:
+    """Write the candidates file and the audit page the options ask for."""
+    from ..analysis import write_audit, write_candidates
+
     if args.candidates:
         count = write_candidates(candidates, args.candidates, dialogues)
         console.print(f"wrote {args.candidates} ({count} candidates, ranked)", markup=False)
@@ -90,4 +122,3 @@ def run(args: argparse.Namespace, console: Console) -> int:
         what = f"{items} judge/RULE items, " if runs else ""
         console.print(f"wrote {args.out} ({what}{len(candidates)} ranked candidates)",
                       markup=False)
-    return 0
