@@ -5,12 +5,11 @@ files and judge runs of the project, mixed; the result is the JSON ``--json`` wr
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from pathlib import Path
 from typing import Any
 
-from ..._errors import DatabaseUnavailable, DSTJudgeError, InputError
+from ..._errors import InputError
 from ...analysis import Layout, SystemTurns, build_leaderboard, score_predictions, score_run
 from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
@@ -20,10 +19,8 @@ from .._reruns import first_run, run_input_files
 from .._rows import JobRow
 from ._runners import (
     Inputs,
-    Live,
     Outcome,
-    RunContext,
-    Toolkit,
+    ThreadedRunner,
     _ids,
     _json,
     _stem,
@@ -34,25 +31,9 @@ from ._runners import (
 READING = "dialogues whole, one system at a time"
 
 
-class LeaderboardRunner:
+class LeaderboardRunner(ThreadedRunner):
     """Scores each system on the job's dialogues (one at a time: a system's states are dropped
     once its verdicts are columns), then the leaderboard's statistics; CPU work in a thread."""
-
-    progress = Live
-
-    def __init__(self, tools: Toolkit) -> None:
-        self.db = tools.db
-        self.store = tools.store
-        self.jobs = tools.jobs
-
-    async def run(self, job: JobRow, context: RunContext) -> Outcome:
-        inputs = Inputs(self.db, self.store, job.project_id)
-        try:
-            return await asyncio.to_thread(self._run, job, inputs)
-        except DatabaseUnavailable:
-            raise
-        except DSTJudgeError as exc:
-            return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
 
     def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
         options = dict(job.options)

@@ -639,8 +639,9 @@ def corrections_summary(corrected: list[CorrectedGold]) -> list[dict[str, Any]]:
     return [c.summary() for c in corrected]
 
 
-class AnalysisRunner:
-    """metrics, agreement, compare and audit jobs: CPU work in a thread, no model calls."""
+class ThreadedRunner:
+    """A job that makes no model calls: its CPU work (``_run``) in a thread, a library error
+    its failure (exit 2, server paths taken out of the message)."""
 
     progress = Live
 
@@ -657,6 +658,13 @@ class AnalysisRunner:
             raise
         except DSTJudgeError as exc:
             return Outcome(JobStatus.FAILED, 2, inputs.clean(str(exc)))
+
+    def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
+        raise NotImplementedError
+
+
+class AnalysisRunner(ThreadedRunner):
+    """metrics, agreement, compare and audit jobs: CPU work in a thread, no model calls."""
 
     def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
         if job.kind == "metrics":
