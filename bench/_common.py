@@ -1,10 +1,12 @@
-"""Helpers the benchmark scripts share: memory readings and a proxy-free loopback."""
+"""Helpers the benchmark scripts share: memory readings, a proxy-free loopback, and running one
+dst-judge command with its own peak memory measured."""
 
 from __future__ import annotations
 
 import os
 import resource
 import sys
+from pathlib import Path
 
 
 def peak_rss_mb() -> float:
@@ -58,3 +60,21 @@ def write_results(name: str, tables: list[dict], **facts: object) -> str:
         handle.write("\n")
     print(f"figures written to {os.path.relpath(path)}")
     return path
+
+
+SHARED_MULTIWOZ = Path(__file__).resolve().parents[2] / "shared" / "data" / "multiwoz"
+"""The shared MultiWOZ data beside the project (what the scale benchmarks replicate)."""
+
+MEASURE_CLI = """
+import resource, sys, time
+from judge.cli import main
+start = time.perf_counter()
+code = main(sys.argv[1:])
+seconds = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_SELF)
+peak = usage.ru_maxrss / 1024
+print(f"@@ {code} {seconds:.2f} {peak:.1f} {usage.ru_utime + usage.ru_stime:.2f}",
+      file=sys.stderr)
+"""
+"""``python -c MEASURE_CLI ARGS...`` runs one dst-judge command and ends its stderr with
+``@@ exit seconds peak-MB cpu-seconds`` (its own peak RSS, nothing of the parent's)."""

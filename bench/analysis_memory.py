@@ -26,23 +26,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import write_results  # the script's own folder is on sys.path
+from _common import (  # the script's own folder is on sys.path
+    MEASURE_CLI,
+    SHARED_MULTIWOZ,
+    write_results,
+)
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multiwoz"
+DEFAULT_DATA = SHARED_MULTIWOZ
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("original", "da")
 
-_MEASURE = """
-import resource, sys, time
-from judge.cli import main
-start = time.perf_counter()
-code = main(sys.argv[1:])
-seconds = time.perf_counter() - start
-usage = resource.getrusage(resource.RUSAGE_SELF)
-peak = usage.ru_maxrss / 1024
-print(f"@@ {code} {seconds:.2f} {peak:.1f} {usage.ru_utime + usage.ru_stime:.2f}",
-      file=sys.stderr)
-"""
 
 
 def _copy_id(dialogue_id: str, copy: int) -> str:
@@ -80,7 +73,7 @@ def measure(root: Path, args: list[str]) -> tuple[float, float, float]:
     """Wall time (s), peak RSS (MB) and CPU time (s) of ``dst-judge ARGS`` in a fresh
     process importing the code under ``root``."""
     env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "80"}
-    done = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", MEASURE_CLI, *args], capture_output=True,
                           text=True, env=env, check=False, cwd=root)
     line = next((x for x in done.stderr.splitlines() if x.startswith("@@ ")), None)
     if line is None or line.split()[1] != "0":

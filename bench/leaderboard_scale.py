@@ -29,23 +29,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import write_results  # the script's own folder is on sys.path
+from _common import (  # the script's own folder is on sys.path
+    MEASURE_CLI,
+    SHARED_MULTIWOZ,
+    write_results,
+)
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multiwoz"
+DEFAULT_DATA = SHARED_MULTIWOZ
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_SYSTEMS = ("original", "da", "da-p")
 
-_MEASURE = """
-import resource, sys, time
-from judge.cli import main
-start = time.perf_counter()
-code = main(sys.argv[1:])
-seconds = time.perf_counter() - start
-usage = resource.getrusage(resource.RUSAGE_SELF)
-peak = usage.ru_maxrss / 1024
-print(f"@@ {code} {seconds:.2f} {peak:.1f} {usage.ru_utime + usage.ru_stime:.2f}",
-      file=sys.stderr)
-"""
 
 
 def _read(path: Path) -> list[dict]:
@@ -102,7 +95,7 @@ def measure(args: list[str]) -> tuple[float, float, float]:
     """Wall time, peak RSS (MB) and CPU time of ``dst-judge`` run in a fresh process (on a
     shared machine the CPU time is the steadier figure)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
-    done = subprocess.run([sys.executable, "-c", _MEASURE, *args], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", MEASURE_CLI, *args], capture_output=True,
                           text=True, env=env, check=False)
     line = next((x for x in done.stderr.splitlines() if x.startswith("@@ ")), None)
     if line is None or line.split()[1] != "0":

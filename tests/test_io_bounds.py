@@ -12,8 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,16 +19,11 @@ import pytest
 from judge._errors import InputError
 from judge._io import MAX_RECORD_BYTES, iter_jsonl_lines, long_string, read_json, read_text
 from tests.netguard.sitecustomize import subprocess_pythonpath
+from tests.service.hostile import gzip_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 LABEL = {"dialogue_id": "d1", "turn_index": 0, "label": 1}
 
-
-def _gzip_chunks(chunks: Iterator[bytes]) -> bytes:
-    packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    out = [packer.compress(chunk) for chunk in chunks]
-    out.append(packer.flush())
-    return b"".join(out)
 
 
 def test_a_gzip_inside_a_gzip_is_refused_by_every_reader(tmp_path):
@@ -105,7 +98,7 @@ def baseline_mb() -> float:
 
 def test_the_cli_refuses_a_nested_gzip_with_a_clear_message_and_exit_2(tmp_path, baseline_mb):
     path = tmp_path / "bomb.jsonl.gz"  # gzip(gzip(300 MB of zeros)): about 660 bytes
-    path.write_bytes(gzip.compress(_gzip_chunks(b"\0" * (1 << 20) for _ in range(300))))
+    path.write_bytes(gzip.compress(gzip_stream(b"\0" * (1 << 20) for _ in range(300))))
     for command in (["validate", "dialogues"], ["validate", "labels"]):
         status, err, peak = _run_cli(*command, str(path))
         assert status == 2, err
@@ -116,7 +109,7 @@ def test_the_cli_refuses_a_nested_gzip_with_a_clear_message_and_exit_2(tmp_path,
 def test_the_cli_refuses_one_300mb_record_without_holding_it(tmp_path, baseline_mb):
     head = json.dumps({**LABEL, "note": ""})[:-2].encode()
     path = tmp_path / "record.jsonl.gz"
-    path.write_bytes(_gzip_chunks(iter([head, *(b"a" * (1 << 20) for _ in range(300)),
+    path.write_bytes(gzip_stream(iter([head, *(b"a" * (1 << 20) for _ in range(300)),
                                         b'"}\n'])))
     status, err, peak = _run_cli("validate", "labels", str(path))
     assert status == 2, err

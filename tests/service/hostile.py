@@ -24,7 +24,9 @@ TABLES = ("projects", "tokens", "blobs", "files", "jobs", "judgments", "job_call
           "artifacts")
 
 
-def _deflate(chunks: Iterator[bytes]) -> bytes:
+def gzip_stream(chunks: Iterator[bytes]) -> bytes:
+    """One gzip member of the chunks, compressed as they come (a bomb is built without
+    holding what it unpacks to)."""
     packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     out = [packer.compress(chunk) for chunk in chunks]
     out.append(packer.flush())
@@ -41,7 +43,7 @@ def _repeat(block: bytes, total: int) -> Iterator[bytes]:
 
 def gzip_bomb(packed_mb: float = 3.0) -> bytes:
     """About ``packed_mb`` MB of gzip members of zeros: some 1,000 times that unpacked."""
-    member = _deflate(_repeat(b"\0" * (1 << 20), 100 << 20))  # 100 MB of zeros, ~100 KB
+    member = gzip_stream(_repeat(b"\0" * (1 << 20), 100 << 20))  # 100 MB of zeros, ~100 KB
     return member * max(1, round(packed_mb * (1 << 20) / len(member)))
 
 
@@ -49,12 +51,12 @@ def one_line_gz(megabytes: int = 400, field: str = "dialogue_id") -> bytes:
     """A ``.gz`` of one JSON object whose one string is ``megabytes`` MB long (~400 KB)."""
     head = json.dumps({field: ""})[:-2].encode()
     chunks = [head, *_repeat(b"a" * (1 << 20), megabytes << 20), b'"}\n']
-    return _deflate(iter(chunks))
+    return gzip_stream(iter(chunks))
 
 
 def repeated_lines_gz(line: bytes, megabytes: int = 200) -> bytes:
     """A valid-looking JSON Lines ``.gz``: one good line repeated to ``megabytes`` MB."""
-    return _deflate(_repeat(line.rstrip(b"\n") + b"\n", megabytes << 20))
+    return gzip_stream(_repeat(line.rstrip(b"\n") + b"\n", megabytes << 20))
 
 
 class _Stream(io.RawIOBase):

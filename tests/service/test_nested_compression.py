@@ -14,7 +14,6 @@ import gzip
 import json
 import os
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.app_surface import web_login
 from tests.web import synthetic
 
 from . import hostile
+from .hostile import gzip_stream
 from .serve_process import EXAMPLES, ServeProcess
 
 psutil = pytest.importorskip("psutil")
@@ -38,12 +38,6 @@ TURN = ("SYN00001.json", 0)
 LABEL = {"dialogue_id": "d1", "turn_index": 0, "label": 1}
 
 
-def _gzip_chunks(chunks: Iterator[bytes]) -> bytes:
-    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    out = [packer.compress(chunk) for chunk in chunks]
-    out.append(packer.flush())
-    return b"".join(out)
-
 
 def _megabytes_of(byte: bytes, megabytes: int) -> Iterator[bytes]:
     block = byte * (1 << 20)
@@ -52,7 +46,7 @@ def _megabytes_of(byte: bytes, megabytes: int) -> Iterator[bytes]:
 
 def nested_zeros(megabytes: int = 300) -> bytes:
     """gzip(gzip(``megabytes`` MB of zeros)): about 660 bytes."""
-    return gzip.compress(_gzip_chunks(_megabytes_of(b"\0", megabytes)), 9)
+    return gzip.compress(gzip_stream(_megabytes_of(b"\0", megabytes)), 9)
 
 
 def one_record(field: str, megabytes: int) -> Iterator[bytes]:
@@ -126,7 +120,7 @@ def test_a_gzip_of_a_gzip_of_300mb_is_refused_at_once_without_growing_the_api(en
 
 
 def test_a_labels_file_of_one_150mb_record_twice_gzipped_is_refused(env):
-    body = gzip.compress(_gzip_chunks(one_record("note", 150)), 9)
+    body = gzip.compress(gzip_stream(one_record("note", 150)), 9)
     assert len(body) < 2000
     answer, growth, _ = env.upload("labels", "l.jsonl.gz", body)
     assert answer.status_code == 422, answer.text[:300]
@@ -135,7 +129,7 @@ def test_a_labels_file_of_one_150mb_record_twice_gzipped_is_refused(env):
 
 
 def test_a_labels_file_of_one_150mb_record_once_gzipped_is_refused_early(env):
-    answer, growth, _ = env.upload("labels", "l.jsonl.gz", _gzip_chunks(one_record("note", 150)))
+    answer, growth, _ = env.upload("labels", "l.jsonl.gz", gzip_stream(one_record("note", 150)))
     assert answer.status_code == 413, answer.text[:300]
     assert growth <= RSS_LIMIT_MB, f"the API grew by {growth:.0f} MB"
 
