@@ -123,6 +123,21 @@ GROUPS["all"] = (["judge/store/*", "judge/service/*", "judge/web/*"],
                   *(f"--deselect={test}" for test in SOURCE_CHECKS)])
 """Everything the mutation goal names, against every test of it; meant for ``--sample``."""
 
+SHARED_DATA_TESTS = [f"tests/metrics/test_streamed.py::{name}" for name in (
+    "test_streamed_metrics_equal_whole_shared", "test_streamed_paper_tables_equal_whole_shared")]
+"""The scoring core's tests over the whole shared corpus (seconds each, and skipped where the
+data is absent): the small fixtures of the same files check the same code."""
+GROUPS["metrics"] = (["judge/metrics/*"],
+                     ["tests/metrics", *(f"--deselect={test}" for test in SHARED_DATA_TESTS)])
+GROUPS["data"] = (["judge/data/*"], ["tests/data"])
+"""The scoring core against its own direct tests only (not through the pipeline or the CLI's
+suites): what these groups count is how well the core is held by tests written for it."""
+
+
+IN_PROCESS = ["-n", "0"]
+"""The project's pytest options run tests in xdist workers (``-n auto``); mutmut learns which
+test reaches which function from calls counted in its own process, so the tests run there: in
+workers every mutant would count as having no tests."""
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
           34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
@@ -145,7 +160,7 @@ def _configure(work: Path, mutate: list[str], tests: list[str], test_timeout: fl
     base = tomllib.loads(text).get("tool", {}).get("mutmut", {})
     settings = {**base, "only_mutate": mutate, "pytest_add_cli_args_test_selection": tests,
                 "do_not_mutate": [*base.get("do_not_mutate", []), *NOT_MUTATED],
-                "pytest_add_cli_args": [*base.get("pytest_add_cli_args", []),
+                "pytest_add_cli_args": [*base.get("pytest_add_cli_args", []), *IN_PROCESS,
                                         f"--timeout={test_timeout:g}"]}
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
     lines = ["[tool.mutmut]"]
@@ -315,7 +330,7 @@ def widen(work: Path, survivors: list[str], tests: list[str], test_timeout: floa
         env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *IN_PROCESS,
                  "-p", "no:randomly", f"--timeout={test_timeout:g}", "--tb=no", *files,
                  *options], cwd=work / "mutants", env=env, capture_output=True, text=True,
                 timeout=max(60.0, deadline - time.monotonic()))
