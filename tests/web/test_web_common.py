@@ -267,7 +267,7 @@ class _Viewer:
         return scope == "submit"
 
 
-def test_render_fills_viewer_csrf_and_path_from_therequest_for() -> None:
+def test_render_fills_viewer_csrf_and_path_from_the_request() -> None:
     """A page rendered for a logged-in viewer carries their CSRF token, name and the current
     page marked in the navigation; without a viewer the token is empty; the status and no-store
     header are set."""
