@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from judge._errors import OptionError
 from judge.metrics import (
     MatchPolicy,
     f1,
@@ -319,3 +320,22 @@ def test_fa_key_names_an_operating_point() -> None:
     assert fa_key(0.05) == "05"
     assert fa_key(0.2) == "20"
     assert fa_key(0.125) == "12p5"
+
+
+def test_parse_policy_refuses_unknown_or_empty_and_keeps_the_separator() -> None:
+    with pytest.raises(OptionError, match=(
+            r"unknown matching policy 'exact\+bogus'; choose from exact, nospace, normalized, "
+            r"alternatives \(combine with '\+', e\.g\. normalized\+alternatives\)")):
+        parse_policy("exact+bogus")
+    with pytest.raises(OptionError, match="unknown matching policy ''"):
+        parse_policy("")
+    policy = parse_policy(" Normalized + alternatives ", separator="/")
+    assert (policy.name, policy.separator, policy.steps) == (
+        "normalized+alternatives", "/", ("normalized",))
+    assert policy.alternatives_of("hotel-area", "North/South") == ["north", "south"]
+
+
+def test_prepare_normalises_a_plain_gold_value_with_its_slot() -> None:
+    policy = parse_policy("normalized", time_slots=["train-leaveat"])
+    g, _ = policy.prepare([{"train-leaveat": "7pm", "train-day": "7pm"}], [{}])
+    assert g == [{"train-leaveat": "19:00", "train-day": "7pm"}]

@@ -25,7 +25,13 @@ from judge.metrics import (
     to_latex,
     turn_verdicts,
 )
-from judge.metrics._profiles import _mwz_prepare, _mwz_time, _tail
+from judge.metrics._profiles import (
+    _convlab_prepare,
+    _mwz_prepare,
+    _mwz_time,
+    _sgd_prepare,
+    _tail,
+)
 from judge.metrics._tables import CHANGE_COLUMNS, paired_change
 
 from ..conftest import write_jsonl
@@ -298,6 +304,7 @@ def test_turn_scorer_columns_by_hand(loaded, mini_schema) -> None:
     whole = turn_verdicts(dialogues, predictions, mini_schema, version="2.4",
                           options=MetricOptions(num_slots=10), fga_lambda=1.0)
     assert whole.jga.tolist() == [False, False, False] and whole.num_slots == 10
+    assert whole.fga_lambda == 1.0
     assert whole.wrong.tolist() == [1, 1, 2]
 
 
@@ -366,3 +373,147 @@ def test_score_profile_result(loaded, mini_schema) -> None:
     # train and restaurant wrong; foo (the prediction's slot) right at t1 only
     assert result["per_domain_jga"] == {"hotel": 50.0, "train": 0.0, "restaurant": 0.0}
     assert result["figures"]["turns"] == 3 and result["figures"]["jga"] == 0.0
+
+
+# --- options that travel to every family -----------------------------------------------------
+
+def _scored(gold: list[dict], pred: list[dict], schema, **options) -> list[list[int]]:
+    scorer = TurnScorer(schema, MetricOptions(**options), fga_lambda=0.5)
+    scorer.add(gold, pred)
+    assert scorer.rows == len(gold)
+    return scorer.finish().changes.tolist()
+
+
+def test_turn_scorer_passes_the_gca_options_on(mini_schema) -> None:
+    # an explicit deletion in gold, of a slot never set: counted only when kept (C)
+    assert _scored([{}, {AREA: "none"}], [{}, {}], mini_schema,
+                   keep_explicit_none=True) == [[0, 0, 0, 0], [1, 0, 0, 0]]
+    assert _scored([{}, {AREA: "none"}], [{}, {}], mini_schema) == [[0, 0, 0, 0],
+                                                                    [0, 0, 0, 0]]
+    # the first none value is GCA's deletion marker
+    assert _scored([{}, {AREA: "-"}], [{}, {}], mini_schema, keep_explicit_none=True,
+                   none_values=("-",)) == [[0, 0, 0, 0], [1, 0, 0, 0]]
+    # both loops count a matched deletion unless deduplicated
+    gold, pred = [{AREA: "1"}, {AREA: "none"}], [{AREA: "1"}, {}]
+    assert _scored(gold, pred, mini_schema, keep_explicit_none=True) == [
+        [1, 0, 0, 0], [1, 0, 0, 1]]
+    assert _scored(gold, pred, mini_schema, keep_explicit_none=True, gca_dedupe=True) == [
+        [1, 0, 0, 0], [1, 0, 0, 0]]
+
+
+def test_turn_scorer_matches_with_the_schemas_time_slots_and_none_values(mini_schema) -> None:
+    scorer = TurnScorer(mini_schema, MetricOptions(match="normalized+alternatives",
+                                                   none_values=("none", "?")),
+                        fga_lambda=0.5)
+    scorer.add([{"train-leaveat": "7pm|8pm", AREA: "?"}], [{"train-leaveat": "20:00"}])
+    assert scorer.finish().jga.tolist() == [True]
+
+
+def test_gca_from_counts_edges() -> None:
+    # one change, found: n_gold = 1 is not empty
+    assert gca_from_counts(np.array([[1, 0, 0, 0]])).tolist() == [1.0]
+    # no change right: 0 even when value accuracy has no weight
+    assert gca_from_counts(np.array([[0, 3, 0, 0]]), alpha=0.0).tolist() == [0.0]
+
+
+def test_none_values_reach_the_suite_rule_and_integration_check(tmp_path, mini_schema) -> None:
+    """A second none value drops gold pairs, is no RULE pair and deletes in a turn state."""
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": 0, "gold_state": {AREA: "north", STARS: "?"}},
+                  {"turn_index": 1, "gold_state": {}}]}]))
+    predictions = load_predictions(write_jsonl(tmp_path / "p.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": 0, "pred_state": {AREA: "north"}},
+                  {"turn_index": 1, "pred_state": {}, "pred_turn_state": {AREA: "?"}}]}]),
+        dialogues, mini_schema)
+    options = MetricOptions(none_values=("none", "?"))
+    system = compute_metrics(dialogues, predictions, mini_schema, options).systems[0]
+    assert system.metrics["jga"] == 100.0
+    # RULE: t0's gold turn state is area alone (stars "?" is no pair): right; t1's turn
+    # state {area: "?"} is a pair RULE compares (only nospace drops none pairs): wrong
+    assert system.metrics["rule_tsa"] == {"gold": 50.0}
+    # the turn state deletes area, which integrates into t1's empty state
+    assert system.inputs["integration_mismatches"] == 0
+    plain = compute_metrics(dialogues, predictions, mini_schema).systems[0]
+    assert plain.metrics["jga"] == 50.0 and plain.metrics["rule_tsa"] == {"gold": 0.0}
+    assert plain.inputs["integration_mismatches"] == 1
+
+
+def test_gca_marker_and_kept_nones_reach_the_suite(tmp_path, mini_schema) -> None:
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": 0, "gold_state": {}},
+                  {"turn_index": 1, "gold_state": {AREA: "-"}}]}]))
+    predictions = load_predictions(write_jsonl(tmp_path / "p.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": 0, "pred_state": {}}, {"turn_index": 1, "pred_state": {}}]}]),
+        dialogues, mini_schema)
+    options = MetricOptions(none_values=("-",), keep_explicit_none=True, per_dialogue=True)
+    system = compute_metrics(dialogues, predictions, mini_schema, options).systems[0]
+    # the kept deletion of a slot the prediction never had is a correct change
+    assert system.metrics["gca"]["counts"] == {"C": 1, "W": 0, "O": 0, "M": 0}
+    assert system.per_dialogue["D"]["gca"]["counts"] == {"C": 1, "W": 0, "O": 0, "M": 0}
+    assert system.per_domain["hotel"]["gca"]["counts"] == {"C": 1, "W": 0, "O": 0, "M": 0}
+
+
+def test_issues_are_counted_over_dialogues_and_shown_up_to_five(tmp_path, mini_schema):
+    wrong = {"pred_state": {AREA: "north"}, "pred_turn_state": {AREA: "south"}}
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [
+        {"dialogue_id": name, "turns": [{"turn_index": t, "gold_state": {}}
+                                        for t in range(turns)]}
+        for name, turns in (("A", 6), ("B", 2))]))
+    predictions = load_predictions(write_jsonl(tmp_path / "p.jsonl", [
+        {"dialogue_id": name, "turns": [{"turn_index": t, **wrong} for t in range(turns)]}
+        for name, turns in (("A", 6), ("B", 2))]), dialogues, mini_schema)
+    inputs = compute_metrics(dialogues, predictions, mini_schema).systems[0].inputs
+    assert inputs["integration_mismatches"] == 8
+    assert len(inputs["integration_examples"]) == 5
+
+
+def test_streamed_rule_ignores_none_pairs_under_nospace(tmp_path, mini_schema) -> None:
+    d = write_jsonl(tmp_path / "d.jsonl", [{"dialogue_id": "D", "turns": [
+        {"turn_index": 0, "gold_state": {AREA: "north"}}]}])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"dialogue_id": "D", "turns": [
+        {"turn_index": 0, "pred_state": {AREA: "north"},
+         "pred_turn_state": {AREA: "north", STARS: "none"}}]}])
+    streamed, _ = stream_metrics(d, [p], mini_schema, MetricOptions(match="nospace"))
+    assert streamed.systems[0].metrics["rule_tsa"] == {"gold": 100.0}
+    exact, _ = stream_metrics(d, [p], mini_schema)
+    assert exact.systems[0].metrics["rule_tsa"] == {"gold": 0.0}
+
+
+def test_change_table_the_other_way(loaded, mini_schema) -> None:
+    dialogues, predictions = loaded
+    tables = paper_tables(dialogues, [predictions], mini_schema, versions=["2.4"],
+                          corrected=[("2.4", "2.1")])
+    (row,) = tables.change_rows
+    change, low, high = paired_change([0.0, 0.0], [50.0, 0.0], [2, 1])
+    assert row[3:8] == [0.0, pytest.approx(100 / 3), pytest.approx(change),
+                        pytest.approx(low), pytest.approx(high)]
+    assert change == pytest.approx(100 / 3)
+
+
+def test_paired_change_over_three_dialogues_by_hand() -> None:
+    # weights 1, 1, 2; diffs 100, 0, 100 → change 50; residuals 50, -50, 0
+    change, low, high = paired_change([0.0, 0.0, 0.0], [100.0, 0.0, 50.0], [1, 1, 2])
+    assert change == 50.0
+    half = 4.3027 * math.sqrt(3 / 2 * 5000) / 4  # t(0.975, 2 d.f.) = 4.3027
+    assert (low, high) == (pytest.approx(50 - half, rel=1e-4),
+                           pytest.approx(50 + half, rel=1e-4))
+
+
+def test_trade_joint_f1_of_empty_turns(tmp_path, mini_schema) -> None:
+    dialogues = load_dialogues(write_jsonl(tmp_path / "d.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": t, "gold_state": g}
+                  for t, g in enumerate([{}, {}, {AREA: "x"}])]}]))
+    predictions = load_predictions(write_jsonl(tmp_path / "p.jsonl", [{"dialogue_id": "D",
+        "turns": [{"turn_index": t, "pred_state": p}
+                  for t, p in enumerate([{}, {AREA: "y"}, {AREA: "x"}])]}]),
+        dialogues, mini_schema)
+    figures = score_profile(dialogues, predictions, mini_schema, "trade")["figures"]
+    # both empty: 1; gold empty but a prediction: 0; right: 1
+    assert figures["turn_f1"] == pytest.approx(200 / 3)
+
+
+def test_sgd_and_convlab_value_forms(mini_schema) -> None:
+    assert _sgd_prepare(AREA, "north|centre", "gold", mini_schema) == ["north", "centre"]
+    assert _sgd_prepare(AREA, "north|centre", "pred", mini_schema) == ["north|centre"]
+    assert _convlab_prepare(AREA, " North  Side|SOUTH| ", "pred", mini_schema) == [
+        "northside", "south"]
