@@ -248,6 +248,8 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
     stem = name.rsplit("__mutmut_", 1)[0]
     module, _, mangled = stem.rpartition(".")
     path = module.replace(".", "/") + ".py"
+    if not (work / path).is_file():  # a package's own functions live in its __init__.py
+        path = module.replace(".", "/") + "/__init__.py"
     functions = _functions(work, path, cache)
     original = functions.get(f"{mangled}__mutmut_orig", "").splitlines()
     mutant = functions.get(name.rpartition(".")[2], "").splitlines()
