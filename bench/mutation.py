@@ -14,6 +14,8 @@ changed line before and after).
     python bench/mutation.py store service-auth   # some groups
     python bench/mutation.py --list
     python bench/mutation.py all --sample 250 --seed 29 --widen   # a draw over everything
+    python bench/mutation.py metrics --keep        # then, after adding tests:
+    python bench/mutation.py metrics --recheck /tmp/dst-judge-mutation-metrics-XXXX
 
 Not part of .ci/run: a full run takes far longer than CI's budget. The base settings are
 ``[tool.mutmut]`` in pyproject.toml; this script adds ``only_mutate`` and the test selection.
@@ -351,23 +353,40 @@ def _interval(killed: int, checked: int) -> list[float] | None:
     return [round(float(low), 3), round(float(high), 3)]
 
 
+def _alive(work: Path) -> list[str]:
+    """A kept run's mutants that no test killed (survived, reached by no test, not run),
+    with the run's copy of the tests replaced by the worktree's current ones: what
+    ``--recheck`` tests again. The code is the same, so a killed mutant stays killed."""
+    for tests in (work / "tests", work / "mutants" / "tests"):
+        shutil.rmtree(tests, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", tests,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # map the new tests
+    return sorted(name for name, code in _results(work).items()
+                  if code is None or STATUS.get(code) in ("survived", "no tests"))
+
+
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
               keep: bool, sample: int = 0, seed: int = 0,
-              widen_survivors: bool = False) -> dict[str, Any]:
+              widen_survivors: bool = False, recheck: Path | None = None) -> dict[str, Any]:
     mutate, tests = GROUPS[name]
-    work = Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
+    work = recheck or Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
+    keep = keep or recheck is not None
     started = time.monotonic()
     try:
-        _copy_project(work)
-        _configure(work, mutate, tests, test_timeout)
         names, population = ([], 0)
+        if recheck is not None:
+            names = _alive(work)
+        else:
+            _copy_project(work)
+            _configure(work, mutate, tests, test_timeout)
         if sample:
             names, population = _sampled(work, sample, seed, children, budget)
         finished, output = _mutmut(work, names, children,
                                    budget - (time.monotonic() - started))
         tail = output[-2000:]
         codes = _results(work)
-        if names:  # the rest were never meant to run
+        if names and recheck is None:  # the rest were never meant to run
             codes = {key: codes.get(key) for key in names}
         counts: dict[str, int] = {}
         for code in codes.values():
@@ -421,6 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0,
                         help="test only this many mutants, drawn at random (0: all)")
     parser.add_argument("--seed", type=int, default=28, help="seed of the --sample draw")
+    parser.add_argument("--recheck", type=Path, default=None, metavar="WORKDIR",
+                        help="test again the mutants a kept run (--keep) left alive, against "
+                             "the worktree's current tests, and report the whole group "
+                             "(one group)")
     parser.add_argument("--widen", action="store_true",
                         help="test each survivor again against every test of the files "
                              "mutmut mapped to it (see widen()); reported apart")
@@ -432,11 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [g for g in args.groups if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group(s) {unknown}; see --list")
+    if args.recheck is not None and (len(args.groups) != 1 or args.sample):
+        parser.error("--recheck takes one group (the kept run's) and no --sample")
     report: list[dict[str, Any]] = []
     for name in args.groups or list(GROUPS):
         result = run_group(name, children=args.children, test_timeout=args.test_timeout,
                            budget=args.budget, keep=args.keep, sample=args.sample,
-                           seed=args.seed, widen_survivors=args.widen)
+                           seed=args.seed, widen_survivors=args.widen,
+                           recheck=args.recheck)
         report.append(result)
         interval = (f" 95 % interval {result['behaviour_interval']} of a sample of "
                     f"{result['total']} from {result['population']}") if args.sample else ""
