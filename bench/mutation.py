@@ -354,16 +354,17 @@ def _interval(killed: int, checked: int) -> list[float] | None:
 
 
 def _alive(work: Path) -> list[str]:
-    """A kept run's mutants that no test killed (survived, reached by no test, not run),
+    """A kept run's mutants that its tests did not kill (survived, or reached by no test),
     with the run's copy of the tests replaced by the worktree's current ones: what
-    ``--recheck`` tests again. The code is the same, so a killed mutant stays killed."""
+    ``--recheck`` tests again. The code is the same, so a killed mutant stays killed; one the
+    run never got to (out of time) stays unchecked, so both reports count the same mutants."""
     for tests in (work / "tests", work / "mutants" / "tests"):
         shutil.rmtree(tests, ignore_errors=True)
         shutil.copytree(ROOT / "tests", tests,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # map the new tests
     return sorted(name for name, code in _results(work).items()
-                  if code is None or STATUS.get(code) in ("survived", "no tests"))
+                  if STATUS.get(code) in ("survived", "no tests"))
 
 
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
