@@ -21,7 +21,12 @@ from judge.data import (
     write_native_jsonl,
 )
 from judge.data._convert import _convlab, _sgd
-from judge.data._convert._common import service_domain, split_triple
+from judge.data._convert._common import (
+    clean_value,
+    flat_state,
+    service_domain,
+    split_triple,
+)
 
 from ..conftest import FIXTURES, write_jsonl
 
@@ -138,3 +143,68 @@ def test_integration_issue_says_what_differs() -> None:
 ])
 def test_prompt_text_fences_and_punctuates(text, expected) -> None:
     assert prompt_text(text) == expected
+
+
+# --- the state shapes dumps use (_common.flat_state) ----------------------------------------
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (None, None), ("", None), ("  None ", None), ("Not Mentioned", None), ("not given", None),
+    ("NULL", None), ("Don't Care", "dontcare"), ("do n't care", "dontcare"),
+    ("dont't care", "dontcare"), ("  Cheap ", "Cheap"), (True, "True"), (False, "False"),
+    (4, "4"), (2.5, "2.5"), ({"a": 1}, None), (["x"], None),
+])
+def test_clean_value(raw, expected) -> None:
+    assert clean_value(raw) == expected
+
+
+def test_flat_state_reads_every_shape(tmp_path) -> None:
+    path = tmp_path / "dump.json"
+
+    def flat(value, **options):
+        return flat_state(value, "[0].state", path, **options)
+
+    assert flat({"hotel-area": "north", "hotel-name": "none"}) == {"hotel-area": "north"}
+    assert flat({"hotel": {"area": ["north", "centre"], "name": []}}) == {
+        "hotel-area": "north"}
+    assert flat({"hotel": {"semi": {"area": "north"},
+                           "book": {"day": "fri", "booked": [{"x": 1}]}}}) == {
+        "hotel-area": "north", "hotel-book day": "fri"}
+    assert flat(["hotel-area-north", "taxi-destination-cote - bistro"]) == {
+        "hotel-area": "north", "taxi-destination": "cote - bistro"}
+    assert flat([["hotel-area", "north"], ["taxi", "leaveat", "5"]]) == {
+        "hotel-area": "north", "taxi-leaveat": "5"}
+    assert flat([{"slot": "area", "value": "north", "domain": "hotel"},
+                 {"slot": "taxi-leaveat", "value": "5", "domain": "ignored"},
+                 {"slot": "plain", "value": "x"}]) == {
+        "hotel-area": "north", "taxi-leaveat": "5", "plain": "x"}
+    assert flat(None) == {}
+    # an object under a slot name is a domain of its own: {domain: {slot: value}}
+    assert flat({"hotel-area": {"x": 1}}) == {"hotel-area-x": "1"}
+    # what no value means is kept as an explicit deletion when asked
+    assert flat({"hotel-area": "", "hotel-name": "x"}, keep_absent=True) == {
+        "hotel-area": "none", "hotel-name": "x"}
+    assert flat(["hotel-area-none"], keep_absent=True) == {"hotel-area": "none"}
+
+
+def test_flat_state_names_what_it_cannot_read(tmp_path) -> None:
+    path = tmp_path / "dump.json"
+    cases = [
+        ({"hotel-area": [["x"]]}, "[0].state.hotel-area", "expected a text value, got list"),
+        ({"hotel": {"area": [["x"]]}}, "[0].state.hotel.area",
+         "expected a text value, got list"),
+        ({"hotel": {"semi": {"area": {"x": 1}}}}, "[0].state.hotel.semi",
+         "expected a text value, got dict"),
+        (["hotel-area"], "[0].state[0]", "expected 'domain-slot-value'"),
+        (["ok-slot-v", 3], "[0].state[1]", "expected a 'domain-slot-value' string, a "
+                                           "[slot, value] pair or a {slot, value} object"),
+        ([["a", 1]], "[0].state[0]", "expected a 'domain-slot-value' string, a "
+                                     "[slot, value] pair or a {slot, value} object"),
+        ([{"slot": "a"}], "[0].state[0]", "expected a 'domain-slot-value' string, a "
+                                          "[slot, value] pair or a {slot, value} object"),
+        ("north", "[0].state", "expected a state (object or list), got str"),
+    ]
+    for value, field, reason in cases:
+        with pytest.raises(InputError) as caught:
+            flat_state(value, "[0].state", path)
+        assert (caught.value.path, caught.value.field) == (str(path), field), value
+        assert str(caught.value).endswith(f"field '{field}': {reason}"), str(caught.value)

@@ -284,6 +284,7 @@ def test_turn_scorer_columns_by_hand(loaded, mini_schema) -> None:
         # a carried error: right, wrong (the turn's own), still wrong (carried one turn)
         scorer.add([{AREA: "n"}, {AREA: "n", STARS: "4"}, {AREA: "n", STARS: "4"}],
                    [{AREA: "n"}, {AREA: "n", STARS: "9"}, {AREA: "n", STARS: "9"}])
+        assert scorer.rows == 6
         columns = scorer.finish()
         assert columns.jga.tolist() == [False, True, False, True, False, False]
         assert columns.wrong.tolist() == [1, 0, 2, 0, 1, 1]
