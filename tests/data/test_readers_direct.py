@@ -13,7 +13,7 @@ import pytest
 
 from judge import InputError
 from judge.data import Context, open_source
-from judge.data._convert import _convlab, _multiwoz
+from judge.data._convert import _convlab, _multiwoz, _sgd
 
 from ..conftest import assert_located
 
@@ -140,3 +140,78 @@ def test_convlab_malformed_pieces_are_named(tmp_path) -> None:
     ]
     for document, field, reason in cases:
         _refused(read, tmp_path, document, field, reason)
+
+
+SGD = [{"dialogue_id": "1_00001", "services": ["Restaurants_1", "Buses_1"], "turns": [
+    {"speaker": "USER", "utterance": "Find food in Napa", "frames": [
+        {"service": "Restaurants_1", "slots": [{"slot": "city", "start": 13,
+                                                "exclusive_end": 17}],
+         "state": {"active_intent": "FindRestaurants",
+                   "slot_values": {"city": ["Napa", "napa"], "cuisine": []}}}]},
+    {"speaker": "SYSTEM", "utterance": "Which time?", "frames": [
+        {"service": "Restaurants_1", "slots": [{"slot": "time", "value": "7pm",
+                                                "copy_from": "x"}]}]},
+    {"speaker": "USER", "utterance": "7pm, and a bus", "frames": [
+        {"service": "Restaurants_1", "slots": [],
+         "state": {"active_intent": "FindRestaurants",
+                   "slot_values": {"city": ["Napa"], "time": "7pm"}}},
+        {"service": "Buses_1", "slots": [],
+         "state": {"active_intent": "NONE", "slot_values": {"to_city": ["LA", "Los Angeles"]}}}]},
+    {"speaker": "SYSTEM", "utterance": "Done."}]}]
+
+
+def test_sgd_dialogues_read_with_spans_and_intents(tmp_path) -> None:
+    ((where, record),) = _read(_sgd.read_dialogues, tmp_path, SGD)
+    assert where == "[0]"
+    span = {"speaker": "user", "slot": "restaurants-city", "start": 13, "end": 17,
+            "value": "Napa"}
+    asked = {"speaker": "system", "slot": "restaurants-time", "value": "7pm", "copy_from": "x"}
+    assert record == {
+        "dialogue_id": "1_00001", "services": ["Restaurants_1", "Buses_1"],
+        "final_system": "Done.", "turns": [
+            # gold keeps every spelling of a value as alternatives; two services with states,
+            # so the intent is given per domain (NONE is no intent)
+            {"turn_index": 0, "system": "", "user": "Find food in Napa",
+             "gold_state": {"restaurants-city": "Napa|napa"}, "spans": [span],
+             "active_intent": {"restaurants": "FindRestaurants"}},
+            {"turn_index": 1, "system": "Which time?", "user": "7pm, and a bus",
+             "gold_state": {"restaurants-city": "Napa", "restaurants-time": "7pm",
+                            "buses-to_city": "LA|Los Angeles"},
+             "spans": [asked], "active_intent": {"restaurants": "FindRestaurants"}}]}
+
+
+def test_sgd_predictions_take_the_first_value(tmp_path) -> None:
+    ((_, record),) = _read(_sgd.read_predictions, tmp_path, SGD, system_name="sys")
+    assert record == {"dialogue_id": "1_00001", "services": ["Restaurants_1", "Buses_1"],
+                      "system_name": "sys", "turns": [
+                          {"turn_index": 0, "pred_state": {"restaurants-city": "Napa"}},
+                          {"turn_index": 1, "pred_state": {"restaurants-city": "Napa",
+                                                           "restaurants-time": "7pm",
+                                                           "buses-to_city": "LA"}}]}
+
+
+def test_sgd_malformed_pieces_are_named(tmp_path) -> None:
+    def user(frame: dict, utterance: str = "hi") -> list:
+        return [{"dialogue_id": "d", "turns": [{"speaker": "USER", "utterance": utterance,
+                                                 "frames": [frame]}]}]
+
+    frame = "[0].turns[0].frames[0]"
+    cases = [
+        (["x"], "[0]", "expected a dialogue with a 'turns' list"),
+        ([{"turns": []}], "[0].dialogue_id", "expected a 'dialogue_id'"),
+        ([{"dialogue_id": "d", "turns": ["x"]}], "[0].turns[0]", "expected a turn object"),
+        ([{"dialogue_id": "d", "turns": [{"speaker": "BOT"}]}], "[0].turns[0].speaker",
+         "speaker 'BOT' is neither USER nor SYSTEM"),
+        (user({"service": "A_1"}), f"{frame}.state", "a user frame needs a 'state' object"),
+        (user({"service": "A_1", "state": {"slot_values": ["x"]}}),
+         f"{frame}.state.slot_values", "expected an object of slot value lists"),
+        (user({"service": "A_1", "state": {}, "slots": [{"value": "x"}]}), f"{frame}.slots[0]",
+         "expected a span with 'slot'"),
+        (user({"service": "A_1", "state": {}, "slots": [{"slot": "s", "start": 0,
+                                                         "exclusive_end": 5}]}),
+         f"{frame}.slots[0]", "span [0, 5) is outside the utterance (2 characters)"),
+        ([{"dialogue_id": "d", "turns": [{"speaker": "SYSTEM", "utterance": "x"}]}],
+         "[0].turns", "a dialogue without user turns"),
+    ]
+    for document, field, reason in cases:
+        _refused(_sgd.read_dialogues, tmp_path, document, field, reason)
