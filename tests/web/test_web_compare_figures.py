@@ -13,7 +13,6 @@ pytest.importorskip("fastapi", reason="the web interface needs the serve extra")
 from judge.web import _charts, _compare
 from judge.web._index import build_index
 
-
 # ---------------------------------------------------------------- bar charts (_charts)
 
 def test_grouped_bars_layout() -> None:
