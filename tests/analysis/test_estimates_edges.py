@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from judge.analysis import CORNERS, Stratum, design_estimate, draw_sample, plan_labels
-from judge.analysis._estimates import pilot_bound
 from judge.analysis._intervals import exact_bound, jackknife_shift, satterthwaite_df
 from judge.analysis._labels import row_key
+from judge.analysis._planning import pilot_bound
 
 
 def test_a_sample_without_an_error_reaches_the_clopper_pearson_bound():
