@@ -34,12 +34,18 @@ number fixes ``λ``. For one run the interval is re-centred: four pseudo-units, 
 cell of the label × judge table (Agresti–Coull's "plus four" when λ = 0), enter its centre and
 its variance, so that it holds near 0 and 100 % where the sample share's own variance is
 smallest exactly when the share is most wrong; a sample without an error (or a success)
-reaches its Clopper–Pearson bound, and with dialogues as units the pseudo-units scale with the
-design effect and the interval is at least Korn and Graubard's exact one
-(:mod:`._intervals`). For a difference of two runs (0 on most units, so a residual variance
-far below a corner's) pseudo-units enter only where the sample's own variance estimate is 0,
-with Agresti–Min's full weight (0.5 for each of 16 cells). No weight is
-fitted to data. ``bench/ppi_coverage.py`` and ``bench/ppi_edges.py`` measure the coverage.
+reaches its Clopper–Pearson bound. With dialogues as units (one run) further devices hold
+the interval where a few dialogues carry most of the failures (:mod:`._intervals`): the
+pseudo-units are four turns times the sample's design effect, taken at least at the judge's
+own design effect over every dialogue of the stratum (known, no sampling error), and they
+vary as the sample's dialogues do (Agresti–Coull on the effective sample size); the residual
+variance is scaled up by the population's mean squared dialogue size over the sample's, when
+the sample drew shorter dialogues than the population holds; and the interval is at least
+Korn and Graubard's Clopper–Pearson interval at the effective sample size. For a difference
+of two runs (0 on most units, so a residual variance far below a corner's) pseudo-units enter
+only where the sample's own variance estimate is 0, with Agresti–Min's full weight (0.5 for
+each of 16 cells). No weight is fitted to data. ``bench/ppi_coverage.py`` and
+``bench/ppi_edges.py`` measure the coverage.
 
 Every function works on arrays with leading batch axes (``(..., n)``), so the coverage bench
 computes thousands of samples in one call of the same code the reports use.
@@ -56,11 +62,13 @@ import numpy as np
 
 from .._errors import OptionError
 from ._intervals import (
+    SIZE_POWER,
     design_effect,
     exact_bound,
     jackknife_shift,
     korn_graubard,
     satterthwaite,
+    size_correction,
 )
 
 TuningName = Literal["loo", "plain"]
@@ -130,6 +138,19 @@ class Stratum:
     turns: float
     judge: float
     judge_spread: float
+    size_moment: float = 0.0
+    """The mean of ``t^SIZE_POWER`` over the stratum's units (0: not known, no correction)."""
+
+    @property
+    def judge_design_effect(self) -> float:
+        """Kish's design effect of the judge's own share over every unit of the stratum (1 for
+        turns, or when the judge's share is 0 or 1): no sampling error, so it shows the
+        clustering a sample of few failures may hide (:func:`design_estimate`)."""
+        mean_size = self.turns / self.units
+        rho = self.judge / self.turns
+        if mean_size <= 1.0 or not 0.0 < rho < 1.0:
+            return 1.0
+        return self.judge_spread / (rho * (1.0 - rho) * mean_size)
 
     @classmethod
     def of(cls, judge: Sequence[float] | np.ndarray,
@@ -140,7 +161,8 @@ class Stratum:
             raise ValueError("a stratum needs at least one unit")
         ratio = f.sum() / t.sum()
         spread = float(np.var(f - ratio * t, ddof=1)) if f.size > 1 else 0.0
-        return cls(int(f.size), float(t.sum()), float(f.sum()), spread)
+        return cls(int(f.size), float(t.sum()), float(f.sum()), spread,
+                   float(np.mean(t ** SIZE_POWER)))
 
 
 def t_value(confidence: float, df: float | np.ndarray) -> np.ndarray:
@@ -195,6 +217,11 @@ class DesignEstimate:
         if self.turns > self.units:  # dialogues of several turns: clustered shares
             exact_low, exact_high = korn_graubard(self.value, self.se, self.df, self.turns,
                                                   confidence)
+            if self.clean is not None:  # a clean sample has its exact bound (above) instead:
+                # its share of 0 or 1 tells no design effect, so Korn–Graubard's effective
+                # size would fall to one trial and the interval to [2.5, 100] %
+                exact_low = np.where(self.clean != 0, low, exact_low)
+                exact_high = np.where(self.clean != 0, high, exact_high)
             low, high = np.minimum(low, exact_low), np.maximum(high, exact_high)
         return np.minimum(low, self.value), np.maximum(high, self.value)
 
@@ -280,9 +307,13 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         active = corners is not None and m >= 2
         base = pseudo_units * m / labelled if active else 0.0
         pseudo: float | np.ndarray = base
+        deff: float | np.ndarray = 1.0
         if recentre and active:
-            # pseudo-*turns*, times the design effect of the labels (dialogues only)
-            pseudo = base * design_effect(yh, th, base, mean_size) / mean_size
+            # pseudo-*turns*, times the design effect of the labels (dialogues only), at least
+            # the judge's over the whole stratum
+            deff = design_effect(yh, th, base, mean_size, floor=stratum.judge_design_effect,
+                                 ceiling=max(mean_size, stratum.size_moment / mean_size))
+            pseudo = base * deff / mean_size
         middle = theta
         if recentre and active:
             lam_bar = lam_h.mean(-1)
@@ -299,10 +330,15 @@ def design_estimate(y: np.ndarray, f: np.ndarray, t: np.ndarray | None,
         shrink = (m - 1.0) / m / np.maximum(1.0 - leverage, 1e-12) if m >= 2 else 1.0
         squares, dof = (residual ** 2 * shrink).sum(-1), m - 1.0
         freedom.append(satterthwaite(th, shrink) if m >= 2 else np.zeros(theta.shape))
+        if recentre and mean_size > 1.0 and m >= 2:
+            # one run over whole dialogues: the variance of the sizes the sample missed
+            squares = squares * size_correction(th, stratum.size_moment, SIZE_POWER)
         if active:
             for corner_y, corner_f, corner_share in corners or ():
                 corner = corner_y - lam_h.mean(-1) * (corner_f - rho) - middle
-                squares = squares + pseudo * corner_share * mean_size * corner ** 2
+                # a pseudo-dialogue varies as the sample's dialogues do (its design effect):
+                # Agresti–Coull's variance on the effective sample size
+                squares = squares + pseudo * deff * corner_share * mean_size * corner ** 2
             dof += pseudo
         spread = squares / dof if m >= 2 else np.full(theta.shape, np.nan)
         value = value + share * (theta - bias)

@@ -98,8 +98,10 @@ def _figure(estimate: DesignEstimate | None, confidence: float, scale: float, lo
 
 PLAIN_METHOD = ("Student-t interval around the estimate (design variance; pseudo-units only "
                 "where the sample's own variance estimate is 0)")
-KORN_GRAUBARD = ("; for dialogue shares at least Korn and Graubard's Clopper–Pearson interval "
-                 "at the effective sample size")
+KORN_GRAUBARD = ("; for dialogue shares the pseudo-units are four turns times the design "
+                 "effect (at least the judge's over every dialogue), the variance is scaled for "
+                 "dialogue sizes the sample missed, and the interval is at least Korn and "
+                 "Graubard's Clopper–Pearson interval at the effective sample size")
 
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
@@ -332,7 +334,11 @@ ASSUMPTIONS = (
     "four pseudo-units (one per cell of the label × judge table: Agresti–Coull's 'plus four'), "
     "with degrees of freedom the labelled units less the strata for turns, and Satterthwaite's "
     "for the dialogue sizes drawn for whole dialogues; a sample with no error (or no success) "
-    "reaches its Clopper–Pearson bound, and a dialogue share at least Korn and Graubard's "
-    "Clopper–Pearson interval at its effective sample size. Whole-dialogue ratios are "
-    "jackknifed for their small-sample bias. Differences of two runs: Student's t around the "
+    "reaches its Clopper–Pearson bound. A dialogue share (one run): the pseudo-units are four "
+    "turns times the sample's design effect, at least the judge's over every dialogue of the "
+    "stratum; the variance is scaled up when the sample drew shorter dialogues than the "
+    "population holds (a dialogue's variance taken to grow with its squared size); the "
+    "interval is at least Korn and Graubard's Clopper–Pearson interval at its effective sample "
+    "size. Whole-dialogue ratios are jackknifed for their small-sample bias. Differences of "
+    "two runs: Student's t around the "
     "estimate. judge: none about the sample, but it is the judge's figure, not a person's.")

@@ -103,22 +103,31 @@ def korn_graubard(value: np.ndarray, se: np.ndarray, df: np.ndarray | float, tri
     return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)
 
 
-def design_effect(y: np.ndarray, t: np.ndarray, pseudo: float, mean_size: float
-                  ) -> np.ndarray:
+def design_effect(y: np.ndarray, t: np.ndarray, pseudo: float, mean_size: float, *,
+                  floor: float = 1.0, ceiling: float | None = None) -> np.ndarray:
     """Kish's design effect of the labels' ratio ``Σy/Σt`` over dialogues: the variance of the
     dialogue totals about the ratio, per turn, over a turn's binomial variance, both at the
     share re-centred on ``pseudo`` pseudo-turns (so a sample without an error still has a
-    variance to divide by), clipped to ``[1, mean_size]``: at least the turns' own plus-four,
-    at most four whole pseudo-dialogues (turns of a dialogue moving as one, as JGA's running
-    product makes them). Turns as units (``mean_size`` 1) give 1. The pseudo-units of a
-    clustered sample are ``pseudo·deff`` turns: Agresti–Coull on the effective sample size,
-    as Korn and Graubard (1998) apply Clopper–Pearson to it."""
+    variance to divide by), clipped to ``[1, ceiling]``: at least the turns' own plus-four, at
+    most what dialogues whose turns move as one would give (as JGA's running product makes
+    them): ``mean_size`` for equal sizes, the population's ``mean(t²)/mean(t)`` for unequal
+    ones (the caller's ``ceiling``), since long dialogues weigh more than their turns. Turns
+    as units (``mean_size`` 1) give 1. The pseudo-units of a clustered sample are
+    ``pseudo·deff`` turns: Agresti–Coull on the effective sample size, as Korn and Graubard
+    (1998) apply Clopper–Pearson to it.
+
+    ``floor``: a design effect known without sampling error (the judge's over the whole
+    stratum). A sample that happens to hold few of the dialogues carrying the failures shows
+    a small design effect exactly when its share is most wrong (JGA near 100 %); the judge's
+    verdicts on every unit show how clustered the failures are, so the estimate is taken at
+    least at that."""
     if mean_size <= 1.0 or t.shape[-1] < 2:
         return np.ones(t.shape[:-1])
     share = (y.sum(-1) + 0.5 * pseudo) / (t.sum(-1) + pseudo)
     spread = ((y - share[..., None] * t) ** 2).sum(-1) / (t.shape[-1] - 1.0)
     binomial = np.maximum(share * (1.0 - share), 1e-12) * mean_size
-    return np.asarray(np.clip(spread / binomial, 1.0, mean_size))
+    top = mean_size if ceiling is None else max(ceiling, 1.0)
+    return np.asarray(np.clip(np.maximum(spread / binomial, floor), 1.0, top))
 
 
 SIZE_POWER = 2.0
@@ -149,3 +158,18 @@ def satterthwaite(t: np.ndarray, shrink: np.ndarray | float) -> np.ndarray:
     df = satterthwaite_df(t, shrink, SIZE_POWER)
     df = np.where(np.isnan(df), m - 1.0, df)
     return np.where(flat, m - 1.0, np.minimum(df, m - 1.0))
+
+
+def size_correction(t: np.ndarray, moment: float, power: float) -> np.ndarray:
+    """The factor on a dialogue sample's residual variance for the sizes it missed:
+    ``max(1, moment / mean(t^power))`` over the last axis, ``moment`` the population's mean of
+    ``t^power`` (0: unknown, factor 1). Under the working model of :func:`satterthwaite` a
+    dialogue's residual variance grows as ``t^power``, so the sample's squared residuals
+    estimate ``σ²·mean_s(t^power)`` where the design variance needs ``σ²·mean_U(t^power)``. A
+    sample that drew none of the few long dialogues (which carry most of the variance when
+    accuracy falls with length) is both too high or low *and* too sure; the factor restores
+    the variance the population's sizes imply. It never shrinks the variance."""
+    if moment <= 0:
+        return np.ones(t.shape[:-1])
+    seen = (np.asarray(t, dtype=float) ** power).mean(-1)
+    return np.asarray(np.maximum(1.0, moment / np.maximum(seen, 1e-300)))

@@ -70,8 +70,9 @@ def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: f
                       p * (1 - p) * population / max(1, population - 1))
     rng = np.random.default_rng(seed)
     out = []
-    for start in range(0, samples, _PLAN_BATCH):  # batches bound the memory of a large n
-        y, f = _cell_sample(counts, n, min(_PLAN_BATCH, samples - start), rng)
+    batch = max(1, _PLAN_ELEMENTS // n)  # batches bound the memory of a large n; they
+    for start in range(0, samples, batch):  # draw the same stream as one call would
+        y, f = _cell_sample(counts, n, min(batch, samples - start), rng)
         estimate = design_estimate(y, f, None, [slice(None)], [stratum], tuning=tuning,
                                    corners=CORNERS)
         low, high = estimate.interval(confidence)
@@ -79,7 +80,9 @@ def interval_widths(counts: np.ndarray, n: int, *, tuning: Tuning, confidence: f
     return np.concatenate(out)
 
 
-_PLAN_BATCH = 150
+_PLAN_ELEMENTS = 250_000
+"""Labelled turns simulated per call of the estimator (samples × n): one call for every
+sample up to n ≈ 400, so that a plan (about twenty candidate sizes) is quick."""
 
 
 def plan_size(counts: np.ndarray, width: float, *, tuning: Tuning, confidence: float = 0.95,
