@@ -359,6 +359,29 @@ def summarise(boundary_rows: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+WIDTH_TRUTHS = (0.05, 0.5, 0.8, 0.9, 0.95, 0.98)
+
+
+def widths(boundary_rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Median widths, labels / PPI, per (unit, metric, n) at :data:`WIDTH_TRUTHS`."""
+    out = []
+    for unit, metric, sizes in (("turn", "tsa", TURN_SIZES), ("dialogue", "tsa", DIALOGUE_SIZES),
+                                ("dialogue", "jga", DIALOGUE_SIZES),
+                                ("dialogue", "success", DIALOGUE_SIZES)):
+        for n in sizes:
+            cells: list[str] = [unit, metric, str(n)]
+            for truth in WIDTH_TRUTHS:
+                cells.append(next((f"{_pct(e['labels']['median_width'])} / "
+                                   f"{_pct(e['ppi']['median_width'])}"
+                                   for e in boundary_rows
+                                   if e["unit"] == unit and e["metric"] == metric
+                                   and e["n"] == n and e["design"] == "random"
+                                   and e["judge"] in ("3 % random", "5 % random")
+                                   and abs(e["truth"] - truth) < 0.005), "—"))
+            out.append(cells)
+    return out
+
+
 def tables(results: dict[str, Any], samples: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{
         "title": "Near 0 and 100 %: the lowest coverage over true values 2-98 % (both judges)",
@@ -379,19 +402,25 @@ def tables(results: dict[str, Any], samples: int) -> list[dict[str, Any]]:
                                    and abs(e["truth"] - t) < 0.005), "—")
                               for n in TURN_SIZES] for t in TRUTHS],
     }, {
+        "title": "Median width (points) of the interval at some true values, labels / PPI "
+                 "(turns: simple random, 3 %-random judge)",
+        "columns": ["unit", "metric", "n", *(f"{_pct(t)} %" for t in WIDTH_TRUTHS)],
+        "rows": widths(results["boundary"]),
+    }, {
         "title": "Heavy-tailed dialogues (1-45 turns, accuracy falling with length): whole-"
                  "dialogue simple random samples",
         "columns": ["metric", "dialogues", "truth (%)", "labels coverage (%)",
-                    "labels misses above (%)", "labels bias (points)", "PPI coverage (%)",
-                    "PPI bias (points)"],
+                    "labels misses above (%)", "labels bias (points)", "labels width (points)",
+                    "PPI coverage (%)", "PPI bias (points)", "PPI width (points)"],
         "rows": [[e["metric"], e["n"], _pct(e["truth"]), _pct(e["labels"]["coverage"]),
                   _pct(1 - e["labels"]["coverage"] - e["labels"]["below"]),
-                  f"{100 * e['labels']['bias']:+.2f}", _pct(e["ppi"]["coverage"]),
-                  f"{100 * e['ppi']['bias']:+.2f}"] for e in results["heavy"]],
-        "note": "'misses above': the interval lies wholly above the truth.",
+                  f"{100 * e['labels']['bias']:+.2f}", _pct(e["labels"]["median_width"]),
+                  _pct(e["ppi"]["coverage"]), f"{100 * e['ppi']['bias']:+.2f}",
+                  _pct(e["ppi"]["median_width"])] for e in results["heavy"]],
+        "note": "'misses above': the interval lies wholly above the truth; widths are medians.",
     }]
     if not results["boundary"]:
-        out = out[2:]
+        out = out[3:]
     out = [t for t in out if t["rows"]]
     plans = results.get("plans")
     if plans:
