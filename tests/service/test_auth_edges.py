@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from judge._errors import OptionError, ServiceError
 from judge.cli import main
 from judge.service import Database, _auth, create_token, list_tokens, revoke_token
-from judge.service._auth import Principal, TokenBook
-from judge.service._db import projects, tokens
+from judge.service.auth._auth import Principal, TokenBook
+from judge.service.db._db import projects, tokens
 from tests.service.conftest import count_rows
 
 CAP_REFUSED = "spend cap must be a number from 0 to 1,000,000,000 USD"

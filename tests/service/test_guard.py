@@ -9,7 +9,7 @@ import time
 import pytest
 
 from judge.service import build_settings, create_app
-from judge.service._guard import RateLimit, api_routes, json_problem
+from judge.service.http._guard import RateLimit, api_routes, json_problem
 from judge.web import mount_web
 
 

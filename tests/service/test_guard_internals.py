@@ -1,4 +1,4 @@
-"""The FastAPI and Starlette internals the request guard reads (judge/service/_guard/
+"""The FastAPI and Starlette internals the request guard reads (judge/service/http/_guard/
 _routetable.py), each checked by name, so that an upgrade past the pinned range fails here with
 a message saying which one went, not as a guard that quietly stops checking a route."""
 
@@ -12,7 +12,7 @@ fastapi = pytest.importorskip("fastapi")
 from fastapi import APIRouter, Depends, FastAPI, UploadFile  # noqa: E402
 from starlette.routing import Match  # noqa: E402
 
-from judge.service._guard import Gate, api_routes, gated, route_table  # noqa: E402
+from judge.service.http._guard import Gate, api_routes, gated, route_table  # noqa: E402
 
 PIN = "pyproject.toml pins fastapi to the range the guard is tested with"
 

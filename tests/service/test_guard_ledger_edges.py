@@ -1,5 +1,5 @@
-"""Edges of the request guard (judge.service._guard) and the service's database ledger
-(judge.service._ledger), in-process.
+"""Edges of the request guard (judge.service.http._guard) and the service's database ledger
+(judge.service.ledger._ledger), in-process.
 
 Ledger: every write takes the database's one-writer discipline (on SQLite the process's writer
 lock) and no read does; the exact rows a batch's replies, a released batch, a late reply and a
@@ -31,16 +31,16 @@ from prometheus_client import CollectorRegistry
 
 from judge._errors import ServiceError, StoreError
 from judge.service import Database
-from judge.service._auth import Principal
-from judge.service._db import ledger_replaced, ledger_requests
-from judge.service._guard import (
+from judge.service.auth._auth import Principal
+from judge.service.db._db import ledger_replaced, ledger_requests
+from judge.service.http._guard import (
     BodyReader,
     ReceivedBytes,
     RequestGuard,
     api_routes,
     uploading,
 )
-from judge.service._ledger import DatabaseLedger, batch_owner, purge_ledger
+from judge.service.ledger._ledger import DatabaseLedger, batch_owner, purge_ledger
 
 # --- the ledger ----------------------------------------------------------------------------
 
@@ -393,7 +393,7 @@ def test_only_an_outage_counts_as_a_lost_database():
     cannot bind so), never "unavailable, try again"; a driver's closed connection is."""
     import sqlite3
 
-    from judge.service._db import connection_lost
+    from judge.service.db._db import connection_lost
 
     def wrapped(kind: type, orig: BaseException) -> BaseException:
         return kind("SELECT 1", {}, orig)
@@ -967,8 +967,8 @@ def test_metrics_report_jobs_by_status_live_workers_and_this_replica(db):
     """Every job status has a sample (0 when none); workers count only with a heartbeat in
     the last 30 s; a worker of this process adds its running jobs, calls in flight and pool
     grants by endpoint; an API-only replica has none of those."""
-    from judge.service._db import workers
-    from judge.service._metrics import ServiceMetrics
+    from judge.service.db._db import workers
+    from judge.service.http._metrics import ServiceMetrics
 
     with db.write() as conn:
         conn.execute(workers.delete())
@@ -1029,7 +1029,7 @@ def test_metrics_report_jobs_by_status_live_workers_and_this_replica(db):
 
 
 def test_metrics_leave_out_the_database_figures_when_it_fails(db):
-    from judge.service._metrics import ServiceMetrics
+    from judge.service.http._metrics import ServiceMetrics
 
     def broken():
         raise sa.exc.OperationalError("SELECT", {}, Exception("gone"))
@@ -1044,7 +1044,7 @@ def test_metrics_leave_out_the_database_figures_when_it_fails(db):
 
 
 def test_server_sent_events_are_numbered_framed_kept_alive_and_end_when_over():
-    from judge.service._streams import ServerEvent, server_sent_events
+    from judge.service.http._streams import ServerEvent, server_sent_events
 
     polls = [([ServerEvent("progress", {"done": 1, "name": "ü"})], False), ([], False),
              ([], False), ([ServerEvent("status", "x"), ServerEvent("end", None)], True),
@@ -1068,7 +1068,7 @@ def test_server_sent_events_are_numbered_framed_kept_alive_and_end_when_over():
 
 
 def test_server_sent_events_stop_when_the_client_leaves_or_the_replica_closes():
-    from judge.service._streams import ServerEvent, server_sent_events
+    from judge.service.http._streams import ServerEvent, server_sent_events
 
     calls = []
 
@@ -1090,7 +1090,7 @@ def test_server_sent_events_stop_when_the_client_leaves_or_the_replica_closes():
 
 
 def test_stream_responses_carry_their_types_and_headers():
-    from judge.service._streams import (
+    from judge.service.http._streams import (
         GzipResponse,
         NDJSONResponse,
         OctetStreamResponse,
@@ -1121,7 +1121,7 @@ def test_stream_responses_carry_their_types_and_headers():
 def test_a_quiet_stream_sends_a_keep_alive_every_15_s_by_default(monkeypatch):
     """Defaults: a poll every 0.5 s, a keep-alive comment after 15 s without an event (the
     sleeps are skipped here; the count of polls shows the clock)."""
-    from judge.service import _streams
+    from judge.service.http import _streams
 
     polls = []
 

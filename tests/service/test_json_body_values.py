@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from judge._io import json_values_exceed
 from judge.service import JobRequest
-from judge.service._guard import MAX_JSON_VALUES, json_problem
-from judge.service._options import MAX_IDS
+from judge.service.http._guard import MAX_JSON_VALUES, json_problem
+from judge.service.jobs._options import MAX_IDS
 
 from .serve_process import ServeProcess, create_token
 

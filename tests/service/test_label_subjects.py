@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from judge.service import Database, create_token
-from judge.service._migrate import alembic_config, current_revision, head_revision
+from judge.service.db._migrate import alembic_config, current_revision, head_revision
 from tests.conftest import EXAMPLES
 
 SHA_A, SHA_B, SHA_BUNDLE = "a" * 64, "b" * 64, "d" * 64

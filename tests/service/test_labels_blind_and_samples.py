@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from judge.service import Database, create_token
-from judge.service._migrate import alembic_config
+from judge.service.db._migrate import alembic_config
 from judge.web import mount_web
 from tests.app_surface import web_login
 from tests.web.synthetic import bundle, synthetic_rows

@@ -1,4 +1,4 @@
-"""A job's lifecycle has one home (``judge.service._lifecycle``): the words of its states appear
+"""A job's lifecycle has one home (``judge.service.jobs._lifecycle``): the words of its states appear
 nowhere else in the package, the API's words are the same, and a move the lifecycle does not
 allow is refused before anything is written."""
 
@@ -13,11 +13,11 @@ import pytest
 import sqlalchemy as sa
 
 from judge import _api_models
-from judge.service._auth import Principal
-from judge.service._db import jobs
-from judge.service._jobs import JobStore
-from judge.service._jobspec import JobSpec
-from judge.service._lifecycle import (
+from judge.service.auth._auth import Principal
+from judge.service.db._db import jobs
+from judge.service.jobs._jobs import JobStore
+from judge.service.jobs._jobspec import JobSpec
+from judge.service.jobs._lifecycle import (
     ACTIVE,
     CLAIMABLE,
     FINAL,
@@ -46,9 +46,9 @@ NOT_JOB_STATES = {
     ("pipeline/_batch.py", "failed"): (1, "a Batch API batch's state"),
     ("pipeline/_batch.py", "cancelled"): (1, "a Batch API batch's state"),
     ("pipeline/_result.py", "failed"): (1, "a run's count of failed calls"),
-    ("service/_db.py", "failed"): (1, "the job_batches column of failed requests"),
-    ("service/_ledger.py", "failed"): (5, "a ledger request's state and count"),
-    ("service/_metrics.py", "running"): (1, "the attribute of a worker thread"),
+    ("service/db/_db.py", "failed"): (1, "the job_batches column of failed requests"),
+    ("service/ledger/_ledger.py", "failed"): (5, "a ledger request's state and count"),
+    ("service/http/_metrics.py", "running"): (1, "the attribute of a worker thread"),
     ("service/queue/_batchjob.py", "failed"): (7, "a batch's count of failed requests"),
     ("service/queue/_batchjob.py", "cancelled"): (1, "a Batch API batch's state"),
     ("service/queue/_runners.py", "failed"): (1, "a run's count of failed calls"),
@@ -64,7 +64,7 @@ def _status_literals() -> Counter[tuple[str, str]]:
         relative = path.relative_to(PACKAGE).as_posix()
         # _names.py states the words once for the CLI's parser (no stage loads for --help) and
         # the API's models; the test below holds them equal to the lifecycle's states
-        if "migrations" in path.parts or relative in ("service/_lifecycle.py",
+        if "migrations" in path.parts or relative in ("service/jobs/_lifecycle.py",
                                                       "_api_models.py", "_names.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -77,7 +77,7 @@ def test_no_job_status_literal_outside_the_lifecycle_module():
     found = _status_literals()
     expected = Counter({key: count for key, (count, _) in NOT_JOB_STATES.items()})
     extra = {key: n for key, n in found.items() if n > expected.get(key, 0)}
-    assert not extra, f"job status words outside judge/service/_lifecycle.py: {extra}"
+    assert not extra, f"job status words outside judge/service/jobs/_lifecycle.py: {extra}"
     assert found == expected  # the exceptions listed are still there (else: drop them)
 
 
@@ -139,15 +139,16 @@ def test_an_illegal_move_writes_nothing_and_a_legal_one_writes(tmp_path):
 
 def test_only_the_token_store_reads_the_tokens_table():
     """The tokens table is the token store's (``_auth.TokenBook``): the job store, the
-    runners and the routes ask it, none imports the table."""
+    runners and the routes ask it, none imports the table (the database's face,
+    ``db/__init__.py``, passes it on)."""
     importers = set()
     for path in sorted((PACKAGE / "service").rglob("*.py")) + sorted((PACKAGE / "web")
                                                                      .rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_db") and \
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("db") and \
                     any(alias.name == "tokens" for alias in node.names):
                 importers.add(path.relative_to(PACKAGE).as_posix())
-    assert importers == {"service/_auth.py"}
+    assert importers - {"service/db/__init__.py"} == {"service/auth/_auth.py"}
 
 
 def test_the_web_pages_and_their_script_name_no_state_themselves():

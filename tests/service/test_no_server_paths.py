@@ -222,6 +222,6 @@ def test_the_names_of_server_paths_never_replace_the_root_folder(tmp_path):
     ("not a url", "a database"),
 ])
 def test_a_log_line_describes_a_database_by_kind_and_name_only(url, said):
-    from judge.service._db import describe_database
+    from judge.service.db._db import describe_database
 
     assert describe_database(url) == said

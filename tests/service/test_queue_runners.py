@@ -20,8 +20,8 @@ from judge._errors import BudgetReached, DSTJudgeError, ModelError
 from judge.model import call_key
 from judge.service import build_settings, ensure_project
 from judge.service import create_token as project_token
-from judge.service._auth import TokenBook
-from judge.service._db import DatabaseUnavailable, job_batches
+from judge.service.auth._auth import TokenBook
+from judge.service.db._db import DatabaseUnavailable, job_batches
 from judge.service.queue import _batchjob as bj
 from judge.service.queue import _runners as rn
 from tests.conftest import EXAMPLES
@@ -738,7 +738,7 @@ def test_a_tokens_spending_cap_bounds_the_jobs_budget(db):
 def test_input_files_are_read_from_the_jobs_project_only(db, tmp_path):
     """A job sees the files of its own project by id (several in one query); one of another
     project, or deleted, is an input error naming the id; messages name the upload."""
-    from judge.service._db import blobs, files
+    from judge.service.db._db import blobs, files
 
     lab, other = ensure_project(db, "lab"), ensure_project(db, "other")
     with db.write() as conn:

@@ -18,12 +18,12 @@ import pytest
 import sqlalchemy as sa
 
 from judge.service import Database
-from judge.service._auth import Principal
-from judge.service._db import artifacts, job_calls, jobs, judgments, workers
-from judge.service._files import FileStore
-from judge.service._jobs import JobStore
-from judge.service._jobspec import JobSpec
-from judge.service._migrate import head_revision
+from judge.service.auth._auth import Principal
+from judge.service.db._db import artifacts, job_calls, jobs, judgments, workers
+from judge.service.storage._files import FileStore
+from judge.service.jobs._jobs import JobStore
+from judge.service.jobs._jobspec import JobSpec
+from judge.service.db._migrate import head_revision
 from judge.service.queue import _lease
 from judge.service.queue._health import queue_metrics, readiness
 from judge.service.queue._journal import CallJournal

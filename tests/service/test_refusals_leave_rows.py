@@ -21,9 +21,9 @@ import sqlalchemy as sa
 
 from judge._errors import ServiceError
 from judge.service import create_token
-from judge.service._auth import new_id
-from judge.service._db import projects
-from judge.service._routes import ServiceDep, Submitter
+from judge.service.auth._auth import new_id
+from judge.service.db._db import projects
+from judge.service.http._routes import ServiceDep, Submitter
 from judge.web import mount_web
 from tests.app_surface import VOLATILE_TABLES, RouteInfo, routes, web_login
 

@@ -14,7 +14,7 @@ import pytest
 
 from judge.model import ReplayTransport
 from judge.service import build_settings
-from judge.service._replaying import replay_transport_for
+from judge.service.ledger._replaying import replay_transport_for
 from tests.fault_server import Decider, FaultConfig
 
 CASSETTE = str(Path(__file__).resolve().parents[2] / "cassettes" / "example-two-dim.json")

@@ -140,7 +140,7 @@ def test_the_access_log_blanks_tokens_behind_escapes_and_glued_letters(access_lo
     ("GET /x?keyboard=1&monkey=2&q=%2Fui%2F%zz%", "GET /x?keyboard=1&monkey=2&q=%2Fui%2F%zz%"),
 ])
 def test_redaction_matches_the_decoded_text_and_blanks_the_written_one(line, kept):
-    from judge.service._logs import redact
+    from judge.service.auth._logs import redact
 
     assert redact(line) == kept
 
@@ -172,7 +172,7 @@ def test_a_connection_that_fails_in_the_event_loop_is_one_line_without_paths():
     traceback through the installation) is written as one line naming the error."""
     code = (
         "import asyncio, logging\n"
-        "from judge.service._logs import log_to_stderr\n"
+        "from judge.service.auth._logs import log_to_stderr\n"
         "log_to_stderr('info')\n"
         "loop = asyncio.new_event_loop()\n"
         "def fail():\n"

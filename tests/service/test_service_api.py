@@ -330,7 +330,7 @@ def test_migrations_match_the_tables(tmp_path):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from judge.service._db import metadata
+    from judge.service.db._db import metadata
 
     db = Database(f"sqlite:///{tmp_path / 'x.db'}")
     db.migrate()
@@ -390,7 +390,7 @@ def test_the_workers_housekeeping_applies_retention_to_jobs_and_the_ledger(servi
 
     import sqlalchemy as sa
 
-    from judge.service._db import ledger_requests
+    from judge.service.db._db import ledger_requests
 
     api, service = service_env["api"], service_env["service"]
     job = _evaluate(service_env)

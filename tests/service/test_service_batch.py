@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 import judge
 from judge.service import create_token as project_token
-from judge.service._db import jobs
+from judge.service.db._db import jobs
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess, get_json
 

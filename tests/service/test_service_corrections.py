@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from judge.service._db import jobs
+from judge.service.db._db import jobs
 from tests.service.conftest import count_rows
 
 CORRECTION = {"dialogue_id": "EX001.json", "turn_index": 2, "slot": "hotel-name",
@@ -190,9 +190,9 @@ def test_a_first_decision_saved_at_once_on_another_replica_updates_it(db, monkey
     one that loses the unique constraint (Postgres) updates the row instead of failing with a
     500."""
     from judge.service import ensure_project
-    from judge.service._auth import Principal
-    from judge.service._db import correction_decisions
-    from judge.service._decisions import DecisionStore
+    from judge.service.auth._auth import Principal
+    from judge.service.db._db import correction_decisions
+    from judge.service.storage._decisions import DecisionStore
 
     project = ensure_project(db, "lab")
     reviewer = Principal("tok_1", "ann", project, "lab", ("review",))

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 import judge
 from judge.cli import main as cli_main
 from judge.service import Database
-from judge.service._db import job_calls, jobs
+from judge.service.db._db import job_calls, jobs
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, ServerProcess
 

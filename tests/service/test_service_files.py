@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from judge.service import Database
-from judge.service._auth import ensure_project
-from judge.service._files import FileStore
+from judge.service.auth._auth import ensure_project
+from judge.service.storage._files import FileStore
 from tests.conftest import EXAMPLES
 
 LIMIT = 10 * 2 ** 20
@@ -45,7 +45,7 @@ def test_jobs_that_unpack_one_file_at_once_each_get_the_whole_file(tmp_path):
 
 
 def _store(db, folder, **caps):
-    from judge.service._settings import UploadCaps
+    from judge.service.db._settings import UploadCaps
 
     limits = {"packed": LIMIT, "unpacked": LIMIT, **caps}
     return FileStore(db, folder, max_upload=LIMIT, max_unpacked=LIMIT,
@@ -55,7 +55,7 @@ def _store(db, folder, **caps):
 def _rows(db):
     import sqlalchemy as sa
 
-    from judge.service._db import blobs, files
+    from judge.service.db._db import blobs, files
 
     with db.read() as conn:
         return [conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
@@ -119,7 +119,7 @@ def test_a_labels_upload_past_the_record_cap_is_refused_before_loading(tmp_path,
     import pytest
 
     from judge._errors import ServiceError
-    from judge.service import _files
+    from judge.service.storage import _files
 
     monkeypatch.setattr(_files, "MAX_LABEL_RECORDS", 100)
     loaded = []

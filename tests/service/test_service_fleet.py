@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 import judge
 from judge.service import Database
-from judge.service._db import ledger_requests
-from judge.service._db import workers as worker_rows
+from judge.service.db._db import ledger_requests
+from judge.service.db._db import workers as worker_rows
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, ServerProcess
 

@@ -18,15 +18,15 @@ import pytest
 import sqlalchemy as sa
 
 from judge._errors import ServiceError
-from judge.service import _reads
-from judge.service._auth import Principal, ensure_project
-from judge.service._bundles import _copy_member, _insert_rows, _last_calls
-from judge.service._db import job_calls, judgments
-from judge.service._files import _CHUNK, unpack_upload, validate_upload
-from judge.service._labels import LabelStore
-from judge.service._reads import JudgmentReads
-from judge.service._settings import EndpointConfig, UploadCaps
-from judge.service._slotcheck import job_warnings
+from judge.service.storage import _reads
+from judge.service.auth._auth import Principal, ensure_project
+from judge.service.http._bundles import _copy_member, _insert_rows, _last_calls
+from judge.service.db._db import job_calls, judgments
+from judge.service.storage._files import _CHUNK, unpack_upload, validate_upload
+from judge.service.storage._labels import LabelStore
+from judge.service.storage._reads import JudgmentReads
+from judge.service.db._settings import EndpointConfig, UploadCaps
+from judge.service.storage._slotcheck import job_warnings
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.service.conftest import insert_job
 
@@ -232,7 +232,7 @@ def _reviewer(project_id: str, name: str = "bob", token_id: str = "tok_bob") -> 
 def test_replacing_a_label_keeps_its_id_and_created_at(db, monkeypatch):
     """A reviewer's second label of the same turn and subject replaces the first: same id,
     the first created_at, a new updated_at, label, note and token."""
-    import judge.service._labels as labels_module
+    import judge.service.storage._labels as labels_module
 
     moments = iter([100.0, 200.0, 300.0])
     monkeypatch.setattr(labels_module, "now", lambda: next(moments))
@@ -375,7 +375,7 @@ def _settings(tmp_path: Path, **values: Any) -> Any:
 
 def _check(tmp_path: Path, kind: str, inputs: dict[str, Any], options: dict[str, Any] | None
            = None, mode: str = "live", **settings: Any) -> Any:
-    from judge.service._jobspec import JobRequest, check_job
+    from judge.service.jobs._jobspec import JobRequest, check_job
 
     request = JobRequest(kind=kind, inputs=inputs, options=options or {}, mode=mode)
     return check_job(request, _settings(tmp_path, **settings))
@@ -549,7 +549,7 @@ def test_other_kinds_normalise_their_options_and_list_inputs(tmp_path):
 ])
 def test_agreement_options_checked_on_their_own_name_field_and_reason(options, field, reason):
     """The agreement options' model says what each wants, in the API's words."""
-    from judge.service._jobspec import _agreement_options
+    from judge.service.jobs._jobspec import _agreement_options
 
     with pytest.raises(ServiceError) as refused:
         _agreement_options(options)
@@ -567,8 +567,8 @@ def test_the_file_store_keeps_one_blob_per_content_and_frees_it_with_its_last_fi
     """Uploads are content-addressed: the same bytes again (any name) are the same file; the
     same bytes as another kind are a new file sharing the blob, which goes (row and local
     copy) only with the last file that holds it; then its content is 410."""
-    from judge.service._db import blobs
-    from judge.service._files import FileStore
+    from judge.service.db._db import blobs
+    from judge.service.storage._files import FileStore
 
     store = FileStore(db, tmp_path / "data", max_upload=MB, max_unpacked=4 * MB)
     lab, other = ensure_project(db, "lab"), ensure_project(db, "other")
@@ -613,8 +613,8 @@ def test_the_file_store_keeps_one_blob_per_content_and_frees_it_with_its_last_fi
 def test_the_file_store_lists_newest_first_by_kind_and_page(db, tmp_path, monkeypatch):
     """A project's files list newest first, of one kind when asked, a page at a time; an
     unknown kind is refused before anything is read."""
-    import judge.service._files as files_module
-    from judge.service._files import FileStore
+    import judge.service.storage._files as files_module
+    from judge.service.storage._files import FileStore
 
     moments = iter(range(1, 100))
     monkeypatch.setattr(files_module, "now", lambda: float(next(moments)))
@@ -666,9 +666,9 @@ def test_an_imported_bundle_becomes_a_finished_job_of_its_own(db, tmp_path):
     """Import makes a succeeded evaluate job of the importer's project: options and inputs
     as the bundle says, tokens summed from the summary, exit code 1 when it counted error
     turns, progress the number of distinct calls, the predictions digest as its subject."""
-    from judge.service._bundles import import_bundle
-    from judge.service._db import jobs
-    from judge.service._jobs import JobStore
+    from judge.service.http._bundles import import_bundle
+    from judge.service.db._db import jobs
+    from judge.service.jobs._jobs import JobStore
     from tests.service import hostile
 
     project_id = ensure_project(db, "lab")
@@ -706,8 +706,8 @@ def test_a_bundle_unpacks_under_the_data_directory_and_leaves_nothing(db, tmp_pa
                                                                     monkeypatch):
     """The unpacked members count against the disk the operator sized for the service (its
     data directory), not the system's temporary folder, and are gone once imported."""
-    from judge.service import _bundles
-    from judge.service._jobs import JobStore
+    from judge.service.http import _bundles
+    from judge.service.jobs._jobs import JobStore
     from tests.service import hostile
 
     project_id = ensure_project(db, "lab")

@@ -1,4 +1,4 @@
-"""The service's ledger (judge.service._ledger.DatabaseLedger): the contract every ledger keeps,
+"""The service's ledger (judge.service.ledger._ledger.DatabaseLedger): the contract every ledger keeps,
 on the service's SQLite database and on a real Postgres (pgserver), each ledger on an engine of
 its own as replicas have; plus what only the service has: scopes, worker owners."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from judge.service import Database
-from judge.service._ledger import DatabaseLedger, worker_owner
+from judge.service.ledger._ledger import DatabaseLedger, worker_owner
 from judge.store import owner_gone
 from tests.store.ledger_contract import LedgerContract
 
@@ -95,7 +95,7 @@ def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path:
                                                                        shared: bool):
     from types import SimpleNamespace
 
-    from judge.service._ledger import SHARED_SCOPE
+    from judge.service.ledger._ledger import SHARED_SCOPE
     from judge.service.queue._runners import EvaluateRunner, Toolkit
     from judge.store import SQLiteLedger
 
@@ -150,7 +150,7 @@ def test_a_batch_claims_what_nobody_holds_and_records_what_it_paid(open_ledger):
     batch's replies land on its claims, and its claims with no reply become failures."""
     import time
 
-    from judge.service._ledger import batch_owner
+    from judge.service.ledger._ledger import batch_owner
 
     scope = uuid.uuid4().hex[:12]
     batch = open_ledger(scope, owner=batch_owner("job-a"))
@@ -191,8 +191,8 @@ def test_retention_deletes_old_replies_and_never_a_claim(ledger_db_url):
 
     import sqlalchemy as sa
 
-    from judge.service._db import ledger_replaced, ledger_requests
-    from judge.service._ledger import purge_ledger
+    from judge.service.db._db import ledger_replaced, ledger_requests
+    from judge.service.ledger._ledger import purge_ledger
 
     db = Database(ledger_db_url)
     try:

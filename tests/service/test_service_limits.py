@@ -8,7 +8,7 @@ import asyncio
 import threading
 import time
 
-from judge.service._limits import EndpointPool, JobLimiter
+from judge.service.ledger._limits import EndpointPool, JobLimiter
 
 
 def take(pool: EndpointPool, job: str, tokens: int = 1) -> float:

@@ -20,7 +20,7 @@ import judge.client
 from judge._api_models import ApiModel
 from judge._version import __version__
 from judge.service import create_app
-from judge.service._routes import ROUTERS, scopes_of
+from judge.service.http._routes import ROUTERS, scopes_of
 from tests.service.openapi_docs import (
     BEGIN,
     END,
@@ -258,7 +258,7 @@ def test_the_published_document_is_the_apps(monkeypatch):
 
 def test_create_app_only_composes():
     """Function length in service/ and web/ is checked by tests/test_layers.py."""
-    from judge.service._app import create_app as factory
+    from judge.service.http._app import create_app as factory
 
     assert len(inspect.getsource(factory).splitlines()) < 60
 
@@ -268,7 +268,7 @@ def test_the_document_describes_each_job_kind_s_options():
     ranges, no unknown names), not an untyped object; the same model refuses a value at its
     JSON path."""
     from judge._errors import ServiceError
-    from judge.service._options import check_options
+    from judge.service.jobs._options import check_options
     from tests.service.openapi_docs import openapi_document
 
     schemas = openapi_document()["components"]["schemas"]

@@ -13,11 +13,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from judge.service import Database, create_token
-from judge.service._auth import Principal
-from judge.service._db import jobs, metadata
-from judge.service._jobs import JobStore
-from judge.service._jobspec import JobSpec
-from judge.service._limits import EndpointPool
+from judge.service.auth._auth import Principal
+from judge.service.db._db import jobs, metadata
+from judge.service.jobs._jobs import JobStore
+from judge.service.jobs._jobspec import JobSpec
+from judge.service.ledger._limits import EndpointPool
 from judge.service.queue import JobQueue
 
 from .conftest import Api, running_service, service_settings

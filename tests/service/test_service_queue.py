@@ -10,9 +10,9 @@ import sqlalchemy as sa
 
 from judge.cli._main import build_parser
 from judge.service import Database
-from judge.service._auth import Principal
-from judge.service._jobs import JobStore
-from judge.service._jobspec import JobSpec
+from judge.service.auth._auth import Principal
+from judge.service.jobs._jobs import JobStore
+from judge.service.jobs._jobspec import JobSpec
 from judge.service.queue import JobQueue, build_runners, readiness, runner_for
 from judge.service.queue._batchjob import BatchRunner
 from judge.service.queue._runners import AnalysisRunner, EvaluateRunner, Toolkit
@@ -162,7 +162,7 @@ def test_a_worker_that_ran_jobs_stops_at_once_and_unregisters(service_env):
     """Stopping the service ends its worker thread within seconds, with its row removed. On
     Python 3.11 a cancelled run-log writer could swallow the cancellation as a flush woke it,
     and each stop then waited 35 s for a thread that never ended and never unregistered."""
-    from judge.service._db import workers
+    from judge.service.db._db import workers
 
     api, files = service_env["api"], service_env["files"]
     for _ in range(2):  # two jobs: the second's run log is flushed just before the stop

@@ -10,7 +10,7 @@ import logging
 import sqlalchemy as sa
 
 from judge.service import revoke_token
-from judge.service._db import tokens as tokens_table
+from judge.service.db._db import tokens as tokens_table
 
 from .conftest import CANARY_KEY, running_service, service_settings
 

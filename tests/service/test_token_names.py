@@ -10,11 +10,11 @@ from alembic import command
 
 from judge._errors import OptionError, ServiceError
 from judge.service import Database, create_token, revoke_token, rotate_token
-from judge.service._auth import Principal
-from judge.service._db import labels, projects, tokens
-from judge.service._jobs import JobStore
-from judge.service._labels import LabelStore
-from judge.service._migrate import alembic_config
+from judge.service.auth._auth import Principal
+from judge.service.db._db import labels, projects, tokens
+from judge.service.jobs._jobs import JobStore
+from judge.service.storage._labels import LabelStore
+from judge.service.db._migrate import alembic_config
 from tests.service.conftest import count_rows, insert_job
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from judge._api_models import Job
 from judge.service import JobRow
-from judge.service._auth import Principal
-from judge.service._db import jobs, judgments
-from judge.service._jobs import JobStore
-from judge.service._jobspec import JobSpec
-from judge.service._rows import JOB_COLUMNS, JudgmentRecord, PublicJob, judgment_row
+from judge.service.auth._auth import Principal
+from judge.service.db._db import jobs, judgments
+from judge.service.jobs._jobs import JobStore
+from judge.service.jobs._jobspec import JobSpec
+from judge.service.db._rows import JOB_COLUMNS, JudgmentRecord, PublicJob, judgment_row
 from judge.service.queue import JobQueue
 
 from .conftest import queue_database

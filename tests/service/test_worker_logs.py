@@ -44,7 +44,7 @@ def test_log_to_stderr_blanks_secrets_in_messages_and_tracebacks() -> None:
     error quoting its key) is blanked in the traceback too."""
     code = (
         "import logging\n"
-        "from judge.service._logs import log_to_stderr\n"
+        "from judge.service.auth._logs import log_to_stderr\n"
         "log_to_stderr('info')\n"
         "try:\n"
         f"    raise ValueError('refused key {KEY}')\n"
