@@ -1,5 +1,5 @@
-"""Benchmark: what the service's ledger (judge.service.ledger._ledger.DatabaseLedger) costs per model
-call, on the service's SQLite database and on Postgres (pgserver, local socket), next to the
+"""Benchmark: what the service's ledger (judge.service.ledger._ledger.DatabaseLedger) costs per
+model call, on the service's SQLite database and on Postgres (pgserver, local socket), next to the
 embedded SQLiteLedger of the CLI.
 
 1. Per call, wall and CPU milliseconds of a paid call (look-up that misses, claim, record the

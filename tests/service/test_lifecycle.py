@@ -1,5 +1,5 @@
-"""A job's lifecycle has one home (``judge.service.jobs._lifecycle``): the words of its states appear
-nowhere else in the package, the API's words are the same, and a move the lifecycle does not
+"""A job's lifecycle has one home (``judge.service.jobs._lifecycle``): the words of its states
+appear nowhere else in the package, the API's words are the same, and a move the lifecycle does not
 allow is refused before anything is written."""
 
 from __future__ import annotations

@@ -20,16 +20,16 @@ import sqlalchemy as sa
 from judge.service import Database
 from judge.service.auth._auth import Principal
 from judge.service.db._db import artifacts, job_calls, jobs, judgments, workers
-from judge.service.storage._files import FileStore
+from judge.service.db._migrate import head_revision
 from judge.service.jobs._jobs import JobStore
 from judge.service.jobs._jobspec import JobSpec
-from judge.service.db._migrate import head_revision
 from judge.service.queue import _lease
 from judge.service.queue._health import queue_metrics, readiness
 from judge.service.queue._journal import CallJournal
 from judge.service.queue._lease import JobQueue
 from judge.service.queue._runners import Live, Outcome, Park
 from judge.service.queue._worker import COUNTERS, Running, Worker
+from judge.service.storage._files import FileStore
 
 from .conftest import count_rows, insert_job, queue_database, service_settings
 

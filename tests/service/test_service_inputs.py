@@ -18,14 +18,14 @@ import pytest
 import sqlalchemy as sa
 
 from judge._errors import ServiceError
-from judge.service.storage import _reads
 from judge.service.auth._auth import Principal, ensure_project
-from judge.service.http._bundles import _copy_member, _insert_rows, _last_calls
 from judge.service.db._db import job_calls, judgments
+from judge.service.db._settings import EndpointConfig, UploadCaps
+from judge.service.http._bundles import _copy_member, _insert_rows, _last_calls
+from judge.service.storage import _reads
 from judge.service.storage._files import _CHUNK, unpack_upload, validate_upload
 from judge.service.storage._labels import LabelStore
 from judge.service.storage._reads import JudgmentReads
-from judge.service.db._settings import EndpointConfig, UploadCaps
 from judge.service.storage._slotcheck import job_warnings
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.service.conftest import insert_job
@@ -666,8 +666,8 @@ def test_an_imported_bundle_becomes_a_finished_job_of_its_own(db, tmp_path):
     """Import makes a succeeded evaluate job of the importer's project: options and inputs
     as the bundle says, tokens summed from the summary, exit code 1 when it counted error
     turns, progress the number of distinct calls, the predictions digest as its subject."""
-    from judge.service.http._bundles import import_bundle
     from judge.service.db._db import jobs
+    from judge.service.http._bundles import import_bundle
     from judge.service.jobs._jobs import JobStore
     from tests.service import hostile
 

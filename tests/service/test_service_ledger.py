@@ -1,6 +1,6 @@
-"""The service's ledger (judge.service.ledger._ledger.DatabaseLedger): the contract every ledger keeps,
-on the service's SQLite database and on a real Postgres (pgserver), each ledger on an engine of
-its own as replicas have; plus what only the service has: scopes, worker owners."""
+"""The service's ledger (judge.service.ledger._ledger.DatabaseLedger): the contract every ledger
+keeps, on the service's SQLite database and on a real Postgres (pgserver), each ledger on an
+engine of its own as replicas have; plus what only the service has: scopes, worker owners."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from judge._errors import OptionError, ServiceError
 from judge.service import Database, create_token, revoke_token, rotate_token
 from judge.service.auth._auth import Principal
 from judge.service.db._db import labels, projects, tokens
+from judge.service.db._migrate import alembic_config
 from judge.service.jobs._jobs import JobStore
 from judge.service.storage._labels import LabelStore
-from judge.service.db._migrate import alembic_config
 from tests.service.conftest import count_rows, insert_job
 
 

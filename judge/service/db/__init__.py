@@ -32,7 +32,7 @@ from ._db import (
     workers,
 )
 from ._migrate import current_revision, head_revision
-from ._rows import JobRow, JudgmentRecord, PublicJob, judgment_row
+from ._rows import JobRow, JudgmentRecord, judgment_row
 from ._settings import (
     DEFAULT_PORT,
     ENV_PREFIX,
@@ -53,7 +53,6 @@ __all__ = [
     "EndpointConfig",
     "JobRow",
     "JudgmentRecord",
-    "PublicJob",
     "ServiceSettings",
     "UploadCaps",
     "artifacts",

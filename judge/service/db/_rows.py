@@ -54,32 +54,6 @@ class JobRow:
 JOB_COLUMNS = tuple(f.name for f in fields(JobRow))
 
 
-class PublicJob(TypedDict):
-    """A job as the API shows it (``judge._api_models.Job`` validates it): no lease
-    internals, no manifest, no server URLs; times as ISO 8601 text."""
-
-    id: str
-    kind: str
-    mode: str
-    status: str
-    endpoint: str | None
-    inputs: dict[str, Any]
-    options: dict[str, Any]
-    budget_usd: float | None
-    created_at: str | None
-    started_at: str | None
-    finished_at: str | None
-    updated_at: str | None
-    attempts: int
-    cancel_requested: bool
-    exit_code: int | None
-    exit_meaning: str | None
-    error: str | None
-    imported: bool
-    progress: dict[str, Any]
-    headline: dict[str, Any] | None
-
-
 class JudgmentRecord(TypedDict):
     """A row of the ``judgments`` table: a judged turn, with the columns its filters use."""
 

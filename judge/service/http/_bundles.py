@@ -27,7 +27,6 @@ from ..auth import Principal, new_id
 from ..db import (
     Database,
     JudgmentRecord,
-    PublicJob,
     ServiceSettings,
     UploadCaps,
     files,
@@ -36,7 +35,14 @@ from ..db import (
     judgment_row,
     judgments,
 )
-from ..jobs import WITH_RESULTS, JobStatus, JobStore, check_bundle_options, new_job_status
+from ..jobs import (
+    WITH_RESULTS,
+    JobStatus,
+    JobStore,
+    PublicJob,
+    check_bundle_options,
+    new_job_status,
+)
 from ..storage import bounded_info, predictions_sha256, unpack_upload
 
 

@@ -8,8 +8,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..auth import Principal, TokenBook
-from ..db import Database, PublicJob, ServiceSettings, private_folder
-from ..jobs import JobRequest, JobSpec, JobStore, check_estimate_job, check_job, check_retry
+from ..db import Database, ServiceSettings, private_folder
+from ..jobs import (
+    JobRequest,
+    JobSpec,
+    JobStore,
+    PublicJob,
+    check_estimate_job,
+    check_job,
+    check_retry,
+)
 from ..storage import DecisionStore, FileStore, LabelStore, ReviewSamples, job_warnings
 from ._metrics import ServiceMetrics
 

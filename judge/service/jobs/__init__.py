@@ -3,7 +3,7 @@ it queues), submit/read/cancel/resume/delete, a job's life (the one writer of it
 retries of a run, and the inputs of estimate jobs."""
 
 from ._estimate_inputs import EstimateInputs, check_estimate_job, read_estimate_inputs
-from ._jobs import EXIT_MEANINGS, JobStore, public_job
+from ._jobs import EXIT_MEANINGS, JobStore, PublicJob, public_job
 from ._jobspec import (
     BATCH_OPTIONS,
     JUDGE_OPTIONS,
@@ -40,6 +40,7 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "JobStore",
+    "PublicJob",
     "check_bundle_options",
     "check_estimate_job",
     "check_job",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import sqlalchemy as sa
 
@@ -19,7 +19,6 @@ from ..auth import Principal, TokenBook, new_id
 from ..db import (
     Database,
     JobRow,
-    PublicJob,
     artifacts,
     files,
     job_calls,
@@ -41,6 +40,11 @@ from ._lifecycle import (
     move,
     new_job_status,
 )
+
+PublicJob: TypeAlias = dict[str, Any]
+"""A job as the API shows it: the fields of :class:`judge._api_models.Job` (which validates it at
+the route and is the one list of them), as plain data for the routes and the web. No lease
+internals, no manifest, no server URLs; times as ISO 8601 text."""
 
 EXIT_MEANINGS = {
     0: "every turn judged",
