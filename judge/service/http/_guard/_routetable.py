@@ -5,7 +5,7 @@ its integer parameters.
 This is the only place that reads FastAPI's route internals (``route.dependant`` and its
 ``dependencies``, ``body_params``, ``query_params``, ``path_params``,
 ``field_info.annotation``, ``fastapi.routing.iter_route_contexts``) and Starlette's
-``route.matches``; ``tests/service/test_guard_internals.py`` fails with a clear message when
+``route.matches``; ``tests/service/http/test_guard_internals.py`` fails with a clear message when
 an upgrade takes one of them away, and pyproject.toml pins FastAPI to the tested range."""
 
 from __future__ import annotations
