@@ -1,7 +1,7 @@
 """A job's life: its states, the moves between them, which states are final, and the one
 writer of a job's status.
 
-The API (:mod:`._jobs`: submit, cancel, resume, delete), the queue (:mod:`.queue`: claim,
+The API (:mod:`._jobs`: submit, cancel, resume, delete), the queue (:mod:`..queue`: claim,
 park, release, finish, give up, purge), the runners (their outcomes) and the web all name a
 status through :class:`JobStatus`, and every change of the ``status`` column goes through
 :func:`move` (or the claim statement built here), which refuses a move the table below does

@@ -17,7 +17,8 @@ import sqlalchemy as sa
 
 from judge._errors import OptionError, ServiceError
 from judge.cli import main
-from judge.service import Database, _auth, create_token, list_tokens, revoke_token
+from judge.service import Database, create_token, list_tokens, revoke_token
+from judge.service.auth import _auth
 from judge.service.auth._auth import Principal, TokenBook
 from judge.service.db._db import projects, tokens
 from tests.service.conftest import count_rows
