@@ -3,23 +3,21 @@ the audit page and ranked label-error candidates."""
 
 from .._glossary import CORRECTIONS, JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ..data import NotInStep  # the leaderboard's fallback signal, read in judge.data
-from ._agreement import (
+from ._agreement import REEVALUATION_NOTE, agreement_report
+from ._agreement_tables import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
     ESTIMATE_HEADER,
     LABELS_ONLY_NOTE,
     POPULATION_HEADER,
     REEVALUATION_HEADER,
-    REEVALUATION_NOTE,
     REVIEWER_HEADER,
-    agreement_report,
     format_agreement,
     format_coefficients,
     format_estimates,
     format_population,
     format_reevaluation,
     format_reviewers,
-    judgment_rows_source,
     sample_words,
 )
 from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt_test
@@ -123,6 +121,7 @@ from ._leaderboard_out import (
     write_turns,
 )
 from ._planning import labels_needed, plan_labels
+from ._ratings import judgment_rows_source
 from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sampling import (
