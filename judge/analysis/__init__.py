@@ -98,16 +98,8 @@ from ._labels import (
 from ._leaderboard import (
     EXACT_METRICS,
     JUDGE_METRICS,
-    Layout,
     Leaderboard,
-    SeenValues,
-    SystemTurns,
     build_leaderboard,
-    load_seen,
-    run_predictions_path,
-    score_predictions,
-    score_run,
-    stream_predictions,
 )
 from ._leaderboard_labels import labelled_tsa
 from ._leaderboard_out import (
@@ -119,6 +111,16 @@ from ._leaderboard_out import (
     metric_label,
     plot_leaderboard,
     write_turns,
+)
+from ._leaderboard_systems import (
+    Layout,
+    SeenValues,
+    SystemTurns,
+    load_seen,
+    run_predictions_path,
+    score_predictions,
+    score_run,
+    stream_predictions,
 )
 from ._planning import labels_needed, plan_labels
 from ._ratings import judgment_rows_source
