@@ -126,6 +126,7 @@ from ._planning import labels_needed, plan_labels
 from ._ratings import judgment_rows_source
 from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
+from ._sample_check import check_sample
 from ._sampling import (
     ALLOCATIONS,
     DESIGNS,
@@ -134,7 +135,6 @@ from ._sampling import (
     SampledTurn,
     Strata,
     allocate,
-    check_sample,
     design_strata,
     draw_sample,
     load_sample,

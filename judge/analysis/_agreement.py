@@ -43,7 +43,8 @@ from ._pair_counts import (
     statistics_from_counts,
 )
 from ._ratings import Ratings, RowsSource, read_ratings
-from ._sampling import Sample, check_sample
+from ._sample_check import check_sample
+from ._sampling import Sample
 from ._statistics import (
     COEFFICIENTS,
     cluster_bootstrap,

@@ -26,7 +26,8 @@ from ._estimates import sample_estimates
 from ._labels import Resolution, TurnKey, row_key
 from ._ratings import read_ratings
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
-from ._sampling import Sample, sample_strata
+from ._sample_check import sample_strata
+from ._sampling import Sample
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
