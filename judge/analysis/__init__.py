@@ -24,10 +24,10 @@ from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt
 from ._audit import (
     AuditItem,
     audit_items,
-    import_decisions,
     render_audit,
     write_audit,
 )
+from ._audit_decisions import import_decisions
 from ._audit_inputs import (
     AuditSource,
     load_audit_inputs,
