@@ -94,7 +94,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 }
 """The ledger-facing part of ``judge/model`` is the client (it claims, awaits and records
 paid requests through the ledger); the transports, prices and tokenizers are not."""
-GROUPS["model-client"] = (["judge/model/_client.py"],
+GROUPS["model-client"] = (["judge/model/_client.py", "judge/model/_http_status.py"],
                           ["tests/pipeline/test_ledger_calls.py", "tests/model",
                            "tests/hostile", "tests/test_security.py",
                            "--ignore=tests/model/local/test_live.py"])
