@@ -68,7 +68,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "service-labels": (["judge/service/storage/_labels.py"],
                        ["tests/service/storage/test_label_subjects.py",
                         "tests/service/http/test_route_isolation.py"]),
-    "service-files": (["judge/service/storage/_files.py"],
+    "service-files": (["judge/service/storage/_files.py", "judge/service/storage/_unpack.py"],
                       ["tests/service/storage/test_service_files.py",
                        "tests/service/http/test_route_isolation.py"]),
     "service-jobspec": (["judge/service/jobs/_jobspec.py"],
