@@ -50,3 +50,33 @@ def test_a_job_run_is_read_from_its_project_only(tmp_path):
             reader.start({}, resume=False)
     finally:
         db.dispose()
+
+
+def test_a_live_job_keeps_its_run_log_in_the_database_and_writes_no_folder(service_env):
+    """No folder round trip: with no run folder possible (a file where it would be), a live
+    evaluate job still runs; its manifest and every call are its rows, and its run is read
+    back from them as analyses read it."""
+    import sqlalchemy as sa
+
+    from judge.service._db import job_calls, jobs
+
+    api, files, service = service_env["api"], service_env["files"], service_env["service"]
+    runs = service_env["settings"].data_dir / "runs"
+    runs.write_text("not a folder", encoding="utf-8")
+    job = api.post("/v1/jobs", json={"kind": "evaluate", "inputs": files,
+                                     "options": {"model": "fake-model"}}).json()
+    done = api.wait(job["id"])
+    assert done["status"] == "succeeded", done
+    with service.db.read() as conn:
+        manifest = conn.execute(sa.select(jobs.c.manifest).where(
+            jobs.c.id == job["id"])).scalar()
+        logged = conn.execute(sa.select(sa.func.count()).select_from(job_calls).where(
+            job_calls.c.job_id == job["id"])).scalar()
+    assert manifest["kind"] == "evaluate" and manifest["run_id"]
+    with service.db.read() as conn:
+        project = conn.execute(sa.select(jobs.c.project_id).where(
+            jobs.c.id == job["id"])).scalar()
+    run = job_run(service.db, project, job["id"])
+    assert logged == run.summary["calls"]["planned"] > 0
+    assert len(run.rows) == run.summary["turns"] > 0
+    assert runs.read_text(encoding="utf-8") == "not a folder"

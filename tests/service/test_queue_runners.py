@@ -377,7 +377,7 @@ def test_batch_rows_of_one_file_are_ordered_by_creation(db):
         assert conn.execute(job_batches.select()).first() is not None
 
 
-# --- _runners and _inputs: small pieces --------------------------------------------------------------------
+# --- _runners and _inputs: small pieces --------------------------------------------------
 
 
 def test_the_eta_follows_the_pace_since_the_job_started():
