@@ -6,7 +6,6 @@ and _runners.py)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path

@@ -14,13 +14,13 @@ from judge.service._auth import Principal
 from judge.service._jobs import JobStore
 from judge.service._jobspec import JobSpec
 from judge.service.queue import JobQueue, build_runners, readiness, runner_for
-from judge.service.queue._batchjob import BatchRunner
 from judge.service.queue._analysis import (
     AgreementRunner,
     AuditRunner,
     CompareRunner,
     MetricsRunner,
 )
+from judge.service.queue._batchjob import BatchRunner
 from judge.service.queue._evaluate import EvaluateRunner
 from judge.service.queue._runners import Toolkit
 from tests.conftest import EXAMPLES
