@@ -80,9 +80,11 @@ class JobRunLog:
         self.results: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
         """The run's rows and summary, once written: the job's outcome stores them."""
         self._manifest: dict[str, Any] | None = None
+        self._known = False
+        """Whether ``_manifest`` is what the job holds (given, read, or started under)."""
         self._calls: dict[str, dict[str, Any]] | None = None
         if held is not None:
-            self._manifest = held[0]
+            self._manifest, self._known = held[0], True
             self._calls = {str(c["custom_id"]): c for c in held[1]}
 
     @property
@@ -114,7 +116,7 @@ class JobRunLog:
         manifest = {**manifest, "run_id": self.run_id}
         if manifest != previous:
             self.writer.manifest(self.job_id, manifest)
-        self._manifest = manifest
+        self._manifest, self._known = manifest, True
         if retry_failed:
             failed = [key for key, call in calls.items() if call.get("error")]
             self._forget(failed)
@@ -149,7 +151,7 @@ class JobRunLog:
     # --- reading ------------------------------------------------------------------------------
 
     def read_manifest(self) -> dict[str, Any] | None:
-        if self._manifest is None and self._calls is None:
+        if not self._known:
             with self.db.read() as conn:
                 found = conn.execute(self._job(jobs.c.manifest)).first()
             if found is None:

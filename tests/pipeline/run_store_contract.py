@@ -88,6 +88,7 @@ class RunStoreContract:
         again = place.open()  # another process, after a kill
         assert sorted(again.read_log(), key=lambda e: e["custom_id"]) == [
             _record(c) for c in calls]
+        assert again.read_manifest() == {**MANIFEST, "run_id": store.run_id}
 
     def test_the_same_run_resumes_from_its_log_with_its_run_id(self, place):
         store, _ = self._started(place)

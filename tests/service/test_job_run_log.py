@@ -5,7 +5,9 @@ through it."""
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 
+from judge.service import Database
 from judge.service._lifecycle import JobStatus
 from judge.service._runlog import ImmediateWriter, JobRunLog, job_run
 from judge.service.queue import JobQueue
@@ -14,23 +16,42 @@ from tests.pipeline.run_store_contract import Place, RunStoreContract
 from .conftest import insert_job, queue_database
 
 
+def _place(db: Database) -> Place:
+    """The run log of a claimed job of ``db``: what a worker runs a job with."""
+    insert_job(db, "job_1", "prj_x", "tok", "queued")
+    queue = JobQueue(db)
+    assert queue.claim("worker", 60.0).id == "job_1"
+    writer = ImmediateWriter(queue)
+
+    def commit(store: JobRunLog) -> None:
+        """The worker's finish step: the results go with the job's status."""
+        rows, summary = store.results
+        assert queue.finish("job_1", "worker", status=JobStatus.SUCCEEDED, exit_code=0,
+                            summary=summary, rows=rows)
+
+    return Place(open=lambda: JobRunLog(db, "job_1", writer=writer, project_id="prj_x"),
+                 commit=commit)
+
+
 class TestJobRunLogOnSQLite(RunStoreContract):
     @pytest.fixture
     def place(self, tmp_path):
         db = queue_database(tmp_path / "service.sqlite3")
-        insert_job(db, "job_1", "prj_x", "tok", "queued")
-        queue = JobQueue(db)
-        assert queue.claim("worker", 60.0).id == "job_1"
-        writer = ImmediateWriter(queue)
+        yield _place(db)
+        db.dispose()
 
-        def commit(store: JobRunLog) -> None:
-            """The worker's finish step: the results go with the job's status."""
-            rows, summary = store.results
-            assert queue.finish("job_1", "worker", status=JobStatus.SUCCEEDED, exit_code=0,
-                                summary=summary, rows=rows)
 
-        yield Place(open=lambda: JobRunLog(db, "job_1", writer=writer, project_id="prj_x"),
-                    commit=commit)
+class TestJobRunLogOnPostgres(RunStoreContract):
+    """JSONB gives the manifest back in its own key order: the same run still continues."""
+
+    @pytest.fixture
+    def place(self, postgres_db):
+        db = Database(postgres_db)
+        db.migrate()
+        with db.write() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at, settings) "
+                                 "VALUES ('prj_x', 'x', 0, '{}')"))
+        yield _place(db)
         db.dispose()
 
 
