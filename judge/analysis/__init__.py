@@ -72,11 +72,10 @@ from ._decided import (
     open_candidates,
     queue_records,
 )
-from ._estimates import (
+from ._design import (
     CORNERS,
     DIFFERENCE_CORNERS,
     DIFFERENCE_PSEUDO_UNITS,
-    JUDGE_NOTE,
     MIN_TURNS,
     PSEUDO_UNITS,
     TUNINGS,
@@ -84,11 +83,9 @@ from ._estimates import (
     Stratum,
     check_tuning,
     design_estimate,
-    labels_needed,
-    plan_labels,
     ppi_mean,
-    sample_estimates,
 )
+from ._estimates import JUDGE_NOTE, sample_estimates
 from ._labels import (
     NOT_TIED,
     HumanLabel,
@@ -125,6 +122,7 @@ from ._leaderboard_out import (
     plot_leaderboard,
     write_turns,
 )
+from ._planning import labels_needed, plan_labels
 from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sampling import (

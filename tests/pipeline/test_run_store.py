@@ -1,6 +1,6 @@
 """The run store interface: a run directory keeps the contract every store keeps
 (tests/pipeline/run_store_contract.py; the service's database keeps it in
-tests/service/test_job_run_log.py), and a run's environment travels as one object."""
+tests/service/jobs/test_job_run_log.py), and a run's environment travels as one object."""
 
 from __future__ import annotations
 

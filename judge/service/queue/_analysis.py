@@ -1,7 +1,7 @@
 """The analysis jobs: metrics, agreement, compare and audit, one runner each (the table of
 kinds, :mod:`._kinds`, picks it). Each is CPU work in a thread with no model calls: the same
 library calls as the CLI commands of the same name, with the runs they read taken from the
-database through the run store (:func:`judge.service._runlog.job_run`) and server paths kept
+database through the run store (:func:`judge.service.jobs.job_run`) and server paths kept
 out of the results."""
 
 from __future__ import annotations
@@ -31,11 +31,15 @@ from ...data import (
 )
 from ...metrics import MetricOptions, compute_metrics, paper_tables
 from ...pipeline import Run, corrected_rows
-from .._estimate_inputs import EstimateInputs, read_estimate_inputs
-from .._lifecycle import JobStatus
-from .._reruns import first_run, run_input_files
-from .._rows import JobRow
-from .._runlog import job_run
+from ..db import JobRow
+from ..jobs import (
+    EstimateInputs,
+    JobStatus,
+    first_run,
+    job_run,
+    read_estimate_inputs,
+    run_input_files,
+)
 from ._inputs import (
     Inputs,
     as_json,

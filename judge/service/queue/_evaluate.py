@@ -1,9 +1,9 @@
 """evaluate and retry-errors jobs run live: the library's run
 (:func:`judge.pipeline.evaluate_async`) on inputs unpacked from the database, with the run log
-kept in the database itself (:class:`~judge.service._runlog.JobRunLog`: the manifest in
+kept in the database itself (:class:`~judge.service.jobs.JobRunLog`: the manifest in
 ``jobs.manifest``, every finished call in ``job_calls`` as it happens), so a job that moves to
 another worker re-sends only the calls that were in flight. Its model requests go through the
-ledger in the service database (:mod:`.._ledger`), shared by every job and replica of the
+ledger in the service database (:mod:`judge.service.ledger`), shared by every job and replica of the
 project, where each reply is committed the moment it arrives.
 
 :func:`judged` is the one finish step of a judge run, live or batch (:mod:`._batchjob`).
@@ -34,13 +34,9 @@ from ...data import CorrectedGold, DialogueSet, Schema, apply_each, load_predict
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import EvaluationResult, RunEnvironment, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
-from .._jobspec import JUDGE_OPTIONS, endpoint_for
-from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
-from .._lifecycle import JobStatus
-from .._replaying import replay_transport_for
-from .._reruns import run_input_files
-from .._rows import JobRow
-from .._runlog import JobRunLog
+from ..db import JobRow
+from ..jobs import JUDGE_OPTIONS, JobRunLog, JobStatus, endpoint_for, run_input_files
+from ..ledger import SHARED_SCOPE, DatabaseLedger, replay_transport_for, worker_owner
 from ._inputs import (
     Inputs,
     ParsedFiles,

@@ -22,8 +22,8 @@ from ...data import (
     read_corrections,
 )
 from ...method import default_rules, load_rules, packaged_rules_path
-from .._db import Database, files
-from .._files import FileStore
+from ..db import Database, files
+from ..storage import FileStore
 
 _SCRUBBED_OPTIONS = ("base_url", "cache_dir", "prices", "api_key_set", "organization",
                      "project", "http_backend")

@@ -13,10 +13,8 @@ from ...analysis import Layout, SystemTurns, build_leaderboard, score_prediction
 from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
 from ...pipeline import Run
-from .._lifecycle import JobStatus
-from .._reruns import first_run, run_input_files
-from .._rows import JobRow
-from .._runlog import job_run
+from ..db import JobRow
+from ..jobs import JobStatus, first_run, job_run, run_input_files
 from ._inputs import Inputs, as_json, corrections_summary, ids_of, read_correction_files, stem
 from ._runners import Outcome, ThreadedRunner
 

@@ -17,14 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..._errors import DatabaseUnavailable, DSTJudgeError
-from .._db import Database
-from .._files import FileStore
-from .._jobs import JobStore
-from .._lifecycle import JobStatus
-from .._limits import JobLimiter
-from .._rows import JobRow
-from .._runlog import RunLogWriter
-from .._settings import ServiceSettings
+from ..db import Database, JobRow, ServiceSettings
+from ..jobs import JobStatus, JobStore, RunLogWriter
+from ..ledger import JobLimiter
+from ..storage import FileStore
 from ._inputs import Inputs
 from ._lease import JobQueue, Records
 
