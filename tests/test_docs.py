@@ -26,7 +26,7 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNABLE = re.compile(r"<!-- runnable(?:: ([\w,]+))? -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
-DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md"]
+DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md", "docs/python.md"]
 COPIED = ("examples", "cassettes", "tests/fixtures/formats")
 """What the pages' commands read, copied into the folder they run in."""
 HARNESS = (".bin/", "cache/", "data/", "xdg-cache/")

@@ -37,6 +37,7 @@ from ._labels import (
     load_labels,
     row_key,
 )
+from ._reports import AgreementReport
 from ._sampling import Sample, check_sample
 from ._statistics import (
     COEFFICIENTS,
@@ -543,7 +544,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
                      confidence: float = 0.95, source: RowsSource | None = None,
                      tuning: Tuning = "loo", predictions_sha256: str | None = None,
                      adjudicator: str | None = None, run_name: str = "the run",
-                     epsilon: float = EPSILON) -> dict[str, Any]:
+                     epsilon: float = EPSILON) -> AgreementReport:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is

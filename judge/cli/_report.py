@@ -21,6 +21,7 @@ from .._io import plural, printable
 from ._layout import Field, cell_text, fit_table
 
 if TYPE_CHECKING:
+    from ..analysis import AgreementReport
     from ..metrics import MetricsReport
 
 
@@ -160,7 +161,7 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
     if summary.get("judge_jga") is not None:
-        from ..analysis import JUDGE_JGA_SHORT
+        from .._glossary import JUDGE_JGA_SHORT
 
         console.print(JUDGE_JGA_SHORT + " (dst-judge evaluate --help defines it)",
                       style="dim", highlight=False)
@@ -177,11 +178,11 @@ def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...
     console.print(fit_table(fields, rows, title=title))
 
 
-def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
+def print_agreement(report: AgreementReport, console: Console | None = None) -> None:
     """Pairwise agreement and chance-corrected coefficients; with human labels the reviewers'
     agreement and the re-evaluation figure with its caveat; with a sample, population
     estimates."""
-    from ..analysis import (
+    from ..analysis.tables import (
         AGREEMENT_HEADER,
         COEFFICIENT_HEADER,
         LABELS_ONLY_NOTE,
@@ -267,7 +268,7 @@ def _turn_list(block: dict[str, Any]) -> str:
 def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -> None:
     """The judge against the reviewers' own agreement: per reviewer, how often the judge and
     the reviewer agree with the other reviewers, and the alternative-annotator test."""
-    from ..analysis import ALT_TEST_HEADER, format_alt_test
+    from ..analysis.tables import ALT_TEST_HEADER, format_alt_test
 
     if not block:
         return
@@ -287,7 +288,7 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
 def print_estimates(block: dict[str, Any], console: Console) -> None:
     """The judge, labels-only and prediction-powered estimates side by side, with what was
     left out of them."""
-    from ..analysis import ESTIMATE_HEADER, NOT_TIED, format_estimates
+    from ..analysis.tables import ESTIMATE_HEADER, NOT_TIED, format_estimates
 
     rows = format_estimates(block)
     if not rows:
