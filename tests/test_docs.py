@@ -1,5 +1,5 @@
 """The documentation: the site builds with no warning, README stays short, and every command
-the README and the getting-started page mark as runnable (``<!-- runnable -->`` before a fenced
+the README, the getting-started page, the formats walk-through and the Python page mark as runnable (``<!-- runnable -->`` before a fenced
 block) runs, in a fresh folder holding the project's examples and cassettes.
 
 Each command runs in the installation the page tells the reader to make for it: the core

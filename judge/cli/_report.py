@@ -23,6 +23,7 @@ from ._layout import Field, cell_text, fit_table
 if TYPE_CHECKING:
     from ..analysis import AgreementReport
     from ..metrics import MetricsReport
+    from ..pipeline import DryRun
 
 
 def text(value: Any, style: str = "") -> Text:
@@ -421,7 +422,7 @@ def print_systems(table: dict[str, Any], console: Console | None = None) -> None
     _simple_table("DST systems under the judge and exact match (%)", header, rows, console)
 
 
-def print_estimate(figures: dict[str, Any], console: Console | None = None) -> None:
+def print_estimate(figures: DryRun, console: Console | None = None) -> None:
     """The dry run: what a run would send and cost, before any call."""
     console = console or Console()
     cost = figures["cost_usd"]
@@ -429,7 +430,7 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     def usd(value: float | None) -> str:
         return "no price for this model" if value is None else f"${value:,.2f}"
 
-    rows = [
+    rows: list[tuple[str, Any]] = [
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
     ]

@@ -13,7 +13,7 @@ from ._batch import (
     submit_files,
     write_requests,
 )
-from ._cost import cached_request_keys, dry_run
+from ._cost import DryRun, cached_request_keys, dry_run
 from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
@@ -35,6 +35,7 @@ from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
 __all__ = [
     "TRANSPORT_OPTIONS",
     "CallResult",
+    "DryRun",
     "EvaluationPlan",
     "EvaluationResult",
     "PlannedCall",

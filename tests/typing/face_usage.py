@@ -4,6 +4,7 @@ results are typed, so a wrong key or attribute here would be a mypy error."""
 from __future__ import annotations
 
 import judge
+import judge.pipeline
 
 
 def headline(run_dir: str) -> tuple[float, int, float | None]:
@@ -53,7 +54,18 @@ def ranked(schema_path: str, dialogues_path: str, paths: list[str]) -> list[tupl
     return [(row.name, row.rank) for row in board.systems]
 
 
-def cost(config: judge.JudgeConfig, result: judge.EvaluationResult) -> int:
+def batch_cost(config: judge.JudgeConfig, schema_path: str, dialogues_path: str,
+               predictions_path: str) -> float | None:
+    """What the run would cost through the Batch API (``None``: the model has no price)."""
+    schema = judge.load_schema(schema_path)
+    dialogues = judge.load_dialogues(dialogues_path, schema=schema)
+    system = judge.load_predictions(predictions_path, dialogues, schema)
+    figures: judge.pipeline.DryRun = judge.dry_run(
+        judge.pipeline.plan_evaluation(config, schema, dialogues, system))
+    return figures["cost_usd"]["batch"] if figures["priced"] else None
+
+
+def judged_turns(result: judge.EvaluationResult) -> int:
     try:
         return len(result.rows)
     except judge.InputError as exc:
