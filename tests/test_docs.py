@@ -1,6 +1,7 @@
 """The documentation: the site builds with no warning, README stays short, and every command
-the README, the getting-started page, the formats walk-through and the Python page mark as runnable (``<!-- runnable -->`` before a fenced
-block) runs, in a fresh folder holding the project's examples and cassettes.
+the README, the getting-started page, the formats walk-through and the Python page mark as
+runnable (``<!-- runnable -->`` before a fenced block) runs, in a fresh folder holding the
+project's examples and cassettes.
 
 Each command runs in the installation the page tells the reader to make for it: the core
 alone for ``<!-- runnable -->``, the core and the named extras for ``<!-- runnable: serve -->``
