@@ -106,13 +106,16 @@ _HOMES: dict[str, str] = {
 """Where each public name lives (its subpackage or root module), by the job it serves."""
 
 
-def __getattr__(name: str) -> _typing.Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'judge' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+if not _typing.TYPE_CHECKING:  # a type checker sees the imports above, so a name off the face
+    # (or misspelt) is an error in a caller's code rather than Any
+
+    def __getattr__(name: str) -> _typing.Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'judge' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(home, __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

@@ -151,14 +151,16 @@ found = judge.sample_estimates(judge.draw_sample(run.rows, n=3), [run.rows], [{}
 found["estimate"]
 board = judge.build_leaderboard(judge.Layout.of(run_dialogues, run_schema, []), [])
 board.rows
+judge.method_table([run])
 """
 
 
 @pytest.mark.timeout(300)
 def test_mypy_checks_a_caller_of_the_face(tmp_path):
     """``tests/typing/face_usage.py`` (a caller of the main jobs) passes ``mypy --strict``, and
-    the same calls misused (a report key or a result attribute that does not exist) are
-    errors: the results are typed, not ``dict[str, Any]``. Its own cache beside mypy's
+    the same calls misused (a report key or a result attribute that does not exist, a name
+    that is not on the face) are errors: the results are typed, not ``dict[str, Any]``, and
+    the lazy ``__getattr__`` does not make every name ``Any``. Its own cache beside mypy's
     default, which only ``tests/test_gate.py`` uses."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is in the test extra")
@@ -177,4 +179,4 @@ def test_mypy_checks_a_caller_of_the_face(tmp_path):
     errors = [(int(line), code) for line, code in
               re.findall(r"misuse\.py:(\d+): error: .*\[([\w-]+)\]", report)]
     assert sorted(errors) == [(8, "typeddict-item"), (10, "typeddict-item"),
-                              (12, "attr-defined")], report
+                              (12, "attr-defined"), (13, "attr-defined")], report
