@@ -1,5 +1,5 @@
-"""Benchmark: what the service's ledger (judge.service._ledger.DatabaseLedger) costs per model
-call, on the service's SQLite database and on Postgres (pgserver, local socket), next to the
+"""Benchmark: what the service's ledger (judge.service.ledger._ledger.DatabaseLedger) costs per
+model call, on the service's SQLite database and on Postgres (pgserver, local socket), next to the
 embedded SQLiteLedger of the CLI.
 
 1. Per call, wall and CPU milliseconds of a paid call (look-up that misses, claim, record the
@@ -34,7 +34,7 @@ from _common import write_results  # noqa: E402
 from ledger_overhead import _reply  # noqa: E402
 
 from judge.service import Database  # noqa: E402
-from judge.service._ledger import DatabaseLedger  # noqa: E402
+from judge.service.ledger._ledger import DatabaseLedger  # noqa: E402
 from judge.store import SQLiteLedger  # noqa: E402
 from tests.service.serve_process import running_postgres  # noqa: E402
 

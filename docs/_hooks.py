@@ -3,7 +3,7 @@
 * ``<!-- generated:openapi -->`` becomes the table of the HTTP API's operations, read from
   ``docs/openapi.json`` (published with the site as it is). That file is the app's own OpenAPI
   document, written by ``python -m tests.service.openapi_docs`` and kept equal to the live app
-  by ``tests/service/test_service_openapi.py``; the hooks read the file instead of building the
+  by ``tests/service/http/test_service_openapi.py``; the hooks read the file instead of building the
   app because the ``docs`` extra does not install the ``serve`` extra's packages (fastapi).
 * ``<!-- generated:bench NAME -->`` becomes the tables a benchmark script last wrote to
   ``bench/results/NAME.json`` (with the command, date and machine they were measured on).

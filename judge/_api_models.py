@@ -21,7 +21,7 @@ from ._names import JobStatus as JobStatus
 Scope = Literal["read", "submit", "review", "admin"]
 FINAL_STATUSES: tuple[JobStatus, ...] = ("succeeded", "failed", "cancelled", "stopped")
 WORKING_STATUSES: tuple[JobStatus, ...] = ("running", "waiting")
-"""The API's words for a job's states (the service's lifecycle, ``judge.service._lifecycle``,
+"""The API's words for a job's states (the service's lifecycle, ``judge.service.jobs._lifecycle``,
 owns them; a test keeps the two in step, since the client must not import the service)."""
 JobKind = Literal["evaluate", "metrics", "agreement", "compare", "audit", "retry-errors",
                   "leaderboard"]

@@ -232,7 +232,7 @@ class ServiceError(DSTJudgeError):
 
 
 class IllegalMove(ServiceError):
-    """A job move the lifecycle (``judge/service/_lifecycle.py``) does not allow: 409, the job
+    """A job move the lifecycle (``judge/service/jobs/_lifecycle.py``) does not allow: 409, the job
     is in a state that forbids it. ``source`` and ``target`` are job statuses (``None``: a new
     job)."""
 

@@ -105,10 +105,10 @@ def test_no_module_imports_itself_through_others():
 def test_the_cycle_finder_finds_a_circle():
     """The check above can fail: a graph with a planted circle is reported."""
     graph = _import_graph()
-    graph.add_import(importer="judge.service._migrate", imported="judge.service._db")
-    assert _cycles(graph) == [["judge.service._db", "judge.service._migrate",
-                               "judge.service._db"]]
-    assert graph.nominate_cycle_breakers("judge.service")
+    graph.add_import(importer="judge.service.db._migrate", imported="judge.service.db._db")
+    assert _cycles(graph) == [["judge.service.db._db", "judge.service.db._migrate",
+                               "judge.service.db._db"]]
+    assert graph.nominate_cycle_breakers("judge.service.db")
 
 
 LONGEST = 80
@@ -166,8 +166,8 @@ def test_the_web_interface_runs_no_sql():
 
 
 STATE_READERS = {"judge/web/_state.py", "judge/web/_app.py",
-                 "judge/service/_routes/_common.py", "judge/service/_app.py",
-                 "judge/service/_server.py"}
+                 "judge/service/http/_routes/_common.py", "judge/service/http/_app.py",
+                 "judge/service/http/_server.py"}
 """The modules that may touch ``app.state``: the web's and the API's dependency (one
 each), and the factories and the server that set it up."""
 

@@ -94,7 +94,7 @@ def test_job_options_are_named_by_their_json_path():
     its index, in the API's own path style."""
     pytest.importorskip("fastapi", reason="the service needs the serve extra")
     from judge._errors import ServiceError
-    from judge.service._jobspec import _metric_options
+    from judge.service.jobs._jobspec import _metric_options
 
     with pytest.raises(ServiceError) as caught:
         _metric_options({"fga_lambdas": [0.5, "x"]})

@@ -2,8 +2,7 @@
 durable job queue in SQLite or Postgres, with projects and scoped tokens, content-addressed
 uploads, leases that survive a dead replica, and one rate-limit pool per endpoint."""
 
-from ._app import create_app
-from ._auth import (
+from .auth import (
     SCOPES,
     Principal,
     create_token,
@@ -16,49 +15,69 @@ from ._auth import (
     rotate_token,
     session_alive,
 )
-from ._bundles import export_bundle
-from ._copy import copy_database
-from ._db import Database, describe_database, private_folder
-from ._decisions import (
-    candidate_id,
-    corrections_records,
-    may_adjudicate,
-    outcomes,
-    progress,
-    reviewer_agreement,
-)
-from ._guard import Gate, Refusal, gated, note_auth_failure, uploading
-from ._jobs import EXIT_MEANINGS
-from ._jobspec import JobRequest, check_job
-from ._labels import job_subject, predictions_sha256
-from ._lifecycle import ACTIVE, FINAL, STATUSES, WITH_RESULTS, JobStatus
-from ._reads import JudgmentReads
-from ._routes._common import ServiceDep, get_service
-from ._rows import JobRow
-from ._samples import ESTIMATE, ReviewSamples, separate_name
-from ._server import listening_socket, run_server
-from ._service import Service, SubmittedJob
-from ._settings import (
+from .db import (
     DEFAULT_PORT,
     ENV_PREFIX,
+    Database,
     EndpointConfig,
+    JobRow,
     ServiceSettings,
     build_settings,
+    copy_database,
     default_data_dir,
+    describe_database,
+    private_folder,
     read_endpoints_file,
     replay_endpoint,
 )
-from ._slotcheck import job_warnings
-from ._streams import (
+from .http import (
+    Gate,
     GzipResponse,
     NDJSONResponse,
+    Refusal,
     ServerEvent,
+    Service,
+    ServiceDep,
+    SubmittedJob,
     attachment,
+    create_app,
     event_stream,
+    export_bundle,
+    gated,
+    get_service,
     json_lines,
+    listening_socket,
+    note_auth_failure,
+    run_server,
     server_sent_events,
+    uploading,
+)
+from .jobs import (
+    ACTIVE,
+    EXIT_MEANINGS,
+    FINAL,
+    STATUSES,
+    WITH_RESULTS,
+    JobRequest,
+    JobStatus,
+    check_job,
 )
 from .queue import run_workers
+from .storage import (
+    ESTIMATE,
+    JudgmentReads,
+    ReviewSamples,
+    candidate_id,
+    corrections_records,
+    job_subject,
+    job_warnings,
+    may_adjudicate,
+    outcomes,
+    predictions_sha256,
+    progress,
+    reviewer_agreement,
+    separate_name,
+)
 
 __all__ = [
     "ACTIVE",

@@ -26,8 +26,8 @@ A refresh (``retry-errors``) may claim a replied request again; the reply it rep
 ``replaced``, so no paid reply is ever dropped except by :meth:`Ledger.clear`.
 
 :class:`Ledger` is the interface (the service implements it in its database, SQLite or
-Postgres: ``judge.service._ledger``; the conformance tests in ``tests/store/`` run against any
-implementation); :class:`SQLiteLedger` is the embedded one
+Postgres: ``judge.service.ledger._ledger``; the conformance tests in ``tests/store/`` run
+against any implementation); :class:`SQLiteLedger` is the embedded one
 on the standard library's ``sqlite3`` in WAL mode with ``synchronous=NORMAL``: a commit reaches
 the operating system before the call returns, so ``kill -9`` loses nothing committed (only a
 power cut can lose the last commits).

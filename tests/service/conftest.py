@@ -166,7 +166,7 @@ def db(tmp_path: Path) -> Iterator[Database]:
 def insert_job(db: Database, job_id: str, project_id: str, token_id: str, status: str,
                **values: Any) -> None:
     """A job row as a finished worker leaves it, written directly (no queue, no model)."""
-    from judge.service._db import jobs
+    from judge.service.db._db import jobs
 
     row = {"kind": "evaluate", "mode": "live", "inputs": {}, "options": {}, "created_at": 1.0,
            "updated_at": 1.0, "attempts": 1, "cancel_requested": False, "cost_usd": 0.0,

@@ -27,7 +27,7 @@ def openapi_document() -> dict[str, Any]:
     variables of this environment (``DST_JUDGE_SERVE_*``, which would change the limits it
     states) are left out, so every machine writes the same document."""
     from judge.service import build_settings, create_app
-    from judge.service._settings import ENV_PREFIX
+    from judge.service.db._settings import ENV_PREFIX
 
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(ENV_PREFIX)}
     try:

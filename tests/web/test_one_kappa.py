@@ -88,7 +88,7 @@ def test_cli_and_web_give_the_same_kappa(case: str, run_turns, tmp_path: Path, c
 def test_the_services_reviewer_agreement_uses_the_same_kappa(case: str) -> None:
     """Whether two reviewers of a candidate changed the annotation, pooled over candidates:
     the same κ and the same undefined case as the agreement of turn labels."""
-    from judge.service._decisions import reviewer_agreement
+    from judge.service.storage._decisions import reviewer_agreement
 
     a, b, expected = CASES[case]
     decisions = []

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from judge.service import build_settings, create_app, create_token, revoke_token
-from judge.service._auth import hash_token
-from judge.service._db import web_sessions
+from judge.service.auth._auth import hash_token
+from judge.service.db._db import web_sessions
 from judge.web import mount_web
 
 from .conftest import Browserless

@@ -22,7 +22,7 @@ from judge.cli import main
 from judge.data import Located, apply_corrections
 from judge.data._corrections import Correction
 from judge.service import create_token
-from judge.service._db import correction_decisions
+from judge.service.db._db import correction_decisions
 from tests.app_surface import database_rows
 from tests.conftest import EXAMPLES, ROOT
 

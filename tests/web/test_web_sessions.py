@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from judge.service import build_settings, create_app, create_token
-from judge.service._logs import REDACTED, RedactSecrets, redact
+from judge.service.auth._logs import REDACTED, RedactSecrets, redact
 from judge.web import mount_web
 
 from .conftest import Browserless, csrf_of

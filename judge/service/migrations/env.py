@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
-from judge.service._db import metadata
+from judge.service.db import metadata
 
 config = context.config
 target_metadata = metadata

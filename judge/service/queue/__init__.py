@@ -1,6 +1,6 @@
 """The job queue's workers: claim a job with a lease, run it with the runner of its kind, renew
 the lease while it runs, park, finish, release or give it up; retention. The API's side of the
-jobs (submit, read, cancel, delete) is :mod:`judge.service._jobs`; the two meet only in the
+jobs (submit, read, cancel, delete) is :mod:`judge.service.jobs._jobs`; the two meet only in the
 database."""
 
 from ._health import queue_metrics, readiness

@@ -57,11 +57,9 @@ from ...model import (
 )
 from ...pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
 from ...store import cache_key
-from .._db import Database, job_batches, jobs, now
-from .._jobspec import BATCH_OPTIONS, JUDGE_OPTIONS, endpoint_for
-from .._ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
-from .._lifecycle import JobStatus
-from .._rows import JobRow
+from ..db import Database, JobRow, job_batches, jobs, now
+from ..jobs import BATCH_OPTIONS, JUDGE_OPTIONS, JobStatus, endpoint_for
+from ..ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
 from ._runners import (
     EvaluateRunner,
     Inputs,

@@ -11,8 +11,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from prometheus_client.core import CounterMetricFamily
 
-from .._db import Database
-from .._migrate import current_revision, head_revision
+from ..db import Database, current_revision, head_revision
 
 
 class WorkerLike(Protocol):

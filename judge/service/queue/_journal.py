@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from ..._tasks import within
-from .._db import connection_lost
+from ..db import connection_lost
 from ._lease import JobQueue, Records
 
 log = logging.getLogger("dst_judge.service")

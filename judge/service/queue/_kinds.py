@@ -3,7 +3,7 @@ runner (``run(job, context)``) and a line here."""
 
 from __future__ import annotations
 
-from .._rows import JobRow
+from ..db import JobRow
 from ._batchjob import BatchRunner
 from ._leaderboard import LeaderboardRunner
 from ._runners import AnalysisRunner, EvaluateRunner, Runner, Toolkit

@@ -14,9 +14,8 @@ from ...analysis import Layout, SystemTurns, build_leaderboard, score_prediction
 from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
 from ...pipeline import Run
-from .._lifecycle import JobStatus
-from .._reruns import first_run, run_input_files
-from .._rows import JobRow
+from ..db import JobRow
+from ..jobs import JobStatus, first_run, run_input_files
 from ._runners import (
     Inputs,
     Outcome,

@@ -23,9 +23,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .._db import Database, artifacts, job_calls, jobs, judgments, notify_queue, now
-from .._lifecycle import CLAIMABLE, FINAL, JobStatus, delete_jobs, move
-from .._rows import JobRow, judgment_row
+from ..db import (
+    Database,
+    JobRow,
+    artifacts,
+    job_calls,
+    jobs,
+    judgment_row,
+    judgments,
+    notify_queue,
+    now,
+)
+from ..jobs import CLAIMABLE, FINAL, JobStatus, delete_jobs, move
 
 Records = tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
 """Run-log records of running jobs: (job id, manifest) pairs and (job id, logged call) pairs."""

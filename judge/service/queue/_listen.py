@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from .._db import QUEUE_CHANNEL
+from ..db import QUEUE_CHANNEL
 
 log = logging.getLogger("dst_judge.service")
 

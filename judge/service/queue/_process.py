@@ -18,11 +18,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._db import Database, describe_database, private_folder
-from .._files import FileStore
-from .._jobs import JobStore
-from .._logs import log_to_stderr
-from .._settings import ServiceSettings
+from ..auth import log_to_stderr
+from ..db import Database, ServiceSettings, describe_database, private_folder
+from ..jobs import JobStore
+from ..storage import FileStore
 from ._worker import COUNTERS, Worker, new_worker_id
 
 log = logging.getLogger("dst_judge.service")

@@ -68,18 +68,19 @@ from ...metrics import MetricOptions, compute_metrics, paper_tables
 from ...model import AiohttpTransport, ReplyLimits, Transport
 from ...pipeline import Run, RunDirectory, corrected_rows, evaluate_async
 from ...store import LEDGER_FILE, SQLiteLedger
-from .._db import Database, files
-from .._estimate_inputs import EstimateInputs, read_estimate_inputs
-from .._files import FileStore
-from .._jobs import JobStore
-from .._jobspec import JUDGE_OPTIONS, endpoint_for
-from .._ledger import SHARED_SCOPE, DatabaseLedger, worker_owner
-from .._lifecycle import JobStatus
-from .._limits import JobLimiter
-from .._replaying import replay_transport_for
-from .._reruns import first_run, run_input_files
-from .._rows import JobRow
-from .._settings import ServiceSettings
+from ..db import Database, JobRow, ServiceSettings, files
+from ..jobs import (
+    JUDGE_OPTIONS,
+    EstimateInputs,
+    JobStatus,
+    JobStore,
+    endpoint_for,
+    first_run,
+    read_estimate_inputs,
+    run_input_files,
+)
+from ..ledger import SHARED_SCOPE, DatabaseLedger, JobLimiter, replay_transport_for, worker_owner
+from ..storage import FileStore
 from ._lease import JobQueue, Records
 
 log = logging.getLogger("dst_judge.service")

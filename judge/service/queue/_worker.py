@@ -30,14 +30,10 @@ from typing import Any
 from ..._errors import DatabaseUnavailable
 from ..._tasks import within
 from ...model import load_prices, price_and_counter
-from .._db import Database, now, workers
-from .._files import FileStore
-from .._jobs import JobStore
-from .._ledger import purge_ledger
-from .._lifecycle import JobStatus
-from .._limits import EndpointPool, JobLimiter
-from .._rows import JobRow
-from .._settings import ServiceSettings
+from ..db import Database, JobRow, ServiceSettings, now, workers
+from ..jobs import JobStatus, JobStore
+from ..ledger import EndpointPool, JobLimiter, purge_ledger
+from ..storage import FileStore
 from ._journal import CallJournal
 from ._kinds import build_runners, runner_for
 from ._lease import JobQueue, Records
