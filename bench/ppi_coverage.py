@@ -62,7 +62,8 @@ from judge.analysis import (
     design_estimate,
     design_strata,
 )
-from judge.analysis._estimates import MIN_DIALOGUES, MIN_TURNS, PLAN_SHARE, plan_labels
+from judge.analysis._design import MIN_DIALOGUES, MIN_TURNS
+from judge.analysis._planning import PLAN_SHARE, plan_labels
 from judge.data import dialogue_key, judged_turn_states, turn_states
 from judge.metrics import rule_policy, rule_verdicts
 

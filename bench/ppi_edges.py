@@ -217,11 +217,18 @@ def heavy(samples: int, seed: int) -> list[dict[str, Any]]:
 def pilot_plans(pilots: int, samples: int, seed: int, width: float = 10.0,
                 data: Path | None = None) -> dict[str, Any] | None:
     """``labels plan`` from ``pilots`` simple random pilots of 50 turns; for each suggested n
-    the share of ``samples`` fresh samples whose interval is at most ``width`` wide."""
+    the share of ``samples`` fresh samples whose interval is at most ``width`` wide.
+
+    A simple random pilot has one stratum, so its plan depends only on how many of its turns
+    fall in each (label, judge) cell: ``plan_labels`` (deterministic, a fixed seed) runs once
+    per composition seen, and each suggested n is measured once, on prefixes of one batch of
+    fresh samples. That makes 200 pilots a few minutes' work rather than half an hour."""
     from judge.analysis import draw_sample, plan_labels
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ppi_coverage import default_data, load_population
+
+    from judge.analysis._labels import row_key
 
     folder = data or default_data()
     if not (folder / "dialogues.jsonl.gz").exists():
@@ -229,46 +236,47 @@ def pilot_plans(pilots: int, samples: int, seed: int, width: float = 10.0,
     population = load_population(folder)["original"]
     rows, human = population["rows"], population["human"]
     judge = population["judge"]
-    keys = [(str(r["dialogue_id"]), int(r["turn_index"])) for r in rows]
     rng = np.random.default_rng(seed)
     stratum = [Stratum.of(judge)]
-    reached: dict[tuple[str, int], float] = {}
-
-    def reach(key: str, n: int) -> float:
-        if (key, n) not in reached:
-            index, groups = draw([np.arange(human.size)], n, samples, rng)
-            estimate = design_estimate(human[index], judge[index], None, groups, stratum,
-                                       tuning=0.0 if key == "labels" else "loo",
-                                       corners=CORNERS)
-            low, high = estimate.interval(LEVEL)
-            reached[(key, n)] = float(np.mean(high - low <= width / 100.0))
-        return reached[(key, n)]
-
-    from judge.analysis._labels import row_key
-
-    kept: dict[str, list[float]] = {"labels": [], "ppi": []}
-    sizes: dict[str, list[int]] = {"labels": [], "ppi": []}
     by_key = {row_key(r): i for i, r in enumerate(rows)}
-    del keys
+    plans: dict[tuple[int, ...], dict[str, Any]] = {}
+    suggested: dict[str, list[int]] = {"labels": [], "ppi": []}
     for pilot in range(pilots):
         sample = draw_sample(rows, n=50, seed=1000 + pilot)
         labels = {t.key: int(human[by_key[t.key]]) for t in sample.turns}
-        plan = plan_labels(rows, width=width, sample=sample, human=labels)
+        cells = np.zeros(4, dtype=int)
+        for t in sample.turns:
+            i = by_key[t.key]
+            cells[2 * labels[t.key] + int(judge[i])] += 1
+        composition = tuple(int(c) for c in cells)
+        if composition not in plans:
+            plans[composition] = plan_labels(rows, width=width, sample=sample, human=labels)
         for key in ("labels", "ppi"):
-            n = plan[key]["labels_needed"]
-            sizes[key].append(n)
-            kept[key].append(reach(key, n))
+            suggested[key].append(plans[composition][key]["labels_needed"])
     out: dict[str, Any] = {"pilots": pilots, "width": width, "turns": int(human.size),
                            "truth": float(human.mean()),
-                           "disagreement": float(np.mean(judge != human))}
+                           "disagreement": float(np.mean(judge != human)),
+                           "compositions": len(plans)}
+    # fresh samples for every suggested n at once: the first n turns of a random order of a
+    # simple random sample of the largest n are a simple random sample of n
+    largest = max(max(sizes) for sizes in suggested.values())
+    chosen = np.argpartition(rng.random((samples, human.size)), largest - 1,
+                             axis=1)[:, :largest]
+    order = np.take_along_axis(chosen, np.argsort(rng.random(chosen.shape), axis=1), axis=1)
+    reached: dict[tuple[str, int], float] = {}
     for key in ("labels", "ppi"):
-        share = np.array(kept[key])
+        for n in sorted(set(suggested[key])):
+            index = order[:, :n]
+            estimate = design_estimate(human[index], judge[index], None, [slice(None)],
+                                       stratum, tuning=0.0 if key == "labels" else "loo",
+                                       corners=CORNERS)
+            low, high = estimate.interval(LEVEL)
+            reached[(key, n)] = float(np.mean(high - low <= width / 100.0))
+    for key in ("labels", "ppi"):
+        share = np.array([reached[(key, n)] for n in suggested[key]])
         out[key] = {"kept": float(np.mean(share >= 0.8)), "worst": float(share.min()),
-                    "median_n": float(np.median(sizes[key])), "min_n": int(min(sizes[key])),
-                    "max_n": int(max(sizes[key]))}
-        for n in sorted(set(sizes[key])):
-            reach(key, n)
-    # what n keeps the promise in fresh samples (the smallest with reach >= 80 %)
+                    "median_n": float(np.median(suggested[key])),
+                    "min_n": int(min(suggested[key])), "max_n": int(max(suggested[key]))}
     return out
 
 
@@ -351,6 +359,29 @@ def summarise(boundary_rows: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+WIDTH_TRUTHS = (0.05, 0.5, 0.8, 0.9, 0.95, 0.98)
+
+
+def widths(boundary_rows: list[dict[str, Any]]) -> list[list[str]]:
+    """Median widths, labels / PPI, per (unit, metric, n) at :data:`WIDTH_TRUTHS`."""
+    out = []
+    for unit, metric, sizes in (("turn", "tsa", TURN_SIZES), ("dialogue", "tsa", DIALOGUE_SIZES),
+                                ("dialogue", "jga", DIALOGUE_SIZES),
+                                ("dialogue", "success", DIALOGUE_SIZES)):
+        for n in sizes:
+            cells: list[str] = [unit, metric, str(n)]
+            for truth in WIDTH_TRUTHS:
+                cells.append(next((f"{_pct(e['labels']['median_width'])} / "
+                                   f"{_pct(e['ppi']['median_width'])}"
+                                   for e in boundary_rows
+                                   if e["unit"] == unit and e["metric"] == metric
+                                   and e["n"] == n and e["design"] == "random"
+                                   and e["judge"] in ("3 % random", "5 % random")
+                                   and abs(e["truth"] - truth) < 0.005), "—"))
+            out.append(cells)
+    return out
+
+
 def tables(results: dict[str, Any], samples: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{
         "title": "Near 0 and 100 %: the lowest coverage over true values 2-98 % (both judges)",
@@ -371,19 +402,25 @@ def tables(results: dict[str, Any], samples: int) -> list[dict[str, Any]]:
                                    and abs(e["truth"] - t) < 0.005), "—")
                               for n in TURN_SIZES] for t in TRUTHS],
     }, {
+        "title": "Median width (points) of the interval at some true values, labels / PPI "
+                 "(turns: simple random, 3 %-random judge)",
+        "columns": ["unit", "metric", "n", *(f"{_pct(t)} %" for t in WIDTH_TRUTHS)],
+        "rows": widths(results["boundary"]),
+    }, {
         "title": "Heavy-tailed dialogues (1-45 turns, accuracy falling with length): whole-"
                  "dialogue simple random samples",
         "columns": ["metric", "dialogues", "truth (%)", "labels coverage (%)",
-                    "labels misses above (%)", "labels bias (points)", "PPI coverage (%)",
-                    "PPI bias (points)"],
+                    "labels misses above (%)", "labels bias (points)", "labels width (points)",
+                    "PPI coverage (%)", "PPI bias (points)", "PPI width (points)"],
         "rows": [[e["metric"], e["n"], _pct(e["truth"]), _pct(e["labels"]["coverage"]),
                   _pct(1 - e["labels"]["coverage"] - e["labels"]["below"]),
-                  f"{100 * e['labels']['bias']:+.2f}", _pct(e["ppi"]["coverage"]),
-                  f"{100 * e['ppi']['bias']:+.2f}"] for e in results["heavy"]],
-        "note": "'misses above': the interval lies wholly above the truth.",
+                  f"{100 * e['labels']['bias']:+.2f}", _pct(e["labels"]["median_width"]),
+                  _pct(e["ppi"]["coverage"]), f"{100 * e['ppi']['bias']:+.2f}",
+                  _pct(e["ppi"]["median_width"])] for e in results["heavy"]],
+        "note": "'misses above': the interval lies wholly above the truth; widths are medians.",
     }]
     if not results["boundary"]:
-        out = out[2:]
+        out = out[3:]
     out = [t for t in out if t["rows"]]
     plans = results.get("plans")
     if plans:

@@ -55,11 +55,10 @@ from ._decided import (
     open_candidates,
     queue_records,
 )
-from ._estimates import (
+from ._design import (
     CORNERS,
     DIFFERENCE_CORNERS,
     DIFFERENCE_PSEUDO_UNITS,
-    JUDGE_NOTE,
     MIN_TURNS,
     PSEUDO_UNITS,
     TUNINGS,
@@ -67,11 +66,9 @@ from ._estimates import (
     Stratum,
     check_tuning,
     design_estimate,
-    labels_needed,
-    plan_labels,
     ppi_mean,
-    sample_estimates,
 )
+from ._estimates import JUDGE_NOTE, sample_estimates
 from ._labels import (
     HumanLabel,
     HumanLabels,
@@ -98,6 +95,7 @@ from ._leaderboard_out import (
     plot_leaderboard,
     write_turns,
 )
+from ._planning import labels_needed, plan_labels
 from ._reports import AgreementReport, SampleEstimates
 from ._review import error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256

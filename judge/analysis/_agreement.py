@@ -25,7 +25,8 @@ import numpy as np
 from .._errors import DataMismatchError, OptionError
 from .._io import iter_jsonl_lines
 from ._alttest import EPSILON, alt_test
-from ._estimates import Tuning, sample_estimates
+from ._design import Tuning
+from ._estimates import sample_estimates
 from ._labels import (
     UNNAMED,
     HumanLabel,

@@ -21,7 +21,8 @@ from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
 from ._agreement import Bootstrap, compare_raters, read_ratings
-from ._estimates import Tuning, sample_estimates
+from ._design import Tuning
+from ._estimates import sample_estimates
 from ._labels import Resolution, TurnKey, row_key
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
 from ._sampling import Sample, sample_strata

@@ -6,6 +6,12 @@ so that what each does (and why) can be read and tested on its own.
   is widened to reach it, whatever the t interval says.
 * :func:`satterthwaite_df`: the degrees of freedom of a clustered variance estimate, in
   closed form (linear in the number of dialogues, where the matrix form is quadratic).
+* :func:`satterthwaite`: the same for one stratum of a design estimate, under the working
+  model that a dialogue's variance grows with the square of its size.
+* :func:`design_effect`: Kish's design effect of a dialogue sample's share, which scales the
+  pseudo-units of a clustered sample.
+* :func:`korn_graubard`: the Clopper–Pearson interval at a clustered share's effective sample
+  size.
 * :func:`jackknife_shift`: the jackknife estimate of a ratio estimator's small-sample bias,
   which whole-dialogue samples of unequal sizes carry (JGA most: long dialogues score low).
 """
@@ -95,3 +101,75 @@ def korn_graubard(value: np.ndarray, se: np.ndarray, df: np.ndarray | float, tri
         low = np.where(x > 0, beta.ppf(1.0 - level, np.maximum(x, 1e-12), n - x + 1.0), 0.0)
         high = np.where(x < n, beta.ppf(level, x + 1.0, np.maximum(n - x, 1e-12)), 1.0)
     return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)
+
+
+def design_effect(y: np.ndarray, t: np.ndarray, pseudo: float, mean_size: float, *,
+                  floor: float = 1.0, ceiling: float | None = None) -> np.ndarray:
+    """Kish's design effect of the labels' ratio ``Σy/Σt`` over dialogues: the variance of the
+    dialogue totals about the ratio, per turn, over a turn's binomial variance, both at the
+    share re-centred on ``pseudo`` pseudo-turns (so a sample without an error still has a
+    variance to divide by), clipped to ``[1, ceiling]``: at least the turns' own plus-four, at
+    most what dialogues whose turns move as one would give (as JGA's running product makes
+    them): ``mean_size`` for equal sizes, the population's ``mean(t²)/mean(t)`` for unequal
+    ones (the caller's ``ceiling``), since long dialogues weigh more than their turns. Turns
+    as units (``mean_size`` 1) give 1. The pseudo-units of a clustered sample are
+    ``pseudo·deff`` turns: Agresti–Coull on the effective sample size, as Korn and Graubard
+    (1998) apply Clopper–Pearson to it.
+
+    ``floor``: a design effect known without sampling error (the judge's over the whole
+    stratum). A sample that happens to hold few of the dialogues carrying the failures shows
+    a small design effect exactly when its share is most wrong (JGA near 100 %); the judge's
+    verdicts on every unit show how clustered the failures are, so the estimate is taken at
+    least at that."""
+    if mean_size <= 1.0 or t.shape[-1] < 2:
+        return np.ones(t.shape[:-1])
+    share = (y.sum(-1) + 0.5 * pseudo) / (t.sum(-1) + pseudo)
+    spread = ((y - share[..., None] * t) ** 2).sum(-1) / (t.shape[-1] - 1.0)
+    binomial = np.maximum(share * (1.0 - share), 1e-12) * mean_size
+    top = mean_size if ceiling is None else max(ceiling, 1.0)
+    return np.asarray(np.clip(np.maximum(spread / binomial, floor), 1.0, top))
+
+
+SIZE_POWER = 2.0
+"""The working model of :func:`satterthwaite`: a unit's residual variance grows with the
+square of its size (turns of one dialogue moving together, as JGA's running product makes
+them); of the usual choices (size to the power 0, 1 or 2) the one that gives the fewest
+degrees of freedom, hence the widest t quantile, when sizes differ."""
+
+
+def satterthwaite(t: np.ndarray, shrink: np.ndarray | float) -> np.ndarray:
+    """Degrees of freedom of one stratum's variance estimate ``Σ a·e²`` (Satterthwaite's
+    two-moment match, as Bell and McCaffrey (2002) use for clustered errors).
+
+    ``t`` (shape ``(..., m)``) are the unit sizes, ``shrink`` the weights ``a`` on the squared
+    residuals ``e = y − θ̂·t`` of the ratio fit. Under the working model ``Var(y) ∝ t^p``
+    (:data:`SIZE_POWER`), ``e = P·ε`` and the estimate is a quadratic form with matrix
+    ``B = A^½ G A^½``, ``G = P·diag(t^p)·Pᵀ``; its df is ``tr(B)² / tr(B²)``. With equal sizes
+    that is exactly ``m − 1`` (the plain Student-t case, unchanged); with unequal sizes, a
+    few big dialogues carry most of the residual variance, the variance estimate is itself
+    noisier, and the df drop accordingly. This widens the interval only through the t
+    quantile, and by an amount fixed by the design (the sizes), not by the labels.
+    """
+    t = np.asarray(t, dtype=float)
+    m = t.shape[-1]
+    flat = np.ptp(t, axis=-1) <= 1e-12 if m else np.ones(t.shape[:-1], dtype=bool)
+    if np.all(flat):
+        return np.full(t.shape[:-1], m - 1.0)
+    df = satterthwaite_df(t, shrink, SIZE_POWER)
+    df = np.where(np.isnan(df), m - 1.0, df)
+    return np.where(flat, m - 1.0, np.minimum(df, m - 1.0))
+
+
+def size_correction(t: np.ndarray, moment: float, power: float) -> np.ndarray:
+    """The factor on a dialogue sample's residual variance for the sizes it missed:
+    ``max(1, moment / mean(t^power))`` over the last axis, ``moment`` the population's mean of
+    ``t^power`` (0: unknown, factor 1). Under the working model of :func:`satterthwaite` a
+    dialogue's residual variance grows as ``t^power``, so the sample's squared residuals
+    estimate ``σ²·mean_s(t^power)`` where the design variance needs ``σ²·mean_U(t^power)``. A
+    sample that drew none of the few long dialogues (which carry most of the variance when
+    accuracy falls with length) is both too high or low *and* too sure; the factor restores
+    the variance the population's sizes imply. It never shrinks the variance."""
+    if moment <= 0:
+        return np.ones(t.shape[:-1])
+    seen = (np.asarray(t, dtype=float) ** power).mean(-1)
+    return np.asarray(np.maximum(1.0, moment / np.maximum(seen, 1e-300)))

@@ -13,7 +13,8 @@ from typing import Any
 from .._errors import OptionError
 from ..pipeline import Run
 from ._compare import run_differences, sampled_run
-from ._estimates import Tuning, check_tuning, sample_estimates
+from ._design import Tuning, check_tuning
+from ._estimates import sample_estimates
 from ._labels import HumanLabels, pair_by_predictions
 from ._runinfo import recorded_predictions_sha256
 from ._sampling import Sample, check_sample

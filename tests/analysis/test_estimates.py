@@ -21,14 +21,9 @@ from judge.analysis import (
     ppi_mean,
     sample_estimates,
 )
-from judge.analysis._estimates import (
-    MIN_DIALOGUES,
-    MIN_TURNS,
-    assumed_cells,
-    interval_widths,
-    t_value,
-)
+from judge.analysis._design import MIN_DIALOGUES, MIN_TURNS, t_value
 from judge.analysis._labels import row_key
+from judge.analysis._planning import assumed_cells, interval_widths
 from judge.errors import DataMismatchError, OptionError
 
 

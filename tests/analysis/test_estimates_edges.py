@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from judge.analysis import CORNERS, Stratum, design_estimate, draw_sample, plan_labels
-from judge.analysis._estimates import pilot_bound
 from judge.analysis._intervals import exact_bound, jackknife_shift, satterthwaite_df
 from judge.analysis._labels import row_key
+from judge.analysis._planning import pilot_bound
 
 
 def test_a_sample_without_an_error_reaches_the_clopper_pearson_bound():
@@ -101,3 +101,108 @@ def test_a_pilot_plan_prints_weighted_rates_and_asks_for_more_than_its_point():
     assert basis["weighted"] and basis["planned_disagreement"] > basis["disagreement"]
     assert "upper bound" in plan["criterion"]
     assert plan["ppi"]["labels_needed"] > 50
+
+
+def _dialogues(metric: str, truth: float, seed: int, count: int = 1000):
+    """Turn labels of ``count`` dialogues of 1-45 turns (a long right tail), accuracy falling
+    with length and a dialogue effect shared by its turns, whose ``metric`` is ``truth``
+    (the bench's heavy-tailed population): per-dialogue human and judge totals and sizes; the
+    judge flips 5 % of turns."""
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(np.round(rng.lognormal(np.log(6.0), 0.9, count)), 1, 45).astype(int)
+    owner = np.repeat(np.arange(count), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    score = (-np.log(lengths)[owner] + rng.normal(0, 0.5, count)[owner]
+             + rng.logistic(size=owner.size))
+
+    def totals(ok):
+        ok = ok.astype(float)
+        if metric == "tsa":
+            return np.add.reduceat(ok, starts)
+        errors = np.cumsum(1 - ok)
+        before = np.concatenate([[0.0], errors])[starts]
+        return np.add.reduceat(((errors - before[owner]) == 0).astype(float), starts)
+
+    low, high = -40.0, 40.0
+    for _ in range(60):  # the offset that gives the true share
+        middle = (low + high) / 2
+        if totals(score + middle > 0).sum() / lengths.sum() < truth:
+            low = middle
+        else:
+            high = middle
+    ok = score + high > 0
+    flipped = np.where(rng.random(ok.size) < 0.05, ~ok, ok)
+    return totals(ok), totals(flipped), lengths.astype(float)
+
+
+def _coverage(y, f, t, m, draws, seed):
+    rng = np.random.default_rng(seed)
+    index = np.argpartition(rng.random((draws, y.size)), m - 1, axis=1)[:, :m]
+    truth = y.sum() / t.sum()
+    out = {}
+    for name, tuning in (("labels", 0.0), ("ppi", "loo")):
+        estimate = design_estimate(y[index], f[index], t[index], [slice(None)],
+                                   [Stratum.of(f, t)], tuning=tuning, corners=CORNERS)
+        low, high = estimate.interval(0.95)
+        out[name] = (float(np.mean((low <= truth) & (truth <= high))),
+                     float(np.median(high - low)))
+    return out
+
+
+@pytest.mark.parametrize(("metric", "truth", "seed"), [("tsa", 0.6, 1), ("jga", 0.6, 11)])
+def test_heavy_tailed_dialogues_cover_at_25(metric, truth, seed):
+    """25 whole dialogues of 1-45 turns whose accuracy falls with length: a sample that missed
+    the few long, poor dialogues was too high *and* too sure (coverage 88-91 %, misses on the
+    side above the truth). The variance now takes the sizes the sample missed into account
+    (the population's mean squared size is known). Seed 1 is the bench's TSA population."""
+    y, f, t = _dialogues(metric, truth, seed=seed)
+    for name, (covered, _) in _coverage(y, f, t, 25, 3000, seed=12).items():
+        assert covered >= 0.93, (metric, name, covered)
+
+
+def test_jga_near_the_top_covers_with_whole_dialogues():
+    """JGA 95 % over 100 whole dialogues: a handful of dialogues carry all the loss, and a
+    sample holding fewer of them than usual showed a small design effect and a small SE
+    (coverage 88-90 %). The design effect is now at least the judge's over every dialogue, and
+    the pseudo-dialogues vary as the sample's dialogues do."""
+    y, f, t = _dialogues("jga", 0.95, seed=21)
+    for name, (covered, width) in _coverage(y, f, t, 100, 3000, seed=22).items():
+        assert covered >= 0.93, (name, covered)
+        assert width < 0.3, (name, width)  # and not the whole scale
+
+
+def test_a_clean_dialogue_sample_reaches_its_exact_bound_not_the_whole_scale():
+    """50 dialogues without a single error: the data cannot rule out a share down to
+    0.025^(1/50) = 92.9 %, and no lower. Korn–Graubard's effective size of a share of 1 fell
+    to one trial, so the interval used to be [2.5, 100] %."""
+    rng = np.random.default_rng(31)
+    sizes = rng.integers(1, 30, 800).astype(float)
+    judge = sizes * (rng.random(800) < 0.9)
+    sample = sizes[:50]
+    for tuning in (0.0, "loo"):
+        estimate = design_estimate(sample, sample, sample, [slice(None)],
+                                   [Stratum.of(judge, sizes)], tuning=tuning, corners=CORNERS)
+        low, high = estimate.interval(0.95)
+        assert float(high) >= 1.0
+        assert 0.85 < float(low) <= 0.025 ** (1 / 50) + 1e-12, (tuning, float(low))
+
+
+def test_the_size_correction_and_the_judges_design_effect():
+    from judge.analysis._intervals import design_effect, size_correction
+
+    t = np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])
+    moment = float(np.mean(np.array([1.0, 2.0, 3.0, 10.0, 20.0, 30.0]) ** 2))
+    factor = size_correction(t, moment, 2.0)
+    assert factor[0] == pytest.approx(moment / np.mean(t[0] ** 2))  # short dialogues drawn
+    assert factor[1] == 1.0  # never below 1
+    assert np.all(size_correction(t, 0.0, 2.0) == 1.0)  # unknown: no correction
+    # the judge's design effect over every unit of a stratum: 1 for turns
+    assert Stratum.of(np.r_[np.ones(90), np.zeros(10)]).judge_design_effect == 1.0
+    # dialogues whose turns move as one: the design effect of the judge's share is their size
+    whole = Stratum.of(np.r_[np.full(90, 8.0), np.zeros(10)], np.full(100, 8.0))
+    assert whole.judge_design_effect == pytest.approx(8.0 * 100 / 99)
+    # a floor and a ceiling on the sample's own estimate
+    y, sizes = np.array([[8.0, 8.0, 8.0, 7.0]]), np.full((1, 4), 8.0)
+    assert design_effect(y, sizes, 4.0, 8.0)[0] < 3.0
+    assert design_effect(y, sizes, 4.0, 8.0, floor=5.0)[0] == 5.0
+    assert design_effect(y, sizes, 4.0, 8.0, floor=50.0, ceiling=12.0)[0] == 12.0
