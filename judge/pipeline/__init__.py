@@ -1,5 +1,6 @@
 """The run: plan calls → answer them (live, cached, or from a Batch API file) → parse with
-re-asks → filter and integrate → results; and the one reader and writer of run directories."""
+re-asks → filter and integrate → results; the run log behind an interface (:class:`RunStore`),
+with run directories its folder implementation."""
 
 from ._answer import CallResult, RunProgress
 from ._batch import (
@@ -17,6 +18,7 @@ from ._cost import DryRun, cached_request_keys, dry_run
 from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
+    RunEnvironment,
     collect,
     collect_systems,
     evaluate,
@@ -30,7 +32,8 @@ from ._evaluate import (
 )
 from ._plan import EvaluationPlan, PlannedCall, PlannedTurn, call_chains, plan_evaluation
 from ._result import EvaluationResult, corrected_rows, with_gold_versions
-from ._rundir import Run, RunDirectory, build_manifest, load_run, write_results
+from ._rundir import RunDirectory, build_manifest, load_run, write_results
+from ._store import Run, RunStore, same_run
 
 __all__ = [
     "TRANSPORT_OPTIONS",
@@ -43,7 +46,9 @@ __all__ = [
     "RequestFiles",
     "Run",
     "RunDirectory",
+    "RunEnvironment",
     "RunProgress",
+    "RunStore",
     "build_manifest",
     "cached_request_keys",
     "call_chains",
@@ -67,6 +72,7 @@ __all__ = [
     "request_files",
     "retry_errors",
     "rules_for",
+    "same_run",
     "submit_files",
     "system_dirs",
     "with_gold_versions",

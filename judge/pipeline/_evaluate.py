@@ -13,7 +13,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from ._batch import System, fan_out_systems, line_keys
 from ._plan import EvaluationPlan, plan_evaluation
 from ._result import EvaluationResult, build_result
 from ._rundir import RunDirectory, build_manifest
+from ._store import RunStore
 
 
 def open_ledger(config: JudgeConfig, directory: str | Path | None) -> Ledger:
@@ -96,49 +97,86 @@ def _signals_stop(control: RunControl, enabled: bool) -> Iterator[None]:
             loop.remove_signal_handler(number)
 
 
+@dataclass(frozen=True)
+class RunEnvironment:
+    """What a run is given by whoever runs it, as opposed to what it judges: where paid replies
+    are kept, the connections and rate limits it shares, and who hears of its progress. The
+    CLI gives none of it (a run then opens its own ledger and connections); the service gives
+    all of it, shared by its jobs."""
+
+    ledger: Ledger | None = None
+    """The ledger of paid requests (default: :func:`open_ledger`)."""
+    limiter: SharedLimiter | None = None
+    """A rate-limit pool shared with other runs (the service's)."""
+    transport: Transport | None = None
+    """A connection pool shared with other runs and left open (the service's, per endpoint)."""
+    http_client: Any = None
+    """An HTTP client to send the requests with (tests pass a fake one)."""
+    on_progress: Callable[[RunProgress], None] | None = None
+    """Hears the run's progress after every finished call."""
+    on_result: Callable[[CallResult], None] | None = None
+    """Hears of every call as it is logged."""
+    handle_signals: bool = False
+    """Ctrl-C and SIGTERM stop the run gracefully with :class:`RunInterrupted`."""
+
+
+def _environment(environment: RunEnvironment | None, **given: Any) -> RunEnvironment:
+    """``environment`` with the parts given one by one (the older keyword arguments) put in."""
+    return replace(environment or RunEnvironment(),
+                   **{name: value for name, value in given.items()
+                      if value is not None and value is not False})
+
+
 @dataclass
 class _System:
-    """One system's part of an invocation: its plan, run directory and logged calls."""
+    """One system's part of an invocation: its plan, run store and logged calls."""
 
     plan: EvaluationPlan
-    run_dir: RunDirectory | None = None
+    run_dir: RunStore | None = None
     logged: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def evaluate_async(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
                          predictions: PredictionSet, *, rules: RuleSet | None = None,
-                         http_client: Any = None, out_dir: str | Path | None = None,
+                         out_dir: str | Path | None = None, store: RunStore | None = None,
                          resume: bool = False, sources: dict[str, Any] | None = None,
-                         on_progress: Callable[[RunProgress], None] | None = None,
                          refresh: bool = False, force: bool = False,
-                         retry_failed: bool = False, ledger: Ledger | None = None,
-                         handle_signals: bool = False, limiter: SharedLimiter | None = None,
+                         retry_failed: bool = False,
+                         environment: RunEnvironment | None = None,
+                         http_client: Any = None,
+                         on_progress: Callable[[RunProgress], None] | None = None,
+                         ledger: Ledger | None = None, handle_signals: bool = False,
+                         limiter: SharedLimiter | None = None,
                          on_result: Callable[[CallResult], None] | None = None,
                          transport: Transport | None = None) -> EvaluationResult:
     """Judge every turn live (through the ledger) and integrate the verdicts.
 
     With ``out_dir`` the run locks that directory, keeps an append-only log of finished calls
     and a manifest there, and writes ``judgments.jsonl`` and ``summary.json`` at the end;
-    ``resume`` continues an interrupted run without sending any logged call again, and any
-    request already paid for comes from the ledger (see :func:`open_ledger`; ``ledger``
-    overrides it, e.g. the service's). A directory holding another run is refused unless
-    ``force``. Stops with :class:`BudgetReached` once ``config.budget`` USD are spent
-    (resumable). ``refresh`` sends calls to the model even when the ledger has them (and
-    stores the new replies); ``retry_failed`` first drops the logged calls that ended in an
-    error (with ``refresh``: ``retry-errors``). ``handle_signals``: Ctrl-C and SIGTERM stop
-    the run gracefully with :class:`RunInterrupted`. ``limiter`` is a rate-limit pool shared
-    with other runs (the service's); ``on_result`` hears of every call as it is logged (the
-    service keeps a copy of the run log in its database); ``transport`` is a connection pool
-    shared with other runs and left open (the service's, per endpoint).
+    ``store`` keeps them elsewhere instead (any :class:`RunStore`, e.g. the service's
+    database). ``resume`` continues an interrupted run without sending any logged call again,
+    and any request already paid for comes from the ledger (see :func:`open_ledger`). A store
+    holding another run is refused unless ``force``. Stops with :class:`BudgetReached` once
+    ``config.budget`` USD are spent (resumable). ``refresh`` sends calls to the model even
+    when the ledger has them (and stores the new replies); ``retry_failed`` first drops the
+    logged calls that ended in an error (with ``refresh``: ``retry-errors``).
+
+    ``environment`` is what the caller lends the run (:class:`RunEnvironment`: ledger, rate
+    limits, connections, callbacks); its parts may also be given one by one as the keyword
+    arguments of the same names, which take precedence.
     """
+    if out_dir is not None and store is not None:
+        raise OptionError("a run is kept in one place: give out_dir or store, not both")
+    env = _environment(environment, http_client=http_client, on_progress=on_progress,
+                       ledger=ledger, handle_signals=handle_signals, limiter=limiter,
+                       on_result=on_result, transport=transport)
     plan = plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    system = _System(plan, RunDirectory(out_dir) if out_dir is not None else None)
-    return (await _judge_systems([system], config, sources=sources, resume=resume,
-                                 force=force, retry_failed=retry_failed,
-                                 ledger_dir=out_dir, http_client=http_client,
-                                 on_progress=on_progress, refresh=refresh, ledger=ledger,
-                                 handle_signals=handle_signals, limiter=limiter,
-                                 on_result=on_result, transport=transport))[0]
+    if store is None and out_dir is not None:
+        store = RunDirectory(out_dir)
+    ledger_dir = store.path if isinstance(store, RunDirectory) else None
+    return (await _judge_systems([_System(plan, store)], config, env, sources=sources,
+                                 resume=resume, force=force, retry_failed=retry_failed,
+                                 ledger_dir=ledger_dir, refresh=refresh))[0]
 
 
 async def evaluate_systems_async(
@@ -147,7 +185,8 @@ async def evaluate_systems_async(
         http_client: Any = None, out_dir: str | Path | None = None, resume: bool = False,
         sources: dict[str, Any] | None = None,
         on_progress: Callable[[RunProgress], None] | None = None, force: bool = False,
-        ledger: Ledger | None = None, handle_signals: bool = False) -> list[EvaluationResult]:
+        ledger: Ledger | None = None, handle_signals: bool = False,
+        environment: RunEnvironment | None = None) -> list[EvaluationResult]:
     """Judge several systems on the same dialogues in one go: every distinct request is sent
     once (systems agree on many turns), and each system's results are those a separate run
     would give.
@@ -155,8 +194,11 @@ async def evaluate_systems_async(
     With ``out_dir`` each system gets its own run directory ``out_dir/<system>`` (see
     :func:`system_dirs`), and with the cache off the systems share one ledger,
     ``out_dir/ledger.sqlite3``. A request two systems share is billed to the first that
-    asks; the other's summary counts it as shared.
+    asks; the other's summary counts it as shared. ``environment``: as for
+    :func:`evaluate_async`.
     """
+    env = _environment(environment, http_client=http_client, on_progress=on_progress,
+                       ledger=ledger, handle_signals=handle_signals)
     names = system_dirs(predictions)
     systems = []
     if out_dir is not None:
@@ -168,10 +210,9 @@ async def evaluate_systems_async(
         plan = plan_evaluation(config, schema, dialogues, system, rules=rules)
         folder = RunDirectory(Path(out_dir) / name) if out_dir is not None else None
         systems.append(_System(plan, folder))
-    return await _judge_systems(systems, config, sources=sources, resume=resume, force=force,
-                                retry_failed=False, ledger_dir=out_dir,
-                                http_client=http_client, on_progress=on_progress,
-                                refresh=False, ledger=ledger, handle_signals=handle_signals)
+    return await _judge_systems(systems, config, env, sources=sources, resume=resume,
+                                force=force, retry_failed=False, ledger_dir=out_dir,
+                                refresh=False)
 
 
 def system_dirs(predictions: Sequence[PredictionSet]) -> list[str]:
@@ -189,26 +230,19 @@ def system_dirs(predictions: Sequence[PredictionSet]) -> list[str]:
     return names
 
 
-async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
+async def _judge_systems(systems: list[_System], config: JudgeConfig, env: RunEnvironment, *,
                          sources: dict[str, Any] | None, resume: bool, force: bool,
-                         retry_failed: bool, ledger_dir: str | Path | None, http_client: Any,
-                         on_progress: Callable[[RunProgress], None] | None, refresh: bool,
-                         ledger: Ledger | None, handle_signals: bool,
-                         limiter: SharedLimiter | None = None,
-                         on_result: Callable[[CallResult], None] | None = None,
-                         transport: Transport | None = None) -> list[EvaluationResult]:
-    """Lock and open every system's run directory, answer all plans through one client and
-    ledger, write each system's results."""
+                         retry_failed: bool, ledger_dir: str | Path | None,
+                         refresh: bool) -> list[EvaluationResult]:
+    """Open every system's run store, answer all plans through one client and ledger, write
+    each system's results."""
     try:
         for system in systems:
             if system.run_dir is not None:
                 system.logged = system.run_dir.start(
                     build_manifest(system.plan, sources), resume=resume or retry_failed,
                     force=force, retry_failed=retry_failed)
-        results = await _run(systems, config, http_client=http_client,
-                             on_progress=on_progress, refresh=refresh, ledger=ledger,
-                             ledger_dir=ledger_dir, handle_signals=handle_signals,
-                             limiter=limiter, on_result=on_result, transport=transport)
+        results = await _run(systems, config, env, refresh=refresh, ledger_dir=ledger_dir)
         for system, result in zip(systems, results, strict=True):
             if system.run_dir is not None:
                 result.summary["calls"]["retried"] = system.run_dir.dropped
@@ -220,12 +254,8 @@ async def _judge_systems(systems: list[_System], config: JudgeConfig, *,
                 system.run_dir.close()
 
 
-async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
-               on_progress: Callable[[RunProgress], None] | None, refresh: bool,
-               ledger: Ledger | None, ledger_dir: str | Path | None,
-               handle_signals: bool, limiter: SharedLimiter | None,
-               on_result: Callable[[CallResult], None] | None,
-               transport: Transport | None) -> list[EvaluationResult]:
+async def _run(systems: list[_System], config: JudgeConfig, env: RunEnvironment, *,
+               refresh: bool, ledger_dir: str | Path | None) -> list[EvaluationResult]:
     prices = load_prices(config.prices)
     control = RunControl(spend=Spend(prices.price(config.model)), budget=config.budget,
                          grace=config.stop_grace)
@@ -233,21 +263,21 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
     jobs = []
     for system in systems:
         hooks = RunHooks(done={e["custom_id"]: CallResult.from_log(e) for e in system.logged},
-                         on_result=_logger(system.run_dir, progress, on_progress, on_result),
+                         on_result=_logger(system.run_dir, progress, env),
                          control=control)
         for earlier in hooks.done.values():
             hooks.finished_before(earlier)
         progress.done += len(hooks.done)
         jobs.append((system.plan, hooks))
-    own_ledger = ledger is None
-    ledger = ledger if ledger is not None else open_ledger(config, ledger_dir)
+    own_ledger = env.ledger is None
+    ledger = env.ledger if env.ledger is not None else open_ledger(config, ledger_dir)
     first_dir = systems[0].run_dir
     run_id = (first_dir.run_id if first_dir is not None else None) or uuid.uuid4().hex
-    client = ModelClient(config, http_client=http_client, ledger=ledger, refresh=refresh,
-                         run_id=run_id, before_send=control.before_send, limiter=limiter,
-                         transport=transport)
+    client = ModelClient(config, http_client=env.http_client, ledger=ledger, refresh=refresh,
+                         run_id=run_id, before_send=control.before_send, limiter=env.limiter,
+                         transport=env.transport)
     try:
-        with _signals_stop(control, handle_signals):
+        with _signals_stop(control, env.handle_signals):
             answers = await answer_plans(jobs, LiveSource(client), control)
     finally:
         await client.aclose()
@@ -273,17 +303,16 @@ async def _run(systems: list[_System], config: JudgeConfig, *, http_client: Any,
     return results
 
 
-def _logger(run_dir: RunDirectory | None, progress: RunProgress,
-            on_progress: Callable[[RunProgress], None] | None,
-            on_result: Callable[[CallResult], None] | None) -> Callable[[CallResult], None]:
+def _logger(run_dir: RunStore | None, progress: RunProgress,
+            env: RunEnvironment) -> Callable[[CallResult], None]:
     def finished(result: CallResult) -> None:
         if run_dir is not None:
             run_dir.append(result)
-        if on_result is not None:
-            on_result(result)
+        if env.on_result is not None:
+            env.on_result(result)
         progress.update(result)
-        if on_progress is not None:
-            on_progress(progress)
+        if env.on_progress is not None:
+            env.on_progress(progress)
 
     return finished
 

@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -44,6 +44,7 @@ from .._io import (
 from ..store import LEDGER_FILE
 from ._files import JudgmentRow, RunManifest, RunSummary
 from ._plan import EvaluationPlan
+from ._store import Run, same_run
 
 if sys.platform != "win32":  # POSIX; elsewhere the lock is best effort (see RunDirectory.lock)
     import fcntl
@@ -54,7 +55,6 @@ JUDGMENTS = "judgments.jsonl"
 SUMMARY = "summary.json"
 LOCK = "run.lock"
 MANIFEST_FORMAT = 1
-_COMPARED = ("kind", "inputs", "config", "templates")
 OWNED = (MANIFEST, RUN_LOG, JUDGMENTS, SUMMARY)
 """Files a run writes and may only overwrite under its own manifest."""
 _RESULT_FIELDS = ("dimension", "custom_id", "template_hash", "prompt_hash")
@@ -73,7 +73,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 class RunDirectory:
-    """The run log, manifest, results and lock of one ``--out`` directory."""
+    """The run log, manifest, results and lock of one ``--out`` directory: the folder's
+    :class:`~judge.pipeline.RunStore`."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -85,6 +86,10 @@ class RunDirectory:
         self.run_id: str | None = None
         self.dropped = 0
         """Logged calls that ended in an error and were dropped to be sent again."""
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
 
     @property
     def ledger_path(self) -> Path:
@@ -168,15 +173,10 @@ class RunDirectory:
         present = [name for name in OWNED if (self.path / name).exists()]
         if resume and previous is None:
             raise OptionError(f"nothing to resume in {self.path} (no {MANIFEST})")
-        fresh = previous is None
-        if previous is not None and _identity(previous) != _identity(manifest):
-            if not force:
-                raise RunConflict(
-                    f"{self.path} holds another run (these differ from this one: "
-                    f"{_differences(previous, manifest)}); nothing was changed. Use another "
-                    "--out directory (or --force to replace its results)")
-            fresh = True
-        elif previous is None and present and not force:
+        fresh = not same_run(previous, manifest, force=force, holder=str(self.path),
+                             advice="Use another --out directory (or --force to replace its "
+                                    "results)")
+        if previous is None and present and not force:
             raise RunConflict(
                 f"{self.path} holds {', '.join(present)} but no {MANIFEST}: results this run "
                 "did not write; nothing was changed. Use another --out directory (or --force "
@@ -278,6 +278,10 @@ class RunDirectory:
         assert self._lock is not None, "start() first"
         write_results(self.path, rows, summary)
 
+    def read_run(self) -> Run:
+        """The finished run's results (see :func:`load_run`)."""
+        return load_run(self.path)
+
     def close(self) -> None:
         """Close the log and give the lock back."""
         if self._handle is not None:
@@ -294,28 +298,6 @@ def _holder(fd: int) -> str:
             return (f"pid {info['pid']} on host {info.get('host', '?')}, since "
                     f"{info.get('since', '?')}")
     return "holder unknown"
-
-
-def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What must match for a directory to hold the same run (old manifests: evaluate runs)."""
-    return {"kind": manifest.get("kind", "evaluate"),
-            **{key: manifest.get(key) for key in _COMPARED if key != "kind"}}
-
-
-def _differences(old: dict[str, Any], new: dict[str, Any]) -> str:
-    old, new = _identity(old), _identity(new)
-    if old["kind"] != new["kind"]:
-        return f"kind ({old['kind']} run, this is a {new['kind']} run)"
-    out = []
-    for section in _COMPARED[1:]:
-        a, b = old.get(section) or {}, new.get(section) or {}
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            out.append(section)
-            continue
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                out.append(f"{section}.{key}")
-    return ", ".join(out[:6])
 
 
 def build_manifest(plan: EvaluationPlan, sources: dict[str, Any] | None = None, *,
@@ -368,30 +350,6 @@ def write_results(out_dir: str | Path, rows: Sequence[dict[str, Any]],
 
 
 _ROW_FIELDS = ("dialogue_id", "turn_index", "verdict", "rule")
-
-
-@dataclass
-class Run:
-    """One judge run as written by ``evaluate`` or ``batch collect``."""
-
-    path: Path
-    summary: dict[str, Any]
-    rows: list[dict[str, Any]]
-
-    @property
-    def label(self) -> str:
-        """A short name: method, prompt variant when not zero-shot, semantics when paper."""
-        s = self.summary
-        name = s.get("method", "?")
-        if s.get("prompt_variant", "zero-shot") != "zero-shot":
-            name += f" ({s['prompt_variant']})"
-        if s.get("semantics") == "paper":
-            name += " [paper]"
-        return name
-
-    @property
-    def turn_keys(self) -> list[tuple[str, int]]:
-        return [(r["dialogue_id"], r["turn_index"]) for r in self.rows]
 
 
 def load_run(path: str | Path) -> Run:

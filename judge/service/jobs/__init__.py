@@ -1,6 +1,6 @@
 """Jobs as the API sees them: what a job may ask for (each kind's typed options, checked before
 it queues), submit/read/cancel/resume/delete, a job's life (the one writer of its status),
-retries of a run, and the inputs of estimate jobs."""
+retries of a run, the inputs of estimate jobs, and a job's run log (the database's run store)."""
 
 from ._estimate_inputs import EstimateInputs, check_estimate_job, read_estimate_inputs
 from ._jobs import EXIT_MEANINGS, JobStore, PublicJob, public_job
@@ -25,6 +25,7 @@ from ._lifecycle import (
     new_job_status,
 )
 from ._reruns import check_retry, first_run, run_input_files
+from ._runlog import ImmediateWriter, JobRunLog, RunLogWriter, job_run
 
 __all__ = [
     "ACTIVE",
@@ -36,11 +37,14 @@ __all__ = [
     "STATUSES",
     "WITH_RESULTS",
     "EstimateInputs",
+    "ImmediateWriter",
     "JobRequest",
+    "JobRunLog",
     "JobSpec",
     "JobStatus",
     "JobStore",
     "PublicJob",
+    "RunLogWriter",
     "check_bundle_options",
     "check_estimate_job",
     "check_job",
@@ -48,6 +52,7 @@ __all__ = [
     "delete_jobs",
     "endpoint_for",
     "first_run",
+    "job_run",
     "move",
     "new_job_status",
     "public_job",

@@ -27,6 +27,7 @@ from ...analysis import (
 from ...pipeline import Run
 from ..storage import FileStore, job_subject, predictions_sha256
 from ._jobs import JobStore
+from ._runlog import JobRunLog
 
 ESTIMATE_KINDS = ("agreement", "compare")
 
@@ -68,11 +69,11 @@ def read_estimate_inputs(jobs: JobStore, store: FileStore, project_id: str, kind
     runs, digests = [], []
     for job_id in run_ids:
         row = jobs.row(project_id, job_id)
-        rows = list(jobs.judgments(project_id, job_id))
-        if not rows or not row.summary:
-            raise ServiceError(f"job {job_id} holds no judgments", status=422,
-                               field="inputs.run" if kind == "agreement" else "inputs.runs")
-        runs.append(Run(Path(job_id), dict(row.summary), rows))
+        try:
+            runs.append(JobRunLog(jobs.db, job_id, project_id=project_id).read_run())
+        except InputError as exc:
+            raise ServiceError(str(exc), status=422, field="inputs.run" if kind == "agreement"
+                               else "inputs.runs") from None
         digests.append(predictions_sha256(job_subject(row)))
     found = EstimateInputs(runs, digests, [f"run {job_id}" for job_id in run_ids])
 

@@ -30,7 +30,6 @@ deterministic), so a visit on another machine needs nothing but the database.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 from collections.abc import Callable, Collection
@@ -60,18 +59,9 @@ from ...store import cache_key
 from ..db import Database, JobRow, job_batches, jobs, now
 from ..jobs import BATCH_OPTIONS, JUDGE_OPTIONS, JobStatus, endpoint_for
 from ..ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
-from ._runners import (
-    EvaluateRunner,
-    Inputs,
-    Live,
-    Outcome,
-    Park,
-    RunContext,
-    Toolkit,
-    corrections_summary,
-    nothing_judged,
-    scrub_summary,
-)
+from ._evaluate import EvaluateRunner, judged
+from ._inputs import Inputs
+from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
 ENDED = ("completed", "failed", "expired", "cancelled")
@@ -489,28 +479,16 @@ class BatchRunner:
             collect, config, loaded["schema"], loaded["dialogues"], loaded["predictions"],
             records, rules=loaded["rules"], sources=loaded["sources"],
             on_result=lambda r: calls.append(dict(vars(r))), plan=plan)
-        summary = scrub_summary(result.summary, endpoint_name, inputs)
-        summary["calls"]["ledger"] = {"answered": len(from_ledger), "recorded": recorded}
-        if loaded["corrected"]:
-            summary["corrections"] = corrections_summary(loaded["corrected"])
         manifest = {**build_manifest(plan, loaded["sources"]), "batch": loaded.get("planned")
                     or _planned(job.manifest)}
         run_log = ([(job.id, manifest)],
                    [(job.id, call) for call in calls])
-        summary["batches"] = [{"id": r["batch_id"], "status": r["status"],
-                               "requests": r["requests"]} for r in rows]
-        usage = summary.get("tokens") or {}
-        live.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        live.cost = float(summary.get("cost_usd") or 0.0)
-        live.total = summary["calls"]["planned"]
-        live.done = live.total
-        out_rows = json.loads(inputs.clean(json.dumps(result.rows, ensure_ascii=False)))
         shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
-        if summary.get("turns") and summary.get("scored_turns") == 0:
-            return Outcome(JobStatus.FAILED, 4, nothing_judged(summary), summary, out_rows,
-                           records=run_log)
-        return Outcome(JobStatus.SUCCEEDED, 1 if summary.get("error_turns") else 0, None, summary,
-                       out_rows, records=run_log)
+        return judged(result, endpoint_name, inputs, loaded["corrected"], live,
+                      calls={"ledger": {"answered": len(from_ledger), "recorded": recorded}},
+                      extra={"batches": [{"id": r["batch_id"], "status": r["status"],
+                                          "requests": r["requests"]} for r in rows]},
+                      records=run_log)
 
     @staticmethod
     def _record_paid(origin: str, plan: Any, keys: dict[str, str], bodies: dict[Any, bytes],

@@ -6,7 +6,6 @@ files and judge runs of the project, mixed; the result is the JSON ``--json`` wr
 from __future__ import annotations
 
 import gc
-from pathlib import Path
 from typing import Any
 
 from ..._errors import InputError
@@ -15,17 +14,9 @@ from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions,
 from ...metrics import MetricOptions
 from ...pipeline import Run
 from ..db import JobRow
-from ..jobs import JobStatus, first_run, run_input_files
-from ._runners import (
-    Inputs,
-    Outcome,
-    ThreadedRunner,
-    _ids,
-    _json,
-    _stem,
-    corrections_summary,
-    read_correction_files,
-)
+from ..jobs import JobStatus, first_run, job_run, run_input_files
+from ._inputs import Inputs, as_json, corrections_summary, ids_of, read_correction_files, stem
+from ._runners import Outcome, ThreadedRunner
 
 READING = "dialogues whole, one system at a time"
 
@@ -36,16 +27,16 @@ class LeaderboardRunner(ThreadedRunner):
 
     def _run(self, job: JobRow, inputs: Inputs) -> Outcome:
         options = dict(job.options)
-        systems_ids = _ids(job.inputs["systems"])
+        systems_ids = ids_of(job.inputs["systems"])
         inputs.prefetch([job.inputs["schema"], job.inputs["dialogues"],
                          *(i for i in systems_ids if not i.startswith("job_")),
-                         *_ids(job.inputs.get("corrections"))])
+                         *ids_of(job.inputs.get("corrections"))])
         schema = load_schema(inputs.path(str(job.inputs["schema"]))[0])
         dialogues = load_dialogues(inputs.path(str(job.inputs["dialogues"]))[0], schema=schema)
         wanted = [dialogues.resolve_version(v) for v in
                   (options.get("gold") or [dialogues.resolve_version(None)])]
         corrected: list[CorrectedGold] = []
-        located = read_correction_files(inputs, _ids(job.inputs.get("corrections")))
+        located = read_correction_files(inputs, ids_of(job.inputs.get("corrections")))
         versions = list(wanted)
         if located:
             dialogues, corrected = apply_each(dialogues, located, schema=schema)
@@ -69,7 +60,7 @@ class LeaderboardRunner(ThreadedRunner):
                                    options=metric_options, name=name, predictions=predictions)
             else:
                 path, row = inputs.path(ref)
-                label = name or (row.get("info") or {}).get("system_name") or _stem(row["name"])
+                label = name or (row.get("info") or {}).get("system_name") or stem(row["name"])
                 predictions = load_predictions(path, dialogues, schema, name=label)
                 system = score_predictions(dialogues, predictions, schema, versions=versions,
                                            options=metric_options, name=label)
@@ -91,14 +82,11 @@ class LeaderboardRunner(ThreadedRunner):
         summary: dict[str, Any] = board.to_json()
         if corrected:
             summary["corrections"] = corrections_summary(corrected)
-        return Outcome(JobStatus.SUCCEEDED, 0, summary=_json(summary, inputs))
+        return Outcome(JobStatus.SUCCEEDED, 0, summary=as_json(summary, inputs))
 
     def _run_of(self, project_id: str, job_id: str) -> tuple[Run, str]:
         """A judge run of the project (its rows from the database) and its predictions file."""
-        row = self.jobs.row(project_id, job_id)
-        rows = list(self.jobs.judgments(project_id, job_id))
-        if not rows or not row.summary:
-            raise InputError(f"job {job_id} holds no judgments")
+        run = job_run(self.db, project_id, job_id)
         with self.db.read() as conn:
             source = first_run(conn, project_id, job_id)
             if source is None:
@@ -106,4 +94,4 @@ class LeaderboardRunner(ThreadedRunner):
             files = run_input_files(conn, project_id, source)
         if "predictions" not in files:
             raise InputError(f"job {job_id}: its predictions file is not in this project")
-        return Run(Path(job_id), dict(row.summary), rows), files["predictions"]
+        return run, files["predictions"]

@@ -204,7 +204,7 @@ def test_no_response_bundle_page_or_log_line_names_a_server_path_or_a_secret(tmp
 def test_the_names_of_server_paths_never_replace_the_root_folder(tmp_path):
     """A data directory of ``/`` (or an installation there) must not turn every ``/`` of a
     result into a name."""
-    from judge.service.queue._runners import server_paths
+    from judge.service.queue._inputs import server_paths
 
     assert "/" not in dict(server_paths(Path("/")))
     named = dict(server_paths(tmp_path))

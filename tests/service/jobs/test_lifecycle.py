@@ -50,7 +50,7 @@ NOT_JOB_STATES = {
     ("service/http/_metrics.py", "running"): (1, "the attribute of a worker thread"),
     ("service/queue/_batchjob.py", "failed"): (7, "a batch's count of failed requests"),
     ("service/queue/_batchjob.py", "cancelled"): (1, "a Batch API batch's state"),
-    ("service/queue/_runners.py", "failed"): (1, "a run's count of failed calls"),
+    ("service/queue/_evaluate.py", "failed"): (1, "a run's count of failed calls"),
     ("store/_ledger.py", "failed"): (2, "the ledger's count of failed requests"),
 }
 """The same words meaning something else than a job's state (counted: one more is a job

@@ -96,7 +96,8 @@ def test_replies_of_an_old_cache_directory_move_into_the_database_once(tmp_path:
     from types import SimpleNamespace
 
     from judge.service.ledger._ledger import SHARED_SCOPE
-    from judge.service.queue._runners import EvaluateRunner, Toolkit
+    from judge.service.queue._evaluate import EvaluateRunner
+    from judge.service.queue._runners import Toolkit
     from judge.store import SQLiteLedger
     from tests.service.conftest import service_settings
 

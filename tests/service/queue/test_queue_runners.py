@@ -1,11 +1,11 @@
 """The job runners of the queue, called in-process: the batch runner's helpers and its outcome
-for each failure, the evaluate runner's inputs, configuration and run directory, and the figures
-a running job shows (judge/service/queue/_batchjob.py and _runners.py)."""
+for each failure, the evaluate runner's inputs, configuration and run log, and the figures
+a running job shows (judge/service/queue/_batchjob.py, _evaluate.py, _inputs.py, _analysis.py
+and _runners.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
@@ -22,7 +22,10 @@ from judge.service import build_settings, ensure_project
 from judge.service import create_token as project_token
 from judge.service.auth._auth import TokenBook
 from judge.service.db._db import DatabaseUnavailable, job_batches
+from judge.service.queue import _analysis as an
 from judge.service.queue import _batchjob as bj
+from judge.service.queue import _evaluate as ev
+from judge.service.queue import _inputs as ri
 from judge.service.queue import _runners as rn
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, get_json
@@ -372,7 +375,7 @@ def test_batch_rows_of_one_file_are_ordered_by_creation(db):
         assert conn.execute(job_batches.select()).first() is not None
 
 
-# --- _runners: small pieces --------------------------------------------------------------------
+# --- _runners and _inputs: small pieces --------------------------------------------------
 
 
 def test_the_eta_follows_the_pace_since_the_job_started():
@@ -397,26 +400,26 @@ def test_an_eta_is_rounded_to_a_tenth_of_a_second():
     ("sys.jsonl.gz", "sys"), ("sys.json", "sys"), ("sys.jsonl", "sys"), ("sys.txt", "sys.txt"),
     ("a.json.gz", "a")])
 def test_a_file_name_stem_drops_the_data_suffixes(name, stem):
-    assert rn._stem(name) == stem
+    assert ri.stem(name) == stem
 
 
 def test_a_subset_keeps_the_named_dialogues_then_the_first_ones():
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl")
     ids = [d.dialogue_id for d in dialogues.dialogues]
     assert len(ids) >= 3
-    assert rn._subset(dialogues, {}) is dialogues
-    assert [d.dialogue_id for d in rn._subset(dialogues, {"limit": 2}).dialogues] == ids[:2]
-    assert rn._subset(dialogues, {"limit": 0}).dialogues == []
-    picked = rn._subset(dialogues, {"dialogue_ids": [ids[2], ids[0]]})
+    assert ri.subset(dialogues, {}) is dialogues
+    assert [d.dialogue_id for d in ri.subset(dialogues, {"limit": 2}).dialogues] == ids[:2]
+    assert ri.subset(dialogues, {"limit": 0}).dialogues == []
+    picked = ri.subset(dialogues, {"dialogue_ids": [ids[2], ids[0]]})
     assert [d.dialogue_id for d in picked.dialogues] == [ids[2], ids[0]]
-    both = rn._subset(dialogues, {"dialogue_ids": [ids[2], ids[0]], "limit": 1})
+    both = ri.subset(dialogues, {"dialogue_ids": [ids[2], ids[0]], "limit": 1})
     assert [d.dialogue_id for d in both.dialogues] == [ids[2]]
     with pytest.raises(DSTJudgeError, match=r"options\.dialogue_ids"):
-        rn._subset(dialogues, {"dialogue_ids": ["no-such-dialogue"]})
+        ri.subset(dialogues, {"dialogue_ids": ["no-such-dialogue"]})
 
 
-def _inputs(names: dict[str, str]) -> rn.Inputs:
-    inputs = rn.Inputs(None, THE_STORE, "p")  # type: ignore[arg-type]
+def _inputs(names: dict[str, str]) -> ri.Inputs:
+    inputs = ri.Inputs(None, THE_STORE, "p")  # type: ignore[arg-type]
     inputs.names.update(names)
     return inputs
 
@@ -427,24 +430,24 @@ def test_a_summary_keeps_no_server_path_nor_endpoint_detail():
                "options": {"model": "m", "base_url": "http://x", "cache_dir": "/c",
                            "prices": "/p.json", "api_key_set": True, "organization": "o",
                            "project": "pr", "http_backend": "httpx", "endpoint": "old"}}
-    clean = rn.scrub_summary(summary, "fake", inputs)
+    clean = ri.scrub_summary(summary, "fake", inputs)
     assert clean == {"source": "preds.jsonl", "note": "Café ☕",
                      "options": {"model": "m", "endpoint": "fake"}}
-    kept = rn.scrub_summary(summary, None, inputs)
+    kept = ri.scrub_summary(summary, None, inputs)
     assert kept["options"] == {"model": "m", "endpoint": "old"}
-    assert rn.scrub_summary({"options": None}, "fake", inputs) == {"options": None}
+    assert ri.scrub_summary({"options": None}, "fake", inputs) == {"options": None}
     assert summary["options"]["base_url"] == "http://x"  # the original is left alone
 
 
 def test_analysis_results_are_json_with_upload_names():
     inputs = _inputs({"/srv/f/1": "labels.jsonl", "/srv/f/2": "ölabels.jsonl"})
     data = {"path": Path("/srv/f/1"), "other": "/srv/f/2 and é", "n": 1}
-    assert rn._json(data, inputs) == {"path": "labels.jsonl", "other": "ölabels.jsonl and é",
+    assert ri.as_json(data, inputs) == {"path": "labels.jsonl", "other": "ölabels.jsonl and é",
                                       "n": 1}
     assert inputs.clean("x /srv/f/1 y /srv/f/1") == "x labels.jsonl y labels.jsonl"
 
 
-# --- _runners: EvaluateRunner -------------------------------------------------------------------
+# --- _evaluate: EvaluateRunner -------------------------------------------------------------------
 
 
 class _FakeInputs:
@@ -461,9 +464,9 @@ class _FakeInputs:
         return self.rows[file_id]
 
 
-def _evaluator(tmp_path: Path | None = None) -> rn.EvaluateRunner:
-    runner = object.__new__(rn.EvaluateRunner)
-    runner.parsed = rn.ParsedFiles()
+def _evaluator(tmp_path: Path | None = None) -> ev.EvaluateRunner:
+    runner = object.__new__(ev.EvaluateRunner)
+    runner.parsed = ri.ParsedFiles()
     runner._configs = {}
     runner._configs_lock = threading.Lock()
     if tmp_path is not None:
@@ -496,7 +499,7 @@ def test_the_system_is_named_by_its_info_else_by_its_file_name():
 
 
 def test_parsed_files_are_shared_by_path():
-    parsed = rn.ParsedFiles(size=2)
+    parsed = ri.ParsedFiles(size=2)
     assert parsed.schema(EXAMPLES / "schema.json") is parsed.schema(EXAMPLES / "schema.json")
     assert parsed.dialogues(EXAMPLES / "dialogues.jsonl") is parsed.dialogues(
         EXAMPLES / "dialogues.jsonl")
@@ -521,44 +524,12 @@ def _line(custom_id: str, **values: Any) -> dict[str, Any]:
             "prompt_hash": "p", **values}
 
 
-def test_the_run_directory_is_rebuilt_from_the_database_and_the_local_log(tmp_path):
+def test_a_job_runs_without_a_run_directory(tmp_path):
+    """The run log of a job is the database's: starting its run writes no folder (the
+    folder round trip is gone), and the calls the database holds are what it resumes from."""
     runner = _evaluator(tmp_path)
-    recorded: list[tuple[str, list[dict[str, Any]]]] = []
-    runner.queue = SimpleNamespace(  # type: ignore[assignment]
-        record_calls=lambda job_id, calls: recorded.append((job_id, calls)))
-    job = SimpleNamespace(id="job_1")
-    folder = tmp_path / "runs" / "job_1"
-    assert runner.run_dir("job_1") == folder
-
-    assert runner.prepare_run_dir(job, [_line("c1")], None) is False
-    assert folder.is_dir() and not (folder / "manifest.json").exists()
-
-    (folder / "calls.jsonl").write_text(
-        json.dumps(_line("c1", verdict="local")) + "\n" + json.dumps(_line("c2", note="é"))
-        + "\n", encoding="utf-8")
-    manifest = {"kind": "run", "note": "naïve"}
-    assert runner.prepare_run_dir(job, [_line("c1", verdict="db"), _line("c3")],
-                                  manifest) is True
-    assert recorded == [("job_1", [_line("c2", note="é")])]  # the database lacked it
-    written = (folder / "manifest.json").read_text(encoding="utf-8")
-    assert json.loads(written) == manifest and "naïve" in written and written.endswith("}\n")
-    logged = (folder / "calls.jsonl").read_text(encoding="utf-8")
-    assert "é" in logged and logged.endswith("\n")
-    assert [json.loads(x) for x in logged.splitlines()] == [
-        _line("c1", verdict="db"), _line("c2", note="é"), _line("c3")]
-    assert not (folder / "calls.part").exists()
-
-
-def test_a_local_log_without_a_manifest_is_not_recorded(tmp_path):
-    runner = _evaluator(tmp_path)
-    recorded: list[Any] = []
-    runner.queue = SimpleNamespace(  # type: ignore[assignment]
-        record_calls=lambda job_id, calls: recorded.append(calls))
-    folder = tmp_path / "runs" / "job_2"
-    folder.mkdir(parents=True)
-    (folder / "calls.jsonl").write_text(json.dumps(_line("c9")) + "\n", encoding="utf-8")
-    assert runner.prepare_run_dir(SimpleNamespace(id="job_2"), [], None) is False
-    assert recorded == []
+    assert not hasattr(runner, "prepare_run_dir")
+    assert runner.run_dir("job_1") == tmp_path / "runs" / "job_1"  # a batch job's files only
 
 
 def test_the_budget_is_the_jobs_without_a_token():
@@ -572,7 +543,7 @@ def test_the_ledger_is_shared_across_projects_only_when_the_operator_says_so():
     runner.settings = SimpleNamespace(share_cache_across_projects=False)  # type: ignore
     assert runner.ledger_scope("proj_1") == "proj_1"
     runner.settings = SimpleNamespace(share_cache_across_projects=True)  # type: ignore
-    assert runner.ledger_scope("proj_1") == rn.SHARED_SCOPE
+    assert runner.ledger_scope("proj_1") == ev.SHARED_SCOPE
 
 
 class _Jobs:
@@ -586,7 +557,7 @@ class _Jobs:
 
 
 def _evaluate_runner(jobs: Any, failure: Exception | None = None
-                     ) -> tuple[rn.EvaluateRunner, list[Any]]:
+                     ) -> tuple[ev.EvaluateRunner, list[Any]]:
     runner = _evaluator()
     runner.db, runner.store = "the-db", THE_STORE  # type: ignore[assignment]
     runner.jobs = jobs
@@ -750,7 +721,7 @@ def test_input_files_are_read_from_the_jobs_project_only(db, tmp_path):
                                                name=name, sha256=sha, size=1, info={},
                                                created_at=1.0))
     store = SimpleNamespace(local_path=lambda sha: tmp_path / sha[:2] / sha, root=tmp_path)
-    inputs = rn.Inputs(db, store, lab)  # type: ignore[arg-type]
+    inputs = ri.Inputs(db, store, lab)  # type: ignore[arg-type]
     inputs.prefetch(["f1", None, "f3"])
     assert set(inputs._rows) == {"f1"}
     path, row = inputs.path("f1")
@@ -778,7 +749,7 @@ def test_a_worker_keeps_one_connection_pool_per_endpoint_timeout_and_reply_cap()
         other = load_config({"model": "m", "http_backend": "aiohttp", "timeout": 5,
                              "base_url": "http://127.0.0.1:9/v1"})
         pool = runner.transport(fast)
-        assert isinstance(pool, rn.AiohttpTransport)
+        assert isinstance(pool, ev.AiohttpTransport)
         assert runner.transport(load_config({"model": "n", "http_backend": "aiohttp",
                                              "timeout": 5})) is pool
         assert runner.transport(slow) is not pool
@@ -792,25 +763,33 @@ def test_a_worker_keeps_one_connection_pool_per_endpoint_timeout_and_reply_cap()
     _run(scenario())
 
 
-# --- _runners: AnalysisRunner ---------------------------------------------------------------------
+# --- _kinds and _analysis: one runner per kind -----------------------------------------------
 
 
-def test_an_analysis_job_of_an_unknown_kind_or_without_judgments_fails():
-    """A kind no runner knows is the server's error (500); a run with no judgments is an input
-    error naming the job, and ends the job as failed (exit 2)."""
-    runner = object.__new__(rn.AnalysisRunner)
-    runner.db, runner.store = None, THE_STORE  # type: ignore[assignment]
-    empty = SimpleNamespace(summary={"turns": 1})
-    runner.jobs = SimpleNamespace(row=lambda project, job_id: empty,  # type: ignore
-                                  judgments=lambda project, job_id: iter(()))
-    with pytest.raises(rn.ServiceError, match="unknown job kind 'dance'") as caught:
-        runner._run(SimpleNamespace(kind="dance", project_id="p"), None)
-    assert caught.value.status == 500
-    audit = SimpleNamespace(id="job_2", kind="audit", project_id="p",
+def test_an_analysis_job_without_judgments_fails_naming_the_run(db):
+    """A run with no judgments is an input error naming the job (read through the job's run
+    log in the database), and ends the job as failed (exit 2)."""
+    project = ensure_project(db, "lab")
+    insert_job(db, "job_src", project, "tok", "failed", summary={"turns": 1})
+    runner = object.__new__(an.AuditRunner)
+    runner.db, runner.store = db, THE_STORE  # type: ignore[assignment]
+    audit = SimpleNamespace(id="job_2", kind="audit", project_id=project,
                             inputs={"run": "job_src"}, options={})
     outcome = _run(runner.run(audit, None))
     assert (outcome.status, outcome.exit_code) == ("failed", 2)
     assert outcome.error == "<input>: job job_src holds no judgments"
+    other = ensure_project(db, "other")
+    elsewhere = SimpleNamespace(**{**vars(audit), "project_id": other})
+    outcome = _run(runner.run(elsewhere, None))
+    assert (outcome.status, outcome.error) == ("failed", "no job 'job_src' in this project")
+
+
+def test_the_analyses_are_dispatched_by_the_table_of_kinds_alone():
+    """One runner per analysis kind (the table picks it): no runner asks a job its kind."""
+    import inspect
+
+    for module in (an, rn):
+        assert "job.kind ==" not in inspect.getsource(module)
 
 
 # --- _batchjob: polling, cancelling and settling against a stubbed Batch API --------------------

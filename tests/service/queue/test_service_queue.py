@@ -14,8 +14,15 @@ from judge.service.auth._auth import Principal
 from judge.service.jobs._jobs import JobStore
 from judge.service.jobs._jobspec import JobSpec
 from judge.service.queue import JobQueue, build_runners, readiness, runner_for
+from judge.service.queue._analysis import (
+    AgreementRunner,
+    AuditRunner,
+    CompareRunner,
+    MetricsRunner,
+)
 from judge.service.queue._batchjob import BatchRunner
-from judge.service.queue._runners import AnalysisRunner, EvaluateRunner, Toolkit
+from judge.service.queue._evaluate import EvaluateRunner
+from judge.service.queue._runners import Toolkit
 from tests.conftest import EXAMPLES
 from tests.service.conftest import queue_database, service_settings
 
@@ -56,8 +63,8 @@ def test_every_job_kind_has_a_runner_with_the_one_interface(tmp_path):
     settings = service_settings(tmp_path / "data", "http://127.0.0.1:9")
     runners, evaluate = build_runners(Toolkit(None, settings, None, None, None, "w"))
     kinds = {"evaluate": EvaluateRunner, "retry-errors": EvaluateRunner,
-             "metrics": AnalysisRunner, "agreement": AnalysisRunner,
-             "compare": AnalysisRunner, "audit": AnalysisRunner}
+             "metrics": MetricsRunner, "agreement": AgreementRunner,
+             "compare": CompareRunner, "audit": AuditRunner}
     for kind, expected in kinds.items():
         assert isinstance(runner_for(runners, SimpleNamespace(kind=kind, mode="live")),
                           expected)
