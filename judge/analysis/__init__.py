@@ -4,18 +4,15 @@ the audit page and ranked label-error candidates.
 What the CLI and the web print of these (table headers, row formatters, the leaderboard's
 text formats) is in :mod:`judge.analysis.tables`, outside this face."""
 
-from ._agreement import (
-    agreement_report,
-    judgment_rows_source,
-)
+from ._agreement import agreement_report
 from ._alttest import alt_test, benjamini_yekutieli
 from ._audit import (
     AuditItem,
     audit_items,
-    import_decisions,
     render_audit,
     write_audit,
 )
+from ._audit_decisions import import_decisions
 from ._audit_inputs import (
     AuditSource,
     load_audit_inputs,
@@ -80,25 +77,29 @@ from ._labels import (
     write_labels,
 )
 from ._leaderboard import (
-    Layout,
     Leaderboard,
-    SeenValues,
-    SystemTurns,
     build_leaderboard,
-    load_seen,
-    score_predictions,
-    score_run,
-    stream_predictions,
 )
 from ._leaderboard_labels import labelled_tsa
 from ._leaderboard_out import (
     plot_leaderboard,
     write_turns,
 )
+from ._leaderboard_systems import (
+    Layout,
+    SeenValues,
+    SystemTurns,
+    load_seen,
+    score_predictions,
+    score_run,
+    stream_predictions,
+)
 from ._planning import labels_needed, plan_labels
+from ._ratings import judgment_rows_source
 from ._reports import AgreementReport, SampleEstimates
 from ._review import error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
+from ._sample_check import check_sample
 from ._sampling import (
     ALLOCATIONS,
     DESIGNS,
@@ -107,7 +108,6 @@ from ._sampling import (
     SampledTurn,
     Strata,
     allocate,
-    check_sample,
     design_strata,
     draw_sample,
     load_sample,

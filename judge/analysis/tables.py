@@ -5,14 +5,14 @@ Not part of the Python face (``judge.analysis.__all__``): a caller of the librar
 reports themselves; the layout here follows what the CLI and the web show and may change
 with them."""
 
-from ._agreement import (
+from ._agreement import REEVALUATION_NOTE
+from ._agreement_tables import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
     ESTIMATE_HEADER,
     LABELS_ONLY_NOTE,
     POPULATION_HEADER,
     REEVALUATION_HEADER,
-    REEVALUATION_NOTE,
     REVIEWER_HEADER,
     format_agreement,
     format_coefficients,
