@@ -20,8 +20,9 @@ import httpx
 import pytest
 import respx
 
-from judge import BudgetReached, load_config
+from judge import load_config
 from judge._errors import InputError, OptionError, RunConflict
+from judge.errors import BudgetReached
 from judge.pipeline import CallResult, RunStore, evaluate
 
 from ..conftest import mount_cassette

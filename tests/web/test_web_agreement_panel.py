@@ -69,7 +69,7 @@ def test_quick_stats() -> None:
 
 def test_compute_tables_of_the_agreement_report() -> None:
     """The library's agreement report as tables: captions, headers, human turns."""
-    from judge import analysis
+    from judge.analysis import tables as display
 
     index = index_of()
     started = __import__("time").perf_counter()
@@ -79,13 +79,13 @@ def test_compute_tables_of_the_agreement_report() -> None:
     assert done.seconds >= 0 and abs(done.at - __import__("time").time()) < 60
     captions = [t.caption for t in done.tables]
     assert captions[:2] == ["Agreement (judge, RULE, humans)", "Chance-corrected"]
-    assert done.tables[0].header == tuple(analysis.AGREEMENT_HEADER[:4])
-    assert done.tables[1].header == tuple(analysis.COEFFICIENT_HEADER)
+    assert done.tables[0].header == tuple(display.AGREEMENT_HEADER[:4])
+    assert done.tables[1].header == tuple(display.COEFFICIENT_HEADER)
     assert all(len(r) == 4 for r in done.tables[0].rows) and done.tables[0].rows
     assert done.tables[1].rows
     if "Reviewers as a group" in captions:
         table = done.tables[captions.index("Reviewers as a group")]
-        assert table.header == tuple(analysis.REVIEWER_HEADER)
+        assert table.header == tuple(display.REVIEWER_HEADER)
 
 
 class _Labels:
@@ -289,6 +289,7 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     prints it) of the run's verdicts, RULE verdicts and labels, with the population estimates
     of the reviewed sample; a sample none of whose turns is labelled is left out."""
     from judge import analysis
+    from judge.analysis import tables as display
     from judge.web._labelfile import human_labels, label_records
     from judge.web._queues import draw
 
@@ -312,22 +313,22 @@ def test_compute_matches_the_library_report_with_a_sample() -> None:
     assert [t.caption for t in done.tables] == [
         "Agreement (judge, RULE, humans)", "Chance-corrected", "Reviewers as a group",
         _agreement.alt_test_caption(report["alt_test"]),
-        "Population agreement from the " + analysis.sample_words(report["population"]),
+        "Population agreement from the " + display.sample_words(report["population"]),
         "Estimates of TSA: the judge's own figure, labels alone and prediction-powered "
         "(95 % t intervals)"]
-    assert done.tables[0].rows == [tuple(r[:4]) for r in analysis.format_agreement(report)]
-    assert done.tables[1].rows == [tuple(r) for r in analysis.format_coefficients(report)]
-    assert done.tables[2].header == tuple(analysis.REVIEWER_HEADER)
-    assert done.tables[2].rows == [tuple(r) for r in analysis.format_reviewers(report)]
+    assert done.tables[0].rows == [tuple(r[:4]) for r in display.format_agreement(report)]
+    assert done.tables[1].rows == [tuple(r) for r in display.format_coefficients(report)]
+    assert done.tables[2].header == tuple(display.REVIEWER_HEADER)
+    assert done.tables[2].rows == [tuple(r) for r in display.format_reviewers(report)]
     # two reviewers on 8 shared turns: the alternative-annotator test says it needs more
-    assert done.tables[3].header == tuple(analysis.ALT_TEST_HEADER)
+    assert done.tables[3].header == tuple(display.ALT_TEST_HEADER)
     assert "not enough overlap" in done.tables[3].caption
     assert "at least 30 labelled turns" in done.tables[3].caption
-    assert done.tables[4].header == tuple(analysis.POPULATION_HEADER[:4])
-    assert done.tables[4].rows == [tuple(r[:4]) for r in analysis.format_population(report)]
-    assert done.tables[5].header == tuple(analysis.ESTIMATE_HEADER)
+    assert done.tables[4].header == tuple(display.POPULATION_HEADER[:4])
+    assert done.tables[4].rows == [tuple(r[:4]) for r in display.format_population(report)]
+    assert done.tables[5].header == tuple(display.ESTIMATE_HEADER)
     assert done.tables[5].rows == [tuple(r) for r in
-                                   analysis.format_estimates(report.get("population"))]
+                                   display.format_estimates(report.get("population"))]
     assert done.human_turns == report["human"]["turns"] > 0
     unlabelled = [_label(1, "ann", "nowhere", 0, "correct")]
     plain = _agreement.compute(index, unlabelled, ("m",), 0.0, sample)
@@ -339,6 +340,7 @@ def test_the_panel_tests_the_judge_against_reviewers_who_share_enough_turns() ->
     agreement with the others, the p-values and the verdict of the alternative-annotator
     test, as the library computes them."""
     from judge import analysis
+    from judge.analysis import tables as display
     from judge.web._labelfile import human_labels, label_records
 
     from .synthetic import synthetic_rows
@@ -360,8 +362,8 @@ def test_the_panel_tests_the_judge_against_reviewers_who_share_enough_turns() ->
     block = report["alt_test"]
     assert block["enough_overlap"] and block["winning_rate"] == 1.0
     done = _agreement.compute(index, labels, ("m",), 0.0, None)
-    table = next(t for t in done.tables if t.header == tuple(analysis.ALT_TEST_HEADER))
-    assert table.rows == [tuple(r) for r in analysis.format_alt_test(block)]
+    table = next(t for t in done.tables if t.header == tuple(display.ALT_TEST_HEADER))
+    assert table.rows == [tuple(r) for r in display.format_alt_test(block)]
     assert [r[0] for r in table.rows] == ["ann", "bob", "cy"]
     assert "ω = 1.00" in table.caption and "may stand in" in table.caption
 
