@@ -68,7 +68,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "service-labels": (["judge/service/storage/_labels.py"],
                        ["tests/service/storage/test_label_subjects.py",
                         "tests/service/http/test_route_isolation.py"]),
-    "service-files": (["judge/service/storage/_files.py"],
+    "service-files": (["judge/service/storage/_files.py", "judge/service/storage/_unpack.py"],
                       ["tests/service/storage/test_service_files.py",
                        "tests/service/http/test_route_isolation.py"]),
     "service-jobspec": (["judge/service/jobs/_jobspec.py"],
@@ -97,7 +97,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
 }
 """The ledger-facing part of ``judge/model`` is the client (it claims, awaits and records
 paid requests through the ledger); the transports, prices and tokenizers are not."""
-GROUPS["model-client"] = (["judge/model/_client.py"],
+GROUPS["model-client"] = (["judge/model/_client.py", "judge/model/_http_status.py"],
                           ["tests/pipeline/test_ledger_calls.py", "tests/model",
                            "tests/hostile", "tests/test_security.py",
                            "--ignore=tests/model/local/test_live.py"])

@@ -3,33 +3,31 @@ the audit page and ranked label-error candidates."""
 
 from .._glossary import CORRECTIONS, JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
 from ..data import NotInStep  # the leaderboard's fallback signal, read in judge.data
-from ._agreement import (
+from ._agreement import REEVALUATION_NOTE, agreement_report
+from ._agreement_tables import (
     AGREEMENT_HEADER,
     COEFFICIENT_HEADER,
     ESTIMATE_HEADER,
     LABELS_ONLY_NOTE,
     POPULATION_HEADER,
     REEVALUATION_HEADER,
-    REEVALUATION_NOTE,
     REVIEWER_HEADER,
-    agreement_report,
     format_agreement,
     format_coefficients,
     format_estimates,
     format_population,
     format_reevaluation,
     format_reviewers,
-    judgment_rows_source,
     sample_words,
 )
 from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt_test
 from ._audit import (
     AuditItem,
     audit_items,
-    import_decisions,
     render_audit,
     write_audit,
 )
+from ._audit_decisions import import_decisions
 from ._audit_inputs import (
     AuditSource,
     load_audit_inputs,
@@ -100,16 +98,8 @@ from ._labels import (
 from ._leaderboard import (
     EXACT_METRICS,
     JUDGE_METRICS,
-    Layout,
     Leaderboard,
-    SeenValues,
-    SystemTurns,
     build_leaderboard,
-    load_seen,
-    run_predictions_path,
-    score_predictions,
-    score_run,
-    stream_predictions,
 )
 from ._leaderboard_labels import labelled_tsa
 from ._leaderboard_out import (
@@ -122,9 +112,21 @@ from ._leaderboard_out import (
     plot_leaderboard,
     write_turns,
 )
+from ._leaderboard_systems import (
+    Layout,
+    SeenValues,
+    SystemTurns,
+    load_seen,
+    run_predictions_path,
+    score_predictions,
+    score_run,
+    stream_predictions,
+)
 from ._planning import labels_needed, plan_labels
+from ._ratings import judgment_rows_source
 from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
+from ._sample_check import check_sample
 from ._sampling import (
     ALLOCATIONS,
     DESIGNS,
@@ -133,7 +135,6 @@ from ._sampling import (
     SampledTurn,
     Strata,
     allocate,
-    check_sample,
     design_strata,
     draw_sample,
     load_sample,

@@ -9,21 +9,20 @@ are not independent draws (METHOD.md §6). With a stratified sample (``labels sa
 human labels also give *population* estimates: each labelled turn stands for ``N_h / n_h``
 turns of its stratum. A statistic that is undefined on the data (say kappa when both raters
 give every turn the same label) is ``None``, never NaN.
+
+The raters are read from the rows in ``_ratings``, statistics from counts and the bootstrap
+in ``_pair_counts``; the report's table rows are built in ``_agreement_tables``.
 """
 
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._errors import DataMismatchError, OptionError
-from .._io import iter_jsonl_lines
+from .._errors import OptionError
 from ._alttest import EPSILON, alt_test
 from ._design import Tuning
 from ._estimates import sample_estimates
@@ -32,13 +31,20 @@ from ._labels import (
     HumanLabel,
     HumanLabels,
     Resolution,
-    SlotKey,
     TurnKey,
     labels_tie,
     load_labels,
-    row_key,
 )
-from ._sampling import Sample, check_sample
+from ._pair_counts import (
+    LABEL_NAMES,
+    PAIR_STATISTICS,
+    Bootstrap,
+    _optional,
+    statistics_from_counts,
+)
+from ._ratings import Ratings, RowsSource, read_ratings
+from ._sample_check import check_sample
+from ._sampling import Sample
 from ._statistics import (
     COEFFICIENTS,
     cluster_bootstrap,
@@ -46,8 +52,6 @@ from ._statistics import (
     group_statistics,
     group_vectors,
     krippendorff_alpha,
-    pair_statistics,
-    percentile_interval,
     resample_dialogues,
     stratified_bootstrap,
     unit_counts,
@@ -57,13 +61,6 @@ __all__ = [  # the labels live in ._labels; these names stay importable from her
     "UNNAMED", "HumanLabel", "HumanLabels", "TurnKey", "agreement_report", "load_labels",
     "resample_dialogues", "statistics_from_counts",
 ]
-
-LABEL_NAMES: tuple[str, str] = ("incorrect", "correct")
-"""Label order of every confusion matrix: index 0 = incorrect, 1 = correct."""
-
-STATISTICS: tuple[str, ...] = ("accuracy", "kappa", "precision", "recall", "f1")
-PAIR_STATISTICS: tuple[str, ...] = (*STATISTICS, "ac1", "alpha", "pabak")
-"""Everything a rater pair reports; ``accuracy``, ``precision``, ``recall``, ``f1`` in %."""
 
 _MAX_EXAMPLES = 20
 
@@ -82,164 +79,7 @@ REEVALUATION_NOTE = (
 )
 
 
-# --------------------------------------------------------------------------- counting
-
-
-def statistics_from_counts(counts: np.ndarray) -> dict[str, np.ndarray]:
-    """Accuracy, kappa and incorrect-class precision/recall/F1 from confusion counts.
-
-    ``counts[..., :]`` is ``[c00, c01, c10, c11]`` where ``cXY`` counts turns rater a labelled
-    X and rater b labelled Y (0 = incorrect). Vectorised so that thousands of bootstrap
-    replicates cost one pass; counts may be weighted; undefined values come out as NaN.
-    Percentages are ×100.
-    """
-    c = np.asarray(counts, dtype=float)
-    c00, c01, c10 = (c[..., i] for i in range(3))
-    table = pair_statistics(c.reshape(*c.shape[:-1], 2, 2))
-
-    def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-
-    return {
-        "accuracy": 100.0 * table["agreement"],
-        "kappa": table["kappa"],
-        "precision": 100.0 * ratio(c00, c00 + c01),
-        "recall": 100.0 * ratio(c00, c00 + c10),
-        "f1": 100.0 * ratio(2 * c00, 2 * c00 + c01 + c10),
-        "ac1": table["ac1"],
-        "alpha": table["alpha"],
-        "pabak": table["pabak"],
-    }
-
-
 _bootstrap = cluster_bootstrap  # the name older tests use
-
-
-def _rng(seed: int, name: str) -> np.random.Generator:
-    """A generator per comparison, so adding a rater does not change another pair's interval."""
-    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
-
-
-def _optional(value: Any) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if np.isfinite(value) else None
-
-
-@dataclass(frozen=True)
-class Bootstrap:
-    """How intervals are drawn: replicates, seed, confidence level."""
-
-    n_boot: int = 1000
-    seed: int = 0
-    confidence: float = 0.95
-
-    def __post_init__(self) -> None:
-        if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 0:
-            raise OptionError(f"n_boot must be a whole number >= 0 (got {self.n_boot!r})")
-        if not 0.0 < self.confidence < 1.0:
-            raise OptionError(
-                f"confidence must lie strictly between 0 and 1 (got {self.confidence!r})")
-
-    def rng(self, name: str) -> np.random.Generator:
-        return _rng(self.seed, name)
-
-    def interval(self, replicates: np.ndarray) -> list[float] | None:
-        return percentile_interval(replicates, self.confidence)
-
-    def describe(self) -> dict[str, Any]:
-        return {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence,
-                "unit": "dialogue", "method": "percentile"}
-
-
-# --------------------------------------------------------------------------- step 1: raters
-
-
-@dataclass
-class Ratings:
-    """The run's verdicts as raters: the judge, each RULE version, and slot-level judge verdicts
-    (a slot the judge flags incorrect or missed is 0, every other slot of a judged turn 1)."""
-
-    order: list[TurnKey] = field(default_factory=list)
-    judge: dict[TurnKey, int] = field(default_factory=dict)
-    rules: dict[str, dict[TurnKey, int]] = field(default_factory=dict)
-    flagged: dict[TurnKey, set[str]] = field(default_factory=dict)
-
-    def raters(self) -> dict[str, dict[TurnKey, int]]:
-        out: dict[str, dict[TurnKey, int]] = {"judge": self.judge}
-        out.update({f"RULE-{v}": labels for v, labels in self.rules.items()})
-        return out
-
-    def judge_slot(self, key: SlotKey) -> int | None:
-        turn = key[:2]
-        if turn not in self.judge:
-            return None
-        return 0 if key[2] in self.flagged.get(turn, set()) else 1
-
-
-@dataclass(frozen=True)
-class RowsSource:
-    """Where judgment rows came from, so a bad row is named by file, line and field."""
-
-    path: str | None = None
-    lines: Sequence[int] | None = None
-
-    def error(self, message: str, index: int, field: str) -> DataMismatchError:
-        line = self.lines[index] if self.lines is not None and index < len(self.lines) else None
-        return DataMismatchError(message, path=self.path, line=line, field=field)
-
-
-def judgment_rows_source(run_dir: str | Path) -> RowsSource:
-    """The file and line of each row of a run's ``judgments.jsonl`` (rows are its non-blank
-    lines, in order, as :func:`judge.pipeline.load_run` reads them)."""
-    path = Path(run_dir) / "judgments.jsonl"
-    return RowsSource(str(path), [line for line, _ in
-                                  iter_jsonl_lines(path, max_string=None)])
-
-
-def _as_label(value: Any, what: str, row: Mapping[str, Any], index: int, field_name: str,
-              source: RowsSource) -> int | None:
-    """A judgment-row verdict as 0/1; ``None`` (an error row, or no RULE verdict) stays None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return int(value)
-    raise source.error(
-        f"{what} of dialogue {row['dialogue_id']!r} turn {row['turn_index']} must be true, "
-        f"false or null (got {value!r})", index, field_name)
-
-
-def read_ratings(rows: Sequence[Mapping[str, Any]],
-                 source: RowsSource | None = None) -> Ratings:
-    """Step 1: the judge's and every RULE version's label of each turn, in run order."""
-    source = source or RowsSource()
-    ratings = Ratings()
-    seen: dict[TurnKey, int] = {}
-    for index, row in enumerate(rows):
-        key = row_key(row)
-        if key in seen:
-            first = seen[key]
-            where = (f"line {source.lines[first]}" if source.lines is not None
-                     and first < len(source.lines) else f"row {first + 1}")
-            raise source.error(f"the run holds dialogue {row['dialogue_id']!r} turn "
-                               f"{row['turn_index']} twice (first at {where})", index,
-                               "dialogue_id")
-        ratings.order.append(key)
-        seen[key] = index
-        verdict = _as_label(row.get("verdict"), "verdict", row, index, "verdict", source)
-        if verdict is not None:
-            ratings.judge[key] = verdict
-            ratings.flagged[key] = {str(s) for s in [*(row.get("incorrect") or []),
-                                                     *(row.get("missed") or [])]}
-        for version, value in (row.get("rule") or {}).items():
-            label = _as_label(value, f"RULE-{version} verdict", row, index,
-                              f"rule.{version}", source)
-            rater = ratings.rules.setdefault(str(version), {})
-            if label is not None:
-                rater[key] = label
-    return ratings
 
 
 # --------------------------------------------------------------------------- step 2: pairs
@@ -637,114 +477,3 @@ def _undecided_turns(resolution: Resolution, seen: set[TurnKey],
     out["adjudicated"] = sum(1 for k, how in resolution.how.items()
                              if how == "adjudicated" and k in seen)
     return out
-
-
-# --------------------------------------------------------------------------- display
-
-
-AGREEMENT_HEADER: tuple[str, ...] = (
-    "pair (a vs reference)", "n", "accuracy % [CI]", "kappa [CI]", "F1 incorrect % [CI]")
-COEFFICIENT_HEADER: tuple[str, ...] = (
-    "pair", "n", "Gwet's AC1 [CI]", "Krippendorff's alpha [CI]", "PABAK [CI]")
-REEVALUATION_HEADER: tuple[str, ...] = (
-    "judge vs", "turns", "agree", "disagree", "no human label",
-    "accuracy after re-evaluation % [CI]")
-REVIEWER_HEADER: tuple[str, ...] = (
-    "reviewers", "turns", "agreement % [CI]", "AC1 [CI]", "alpha [CI]", "PABAK [CI]")
-POPULATION_HEADER: tuple[str, ...] = (
-    "pair (population estimate)", "n", "accuracy % [CI]", "kappa [CI]", "AC1 [CI]",
-    "alpha [CI]", "PABAK [CI]")
-
-
-def _cell(figure: Mapping[str, Any], digits: int) -> str:
-    value, ci = figure["value"], figure["ci"]
-    if value is None:
-        return "n/a"
-    text = f"{value:.{digits}f}"
-    if ci is not None:
-        text += f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-    return text
-
-
-def format_agreement(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """One table row per rater pair, in the order of ``AGREEMENT_HEADER``."""
-    return [(p["name"], str(p["n"]), _cell(p["accuracy"], 1), _cell(p["kappa"], 3),
-             _cell(p["f1"], 1)) for p in report["pairs"]]
-
-
-def format_coefficients(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """One table row per rater pair, in the order of ``COEFFICIENT_HEADER``."""
-    return [(p["name"], str(p["n"]), _cell(p["ac1"], 3), _cell(p["alpha"], 3),
-             _cell(p["pabak"], 3)) for p in report["pairs"]]
-
-
-def format_reviewers(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """The reviewers' group agreement (none with fewer than two reviewers)."""
-    block = ((report.get("human") or {}).get("inter_annotator") or {}).get("group")
-    if not block:
-        return []
-    return [(", ".join(block["reviewers"]), str(block["turns"]), _cell(block["agreement"], 1),
-             _cell(block["ac1"], 3), _cell(block["alpha"], 3), _cell(block["pabak"], 3))]
-
-
-def format_reevaluation(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """One table row per RULE version for the paper's re-evaluation figure (none without
-    human labels), in the order of ``REEVALUATION_HEADER``."""
-    return [(e["rule"], str(e["turns"]), str(e["agreeing"]), str(e["disagreeing"]),
-             str(e["disagreeing_unlabelled"]), _cell(e["accuracy"], 1))
-            for e in report.get("reevaluation") or []]
-
-
-def format_population(report: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """Population estimates from a stratified sample, in the order of ``POPULATION_HEADER``;
-    the first row is the share of correct turns by human judgment."""
-    block = report.get("population")
-    if not block:
-        return []
-    rows: list[tuple[str, ...]] = [("human: correct turns %", str(block["labelled_turns"]),
-             _cell(block["human_correct"], 1), "", "", "", "")]
-    rows += [(p["name"], str(p["n"]), _cell(p["accuracy"], 1), _cell(p["kappa"], 3),
-              _cell(p["ac1"], 3), _cell(p["alpha"], 3), _cell(p["pabak"], 3))
-             for p in block["pairs"]]
-    return rows
-
-
-def sample_words(block: Mapping[str, Any]) -> str:
-    """How a population block's sample was drawn, in words: ``simple random sample``,
-    ``stratified sample (judge-rule design)``; a random sample is not stratified."""
-    design = (((block.get("estimation") or {}).get("design") or {}).get("design")
-              or block.get("design"))
-    if design == "random":
-        return "simple random sample"
-    return f"stratified sample ({design} design)" if design else "sample"
-
-
-LABELS_ONLY_NOTE = (
-    "'human: correct turns %' above is the labels-only TSA of the Estimates table: report "
-    "that table's figure and its t interval (the estimate); the bootstrap interval here only "
-    "puts it beside the agreement rows.")
-
-
-ESTIMATE_HEADER: tuple[str, ...] = (
-    "metric", "estimate", "value % [CI]", "labelled", "turns", "note")
-METRIC_NAMES = {"tsa": "TSA", "jga": "JGA (every turn so far correct)",
-                "success": "dialogue success"}
-
-
-def format_estimates(block: Mapping[str, Any] | None) -> list[tuple[str, ...]]:
-    """The judge, labels-only and PPI estimates of each metric (from ``population`` of an
-    agreement report, or a ``sample_estimates`` result), in the order of ``ESTIMATE_HEADER``."""
-    if not block or not block.get("estimates"):
-        return []
-    rows: list[tuple[str, ...]] = []
-    for metric, figures in block["estimates"].items():
-        for name in ("judge", "labels", "ppi"):
-            figure = figures[name]
-            note = "no interval can cover the judge's bias" if name == "judge" else ""
-            if name == "ppi" and figure.get("lambda") is not None:
-                note = f"λ = {figure['lambda']:.2f} ({figure.get('tuning')})"
-            if name != "judge" and figure.get("note"):
-                note = figure["note"]
-            rows.append((METRIC_NAMES.get(metric, metric), name, _cell(figure, 1),
-                         str(figure["n_labelled"]), str(figure["n_turns"]), note))
-    return rows

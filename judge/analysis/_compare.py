@@ -20,12 +20,14 @@ from ..data import (
 from ..method import agreement
 from ..metrics import MetricOptions, compute_metrics
 from ..pipeline import Run
-from ._agreement import Bootstrap, compare_raters, read_ratings
+from ._agreement import Bootstrap, compare_raters
 from ._design import Tuning
 from ._estimates import sample_estimates
 from ._labels import Resolution, TurnKey, row_key
+from ._ratings import read_ratings
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
-from ._sampling import Sample, sample_strata
+from ._sample_check import sample_strata
+from ._sampling import Sample
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:

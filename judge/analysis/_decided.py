@@ -29,7 +29,7 @@ from ..data import (
     apply_corrections,
     decided_slots,
 )
-from ._audit import _read_export
+from ._audit_decisions import _read_export
 from ._audit_inputs import AuditSource
 from ._candidate_sheet import context
 from ._candidates import Candidate, base_version, candidate_id, drop_decided, find_candidates

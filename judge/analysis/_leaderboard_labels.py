@@ -17,7 +17,8 @@ from ._design import Tuning, check_tuning
 from ._estimates import sample_estimates
 from ._labels import HumanLabels, pair_by_predictions
 from ._runinfo import recorded_predictions_sha256
-from ._sampling import Sample, check_sample
+from ._sample_check import check_sample
+from ._sampling import Sample
 
 LABELLED_METHOD = ("prediction-powered TSA (PPI++, power tuning as given) from human labels of "
                    "the turns of one shared sample, the judge's verdicts on every turn as the "

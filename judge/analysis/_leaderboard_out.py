@@ -16,7 +16,8 @@ import numpy as np
 
 from .._errors import OptionError
 from .._io import open_output, plain_suffix
-from ._leaderboard import METRIC_LABELS, Figure, Layout, Leaderboard, SystemTurns
+from ._leaderboard import METRIC_LABELS, Figure, Leaderboard
+from ._leaderboard_systems import Layout, SystemTurns
 
 
 def metric_label(key: str) -> str:

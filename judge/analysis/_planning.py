@@ -20,7 +20,8 @@ from ._design import (
     z_value,
 )
 from ._labels import TurnKey, row_key
-from ._sampling import Sample, sample_strata
+from ._sample_check import sample_strata
+from ._sampling import Sample
 
 
 def labels_needed(spread: float, width: float, population: int, confidence: float) -> int:

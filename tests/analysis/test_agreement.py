@@ -15,17 +15,19 @@ from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
 
 from judge import DataMismatchError, InputError, OptionError
 from judge.analysis._agreement import (
-    AGREEMENT_HEADER,
-    REEVALUATION_HEADER,
     HumanLabel,
     HumanLabels,
     _bootstrap,
     agreement_report,
-    format_agreement,
-    format_reevaluation,
     load_labels,
     resample_dialogues,
     statistics_from_counts,
+)
+from judge.analysis._agreement_tables import (
+    AGREEMENT_HEADER,
+    REEVALUATION_HEADER,
+    format_agreement,
+    format_reevaluation,
 )
 
 from ..conftest import assert_located, write_jsonl

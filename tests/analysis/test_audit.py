@@ -35,12 +35,12 @@ from judge.analysis._audit import (
     VERSION_DISAGREEMENT,
     audit_items,
     embed_json,
-    import_decisions,
     load_run_dir,
     surface_form,
     write_audit,
     write_labels,
 )
+from judge.analysis._audit_decisions import import_decisions
 
 from ..conftest import (
     EXAMPLES,

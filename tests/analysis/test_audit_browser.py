@@ -20,10 +20,10 @@ import pytest
 from judge.analysis._audit import (
     AuditItem,
     audit_items,
-    import_decisions,
     load_run_dir,
     write_audit,
 )
+from judge.analysis._audit_decisions import import_decisions
 
 from ..browser import PLAYWRIGHT_MISSING, launched
 from .test_audit import both, example_inputs, judge_run, row, write_run

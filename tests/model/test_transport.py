@@ -234,7 +234,7 @@ def test_a_reply_cut_by_the_timeout_after_its_status_line_is_paid_and_not_retrie
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-5", "soon", "1e400", ""])
 def test_server_delays_that_are_not_finite_numbers_are_ignored(value):
-    from judge.model._client import _seconds, parse_reset
+    from judge.model._http_status import _seconds, parse_reset
 
     assert _seconds(value) in (None, 0.0)
     assert parse_reset(value) is None or parse_reset(value) >= 0

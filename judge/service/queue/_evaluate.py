@@ -47,6 +47,7 @@ from ._inputs import (
     stem,
     subset,
 )
+from ._lease import Records
 from ._runners import Journal, Live, Outcome, RunContext, Toolkit
 
 log = logging.getLogger("dst_judge.service")
@@ -325,7 +326,7 @@ _EXAMPLE_PREFIX = re.compile(r"^.*? turn \d+: ")
 def judged(result: EvaluationResult, endpoint: str, inputs: Inputs,
            corrected: list[CorrectedGold], live: Live, *,
            calls: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
-           records: Any = None) -> Outcome:
+           records: Records | None = None) -> Outcome:
     """The one finish step of a judge run, live or batch: its summary cleaned of server paths
     (options keep the endpoint's name), with the corrected gold it used, its ``calls``
     figures and the ``extra`` sections of its mode (a batch job's batches); the job's final

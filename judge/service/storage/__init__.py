@@ -11,11 +11,12 @@ from ._decisions import (
     progress,
     reviewer_agreement,
 )
-from ._files import FileStore, bounded_info, unpack_upload
+from ._files import FileStore, bounded_info
 from ._labels import LabelStore, job_subject, predictions_sha256, subject_key
 from ._reads import JudgmentReads
 from ._samples import ESTIMATE, ReviewSamples, separate_name
 from ._slotcheck import job_warnings
+from ._unpack import unpack_upload
 
 __all__ = [
     "ESTIMATE",

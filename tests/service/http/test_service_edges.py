@@ -18,7 +18,8 @@ from judge.service.auth._auth import ensure_project
 from judge.service.db._db import jobs, judgments
 from judge.service.jobs._jobs import JobStore
 from judge.service.jobs._jobspec import _agreement_options
-from judge.service.storage._files import _gunzip_to, _is_json_lines
+from judge.service.storage._files import _gunzip_to
+from judge.service.storage._unpack import _is_json_lines
 from tests.service import hostile
 from tests.service.conftest import count_rows, insert_job
 

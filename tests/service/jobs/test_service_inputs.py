@@ -23,10 +23,11 @@ from judge.service.db._db import job_calls, judgments
 from judge.service.db._settings import EndpointConfig, UploadCaps
 from judge.service.http._bundles import _copy_member, _insert_rows, _last_calls
 from judge.service.storage import _reads
-from judge.service.storage._files import _CHUNK, unpack_upload, validate_upload
+from judge.service.storage._files import validate_upload
 from judge.service.storage._labels import LabelStore
 from judge.service.storage._reads import JudgmentReads
 from judge.service.storage._slotcheck import job_warnings
+from judge.service.storage._unpack import _CHUNK, unpack_upload
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.service.conftest import insert_job
 
