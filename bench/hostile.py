@@ -42,6 +42,7 @@ sys.path.insert(0, {root!r})
 from bench._common import local_only, peak_rss_mb
 local_only()
 import judge
+import judge.errors
 from judge.model import ModelClient
 config = judge.load_config({{"model": "m", "base_url": {url!r}, "use_cache": False,
                              "max_retries": 0, "http_backend": {backend!r}}})
@@ -51,7 +52,7 @@ async def run():
         await client.complete({{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]}},
                               template_hash="t")
         outcome = "judged"
-    except judge.ModelError as exc:
+    except judge.errors.ModelError as exc:
         outcome = str(exc)[:70]
     finally:
         await client.aclose()

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402 - after the path set-up that makes tests/ importable
-from judge import plan_evaluation  # noqa: E402
+from judge.pipeline import plan_evaluation  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess, replicate_examples  # noqa: E402
 
 IDEAL_TARGET = 0.80

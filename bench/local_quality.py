@@ -42,6 +42,8 @@ sys.path.insert(0, str(ROOT))
 from _common import local_only, peak_rss_mb, write_results  # noqa: E402
 
 import judge  # noqa: E402 - after the path set-up
+import judge.data  # noqa: E402
+import judge.errors  # noqa: E402
 from judge.model import local  # noqa: E402
 
 VARIANTS = ("zero-shot", "few-shot")
@@ -99,7 +101,7 @@ def load_inputs(data: Path, system: str, limit: int) -> tuple[Any, Any, Any] | s
     if missing:
         return (f"no MultiWOZ data at {data}: missing {', '.join(missing)} (the shared data of "
                 "the development workspace, see its README.md); pass --data DIR")
-    ids = judge.read_id_list(folder / SAMPLE_FILE)[:limit]
+    ids = judge.data.read_id_list(folder / SAMPLE_FILE)[:limit]
     schema = judge.load_schema(folder / "schema.json")
     dialogues = judge.load_dialogues(folder / "dialogues.jsonl.gz", schema=schema).subset(
         ids, source=str(folder / SAMPLE_FILE))
@@ -335,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         cache_dir, server))
     except judge.DSTJudgeError as exc:
         print(f"local_quality: {exc}", file=sys.stderr)
-        return int(judge.exit_status_for(exc))
+        return int(judge.errors.exit_status_for(exc))
     empty = [run for run in runs if not run.summary["scored_turns"]]
     if empty:
         examples = "; ".join(empty[0].summary["errors"]["examples"][:1])

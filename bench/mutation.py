@@ -14,6 +14,8 @@ changed line before and after).
     python bench/mutation.py store service-auth   # some groups
     python bench/mutation.py --list
     python bench/mutation.py all --sample 250 --seed 29 --widen   # a draw over everything
+    python bench/mutation.py metrics --keep        # then, after adding tests:
+    python bench/mutation.py metrics --recheck /tmp/dst-judge-mutation-metrics-XXXX
 
 Not part of .ci/run: a full run takes far longer than CI's budget. The base settings are
 ``[tool.mutmut]`` in pyproject.toml; this script adds ``only_mutate`` and the test selection.
@@ -136,6 +138,21 @@ GROUPS["all"] = (["judge/store/*", "judge/service/*", "judge/web/*"],
                   *(f"--deselect={test}" for test in SOURCE_CHECKS)])
 """Everything the mutation goal names, against every test of it; meant for ``--sample``."""
 
+SHARED_DATA_TESTS = [f"tests/metrics/test_streamed.py::{name}" for name in (
+    "test_streamed_metrics_equal_whole_shared", "test_streamed_paper_tables_equal_whole_shared")]
+"""The scoring core's tests over the whole shared corpus (seconds each, and skipped where the
+data is absent): the small fixtures of the same files check the same code."""
+GROUPS["metrics"] = (["judge/metrics/*"],
+                     ["tests/metrics", *(f"--deselect={test}" for test in SHARED_DATA_TESTS)])
+GROUPS["data"] = (["judge/data/*"], ["tests/data"])
+"""The scoring core against its own direct tests only (not through the pipeline or the CLI's
+suites): what these groups count is how well the core is held by tests written for it."""
+
+
+IN_PROCESS = ["-n", "0"]
+"""The project's pytest options run tests in xdist workers (``-n auto``); mutmut learns which
+test reaches which function from calls counted in its own process, so the tests run there: in
+workers every mutant would count as having no tests."""
 
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
           34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
@@ -158,7 +175,7 @@ def _configure(work: Path, mutate: list[str], tests: list[str], test_timeout: fl
     base = tomllib.loads(text).get("tool", {}).get("mutmut", {})
     settings = {**base, "only_mutate": mutate, "pytest_add_cli_args_test_selection": tests,
                 "do_not_mutate": [*base.get("do_not_mutate", []), *NOT_MUTATED],
-                "pytest_add_cli_args": [*base.get("pytest_add_cli_args", []),
+                "pytest_add_cli_args": [*base.get("pytest_add_cli_args", []), *IN_PROCESS,
                                         f"--timeout={test_timeout:g}"]}
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)
     lines = ["[tool.mutmut]"]
@@ -246,6 +263,8 @@ def _where(work: Path, name: str, cache: dict[str, dict[str, str]]) -> dict[str,
     stem = name.rsplit("__mutmut_", 1)[0]
     module, _, mangled = stem.rpartition(".")
     path = module.replace(".", "/") + ".py"
+    if not (work / path).is_file():  # a package's own functions live in its __init__.py
+        path = module.replace(".", "/") + "/__init__.py"
     functions = _functions(work, path, cache)
     original = functions.get(f"{mangled}__mutmut_orig", "").splitlines()
     mutant = functions.get(name.rpartition(".")[2], "").splitlines()
@@ -328,7 +347,7 @@ def widen(work: Path, survivors: list[str], tests: list[str], test_timeout: floa
         env = {**os.environ, "MUTANT_UNDER_TEST": name, "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *IN_PROCESS,
                  "-p", "no:randomly", f"--timeout={test_timeout:g}", "--tb=no", *files,
                  *options], cwd=work / "mutants", env=env, capture_output=True, text=True,
                 timeout=max(60.0, deadline - time.monotonic()))
@@ -347,23 +366,41 @@ def _interval(killed: int, checked: int) -> list[float] | None:
     return [round(float(low), 3), round(float(high), 3)]
 
 
+def _alive(work: Path) -> list[str]:
+    """A kept run's mutants that its tests did not kill (survived, or reached by no test),
+    with the run's copy of the tests replaced by the worktree's current ones: what
+    ``--recheck`` tests again. The code is the same, so a killed mutant stays killed; one the
+    run never got to (out of time) stays unchecked, so both reports count the same mutants."""
+    for tests in (work / "tests", work / "mutants" / "tests"):
+        shutil.rmtree(tests, ignore_errors=True)
+        shutil.copytree(ROOT / "tests", tests,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)  # map the new tests
+    return sorted(name for name, code in _results(work).items()
+                  if STATUS.get(code) in ("survived", "no tests"))
+
+
 def run_group(name: str, *, children: int, test_timeout: float, budget: float,
               keep: bool, sample: int = 0, seed: int = 0,
-              widen_survivors: bool = False) -> dict[str, Any]:
+              widen_survivors: bool = False, recheck: Path | None = None) -> dict[str, Any]:
     mutate, tests = GROUPS[name]
-    work = Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
+    work = recheck or Path(tempfile.mkdtemp(prefix=f"dst-judge-mutation-{name}-"))
+    keep = keep or recheck is not None
     started = time.monotonic()
     try:
-        _copy_project(work)
-        _configure(work, mutate, tests, test_timeout)
         names, population = ([], 0)
+        if recheck is not None:
+            names = _alive(work)
+        else:
+            _copy_project(work)
+            _configure(work, mutate, tests, test_timeout)
         if sample:
             names, population = _sampled(work, sample, seed, children, budget)
         finished, output = _mutmut(work, names, children,
                                    budget - (time.monotonic() - started))
         tail = output[-2000:]
         codes = _results(work)
-        if names:  # the rest were never meant to run
+        if names and recheck is None:  # the rest were never meant to run
             codes = {key: codes.get(key) for key in names}
         counts: dict[str, int] = {}
         for code in codes.values():
@@ -417,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=0,
                         help="test only this many mutants, drawn at random (0: all)")
     parser.add_argument("--seed", type=int, default=28, help="seed of the --sample draw")
+    parser.add_argument("--recheck", type=Path, default=None, metavar="WORKDIR",
+                        help="test again the mutants a kept run (--keep) left alive, against "
+                             "the worktree's current tests, and report the whole group "
+                             "(one group)")
     parser.add_argument("--widen", action="store_true",
                         help="test each survivor again against every test of the files "
                              "mutmut mapped to it (see widen()); reported apart")
@@ -428,11 +469,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [g for g in args.groups if g not in GROUPS]
     if unknown:
         parser.error(f"unknown group(s) {unknown}; see --list")
+    if args.recheck is not None and (len(args.groups) != 1 or args.sample):
+        parser.error("--recheck takes one group (the kept run's) and no --sample")
     report: list[dict[str, Any]] = []
     for name in args.groups or list(GROUPS):
         result = run_group(name, children=args.children, test_timeout=args.test_timeout,
                            budget=args.budget, keep=args.keep, sample=args.sample,
-                           seed=args.seed, widen_survivors=args.widen)
+                           seed=args.seed, widen_survivors=args.widen,
+                           recheck=args.recheck)
         report.append(result)
         interval = (f" 95 % interval {result['behaviour_interval']} of a sample of "
                     f"{result['total']} from {result['population']}") if args.sample else ""

@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 from _common import write_results  # noqa: E402
 
 import judge  # noqa: E402
+import judge.data  # noqa: E402
+import judge.pipeline  # noqa: E402
 from judge.method import PromptSet  # noqa: E402
 from judge.model import ASSUMED_COMPLETION_TOKENS, counter_for, load_prices, usage_cost  # noqa: E402
 
@@ -84,7 +86,7 @@ def _plan(config: judge.JudgeConfig, data: tuple[Any, Any, Any],
     schema, dialogues, predictions = data
     prompts = (PromptSet(schema, config.method, config.prompt_variant, prompts_dir)
                if prompts_dir else None)
-    return judge.plan_evaluation(config, schema, dialogues, predictions, prompts=prompts)
+    return judge.pipeline.plan_evaluation(config, schema, dialogues, predictions, prompts=prompts)
 
 
 Table = dict[str, Any]
@@ -239,7 +241,7 @@ def main() -> int:
         return 0
     schema = judge.load_schema(args.data / "schema.json")
     dialogues = judge.load_dialogues(args.data / "dialogues.jsonl.gz")
-    sample = dialogues.subset(judge.read_id_list(args.data / "sampled_dialogue_ids.txt"))
+    sample = dialogues.subset(judge.data.read_id_list(args.data / "sampled_dialogue_ids.txt"))
     predictions = judge.load_predictions(args.data / "predictions" / "original.jsonl.gz",
                                          sample, schema)
     data = (schema, sample, predictions)

@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from _common import local_only, write_results  # noqa: E402
 
 import judge  # noqa: E402
+import judge.pipeline  # noqa: E402
 from tests.fault_server import FaultConfig, ServerProcess, body_hash  # noqa: E402
 from tests.service.serve_process import ServeProcess, create_token  # noqa: E402
 
@@ -119,7 +120,7 @@ def planned_digests(url: str, predictions: Path, concurrency: int) -> set[str]:
     schema = judge.load_schema(EXAMPLES / "schema.json")
     dialogues = judge.load_dialogues(EXAMPLES / "dialogues.jsonl")
     system = judge.load_predictions(predictions, dialogues, schema)
-    plan = judge.plan_evaluation(config_for(url, concurrency), schema, dialogues, system)
+    plan = judge.pipeline.plan_evaluation(config_for(url, concurrency), schema, dialogues, system)
     return {body_hash(call.body) for call in plan.calls}
 
 

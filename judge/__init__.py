@@ -1,8 +1,12 @@
 """dst-judge: score dialogue state tracking with an LLM judge and exact-match metrics.
 
-The public surface is what ``__all__`` lists here and in each stage's subpackage
-(``judge.data``, ``judge.metrics``, ``judge.method``, ``judge.model``, ``judge.store``,
-``judge.pipeline``, ``judge.analysis``); every module whose name starts with ``_`` is private.
+``import judge`` gives the main jobs, each with its typed result (``__all__``, documented with
+a runnable example each in ``docs/python.md``): load the data, a config and runs; evaluate
+(and the dry run); the exact-match metrics; agreement; the estimate of a metric from a
+labelled sample; the audit; corrections of the gold; the leaderboard; the service's client.
+Everything else is in the stages' faces (``judge.data``, ``judge.metrics``, ``judge.method``,
+``judge.model``, ``judge.store``, ``judge.pipeline``, ``judge.analysis``) and the exceptions in
+``judge.errors``; every module whose name starts with ``_`` is private.
 
 The names are imported when first used (module ``__getattr__``), so that ``import judge`` and
 ``dst-judge --help`` do not load numpy, the stages and their libraries up front.
@@ -15,194 +19,103 @@ from ._version import __version__
 
 if _typing.TYPE_CHECKING:
     from ._config import JudgeConfig, load_config
-    from ._errors import (
-        BudgetReached,
-        CassetteMiss,
-        CorrectionConflicts,
-        DataMismatchError,
-        DSTJudgeError,
-        ExitStatus,
-        FormatError,
-        InputError,
-        ModelError,
-        OptionError,
-        OutputError,
-        ReplyError,
-        RunConflict,
-        RunDirectoryError,
-        RunInterrupted,
-        RunLocked,
-        ServiceError,
-        StoreError,
-        exit_status_for,
-    )
+    from ._errors import DSTJudgeError, InputError
     from .analysis import (
-        HumanLabels,
+        AgreementReport,
+        Layout,
+        Leaderboard,
+        SampleEstimates,
         agreement_report,
-        audit_items,
+        build_leaderboard,
         draw_sample,
         find_candidates,
-        import_decisions,
         load_audit_inputs,
         load_labels,
-        load_sample,
-        method_table,
-        plot_systems,
-        system_table,
+        sample_estimates,
+        score_predictions,
         write_audit,
-        write_candidates,
-        write_labels,
-        write_sample,
     )
     from .client import Client
     from .data import (
-        Dialogue,
-        DialogueSet,
-        DomainSpec,
-        IntegrationIssue,
-        PredDialogue,
-        PredictionSet,
-        PredTurn,
-        Schema,
-        SlotSpec,
-        State,
-        Turn,
+        CorrectedGold,
         apply_corrections,
-        apply_turn_state,
-        check_integration,
-        convert,
-        cumulative_states,
         load_dialogues,
         load_predictions,
         load_schema,
         read_corrections,
-        read_id_list,
-        turn_state,
-        turn_states,
-        validate_file,
     )
     from .metrics import (
-        MatchPolicy,
         MetricOptions,
         MetricsReport,
-        SystemMetrics,
         compute_metrics,
-        normalize_value,
-        paper_tables,
-        parse_policy,
-        score_profile,
     )
     from .pipeline import (
         EvaluationResult,
         Run,
-        collect,
-        collect_systems,
+        corrected_rows,
         dry_run,
         evaluate,
-        evaluate_async,
-        evaluate_systems,
-        evaluate_systems_async,
         load_run,
-        plan_evaluation,
-        write_requests,
     )
 
 _HOMES: dict[str, str] = {
-    "JudgeConfig": "._config",
-    "load_config": "._config",
-    "BudgetReached": "._errors",
-    "CassetteMiss": "._errors",
-    "CorrectionConflicts": "._errors",
-    "DataMismatchError": "._errors",
-    "DSTJudgeError": "._errors",
-    "ExitStatus": "._errors",
-    "FormatError": "._errors",
-    "InputError": "._errors",
-    "ModelError": "._errors",
-    "OptionError": "._errors",
-    "OutputError": "._errors",
-    "ReplyError": "._errors",
-    "RunConflict": "._errors",
-    "RunDirectoryError": "._errors",
-    "RunInterrupted": "._errors",
-    "RunLocked": "._errors",
-    "ServiceError": "._errors",
-    "StoreError": "._errors",
-    "exit_status_for": "._errors",
-    "HumanLabels": ".analysis",
-    "agreement_report": ".analysis",
-    "audit_items": ".analysis",
-    "draw_sample": ".analysis",
-    "find_candidates": ".analysis",
-    "import_decisions": ".analysis",
-    "load_audit_inputs": ".analysis",
-    "load_labels": ".analysis",
-    "load_sample": ".analysis",
-    "method_table": ".analysis",
-    "plot_systems": ".analysis",
-    "system_table": ".analysis",
-    "write_audit": ".analysis",
-    "write_candidates": ".analysis",
-    "write_labels": ".analysis",
-    "write_sample": ".analysis",
-    "Client": ".client",
-    "Dialogue": ".data",
-    "DialogueSet": ".data",
-    "DomainSpec": ".data",
-    "IntegrationIssue": ".data",
-    "PredDialogue": ".data",
-    "PredictionSet": ".data",
-    "PredTurn": ".data",
-    "Schema": ".data",
-    "SlotSpec": ".data",
-    "State": ".data",
-    "Turn": ".data",
-    "apply_corrections": ".data",
-    "apply_turn_state": ".data",
-    "check_integration": ".data",
-    "convert": ".data",
-    "cumulative_states": ".data",
+    # load
+    "load_schema": ".data",
     "load_dialogues": ".data",
     "load_predictions": ".data",
-    "load_schema": ".data",
-    "read_corrections": ".data",
-    "read_id_list": ".data",
-    "turn_state": ".data",
-    "turn_states": ".data",
-    "validate_file": ".data",
-    "MatchPolicy": ".metrics",
-    "MetricOptions": ".metrics",
-    "MetricsReport": ".metrics",
-    "SystemMetrics": ".metrics",
-    "compute_metrics": ".metrics",
-    "normalize_value": ".metrics",
-    "paper_tables": ".metrics",
-    "parse_policy": ".metrics",
-    "score_profile": ".metrics",
+    "load_config": "._config",
+    "load_run": ".pipeline",
+    "load_labels": ".analysis",
+    # evaluate
+    "JudgeConfig": "._config",
+    "evaluate": ".pipeline",
+    "dry_run": ".pipeline",
     "EvaluationResult": ".pipeline",
     "Run": ".pipeline",
-    "collect": ".pipeline",
-    "collect_systems": ".pipeline",
-    "dry_run": ".pipeline",
+    # metrics
+    "MetricOptions": ".metrics",
+    "MetricsReport": ".metrics",
+    "compute_metrics": ".metrics",
+    # agreement
+    "agreement_report": ".analysis",
+    "AgreementReport": ".analysis",
+    # estimate
+    "draw_sample": ".analysis",
+    "sample_estimates": ".analysis",
+    "SampleEstimates": ".analysis",
+    # audit
+    "load_audit_inputs": ".analysis",
+    "find_candidates": ".analysis",
+    "write_audit": ".analysis",
+    # corrections
+    "read_corrections": ".data",
+    "apply_corrections": ".data",
+    "corrected_rows": ".pipeline",
+    "CorrectedGold": ".data",
+    # leaderboard
+    "Layout": ".analysis",
+    "score_predictions": ".analysis",
+    "build_leaderboard": ".analysis",
+    "Leaderboard": ".analysis",
+    # client and errors
+    "Client": ".client",
+    "DSTJudgeError": "._errors",
+    "InputError": "._errors",
     "estimate": ".pipeline",  # the old name of dry_run, not listed in __all__
-    "evaluate": ".pipeline",
-    "evaluate_async": ".pipeline",
-    "evaluate_systems": ".pipeline",
-    "evaluate_systems_async": ".pipeline",
-    "load_run": ".pipeline",
-    "plan_evaluation": ".pipeline",
-    "write_requests": ".pipeline",
 }
-"""Where each public name lives (its subpackage or root module)."""
+"""Where each public name lives (its subpackage or root module), by the job it serves."""
 
 
-def __getattr__(name: str) -> _typing.Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'judge' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value
-    return value
+if not _typing.TYPE_CHECKING:  # a type checker sees the imports above, so a name off the face
+    # (or misspelt) is an error in a caller's code rather than Any
+
+    def __getattr__(name: str) -> _typing.Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module 'judge' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(home, __name__), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
@@ -210,88 +123,39 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "BudgetReached",
-    "CassetteMiss",
+    "AgreementReport",
     "Client",
-    "CorrectionConflicts",
+    "CorrectedGold",
     "DSTJudgeError",
-    "DataMismatchError",
-    "Dialogue",
-    "DialogueSet",
-    "DomainSpec",
     "EvaluationResult",
-    "ExitStatus",
-    "FormatError",
-    "HumanLabels",
     "InputError",
-    "IntegrationIssue",
     "JudgeConfig",
-    "MatchPolicy",
+    "Layout",
+    "Leaderboard",
     "MetricOptions",
     "MetricsReport",
-    "ModelError",
-    "OptionError",
-    "OutputError",
-    "PredDialogue",
-    "PredTurn",
-    "PredictionSet",
-    "ReplyError",
     "Run",
-    "RunConflict",
-    "RunDirectoryError",
-    "RunInterrupted",
-    "RunLocked",
-    "Schema",
-    "ServiceError",
-    "SlotSpec",
-    "State",
-    "StoreError",
-    "SystemMetrics",
-    "Turn",
+    "SampleEstimates",
     "__version__",
     "agreement_report",
     "apply_corrections",
-    "apply_turn_state",
-    "audit_items",
-    "check_integration",
-    "collect",
-    "collect_systems",
+    "build_leaderboard",
     "compute_metrics",
-    "convert",
-    "cumulative_states",
+    "corrected_rows",
     "draw_sample",
     "dry_run",
     "evaluate",
-    "evaluate_async",
-    "evaluate_systems",
-    "evaluate_systems_async",
-    "exit_status_for",
     "find_candidates",
-    "import_decisions",
     "load_audit_inputs",
     "load_config",
     "load_dialogues",
     "load_labels",
     "load_predictions",
     "load_run",
-    "load_sample",
     "load_schema",
-    "method_table",
-    "normalize_value",
-    "paper_tables",
-    "parse_policy",
-    "plan_evaluation",
-    "plot_systems",
     "read_corrections",
-    "read_id_list",
-    "score_profile",
-    "system_table",
-    "turn_state",
-    "turn_states",
-    "validate_file",
+    "sample_estimates",
+    "score_predictions",
     "write_audit",
-    "write_candidates",
-    "write_labels",
-    "write_requests",
-    "write_sample",
 ]
+"""The main jobs and their results (grouped by job in ``_HOMES``)."""

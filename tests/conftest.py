@@ -278,12 +278,12 @@ def require_cassette(name: str) -> None:
 def mount_cassette(router, name: str) -> None:
     """Serve a recorded cassette through respx: one route per recorded request (method, API
     path and exact JSON body). Any other request hits a last catch-all route that raises
-    :class:`judge.CassetteMiss`, which stops the run: it never reaches the network."""
+    :class:`judge.errors.CassetteMiss`, which stops the run: it never reaches the network."""
     import re
 
     require_cassette(name)
 
-    from judge import CassetteMiss
+    from judge.errors import CassetteMiss
     from judge.model._cassette import Cassette, response_from_record
 
     cassette = Cassette.load(CASSETTES / name)

@@ -1,6 +1,7 @@
 """The documentation: the site builds with no warning, README stays short, and every command
-the README and the getting-started page mark as runnable (``<!-- runnable -->`` before a fenced
-block) runs, in a fresh folder holding the project's examples and cassettes.
+the README, the getting-started page, the formats walk-through and the Python page mark as
+runnable (``<!-- runnable -->`` before a fenced block) runs, in a fresh folder holding the
+project's examples and cassettes.
 
 Each command runs in the installation the page tells the reader to make for it: the core
 alone for ``<!-- runnable -->``, the core and the named extras for ``<!-- runnable: serve -->``
@@ -26,7 +27,7 @@ from tests.netguard.sitecustomize import subprocess_pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNABLE = re.compile(r"<!-- runnable(?:: ([\w,]+))? -->\s*\n```(bash|python)\n(.*?)\n```", re.S)
-DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md"]
+DOC_PAGES = ["README.md", "docs/getting-started.md", "docs/formats.md", "docs/python.md"]
 COPIED = ("examples", "cassettes", "tests/fixtures/formats")
 """What the pages' commands read, copied into the folder they run in."""
 HARNESS = (".bin/", "cache/", "data/", "xdg-cache/")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from judge import OutputError
 from judge._errors import JSONTooDeep
 from judge._io import check_output_dir, loads, nesting_exceeds, open_output, printable, write_text
+from judge.errors import OutputError
 
 
 @pytest.mark.parametrize(("text", "limit", "over"), [

@@ -1,26 +1,11 @@
 """What to make of runs: human labels, agreement statistics, sampling for labels, comparisons,
-the audit page and ranked label-error candidates."""
+the audit page and ranked label-error candidates.
 
-from .._glossary import CORRECTIONS, JUDGE_JGA_DEFINITION, JUDGE_JGA_SHORT
-from ..data import NotInStep  # the leaderboard's fallback signal, read in judge.data
-from ._agreement import REEVALUATION_NOTE, agreement_report
-from ._agreement_tables import (
-    AGREEMENT_HEADER,
-    COEFFICIENT_HEADER,
-    ESTIMATE_HEADER,
-    LABELS_ONLY_NOTE,
-    POPULATION_HEADER,
-    REEVALUATION_HEADER,
-    REVIEWER_HEADER,
-    format_agreement,
-    format_coefficients,
-    format_estimates,
-    format_population,
-    format_reevaluation,
-    format_reviewers,
-    sample_words,
-)
-from ._alttest import ALT_TEST_HEADER, alt_test, benjamini_yekutieli, format_alt_test
+What the CLI and the web print of these (table headers, row formatters, the leaderboard's
+text formats) is in :mod:`judge.analysis.tables`, outside this face."""
+
+from ._agreement import agreement_report
+from ._alttest import alt_test, benjamini_yekutieli
 from ._audit import (
     AuditItem,
     audit_items,
@@ -42,7 +27,6 @@ from ._candidates import (
     Evidence,
     base_version,
     candidate_id,
-    drop_decided,
     find_candidates,
 )
 from ._clustered import (
@@ -55,7 +39,6 @@ from ._clustered import (
     ratio_estimate,
 )
 from ._compare import (
-    difference_verdict,
     method_table,
     plot_systems,
     run_differences,
@@ -64,7 +47,6 @@ from ._compare import (
     systems_figure,
 )
 from ._decided import (
-    ORDERS,
     audit_gold,
     corrections_from_candidates,
     open_candidates,
@@ -85,7 +67,6 @@ from ._design import (
 )
 from ._estimates import JUDGE_NOTE, sample_estimates
 from ._labels import (
-    NOT_TIED,
     HumanLabel,
     HumanLabels,
     Resolution,
@@ -96,19 +77,11 @@ from ._labels import (
     write_labels,
 )
 from ._leaderboard import (
-    EXACT_METRICS,
-    JUDGE_METRICS,
     Leaderboard,
     build_leaderboard,
 )
 from ._leaderboard_labels import labelled_tsa
 from ._leaderboard_out import (
-    caption,
-    figure_text,
-    leaderboard_csv,
-    leaderboard_latex,
-    leaderboard_markdown,
-    metric_label,
     plot_leaderboard,
     write_turns,
 )
@@ -117,14 +90,14 @@ from ._leaderboard_systems import (
     SeenValues,
     SystemTurns,
     load_seen,
-    run_predictions_path,
     score_predictions,
     score_run,
     stream_predictions,
 )
 from ._planning import labels_needed, plan_labels
 from ._ratings import judgment_rows_source
-from ._review import ORDER_TRADEOFF, error_chance, fix_span, review_order
+from ._reports import AgreementReport, SampleEstimates
+from ._review import error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sample_check import check_sample
 from ._sampling import (
@@ -149,33 +122,17 @@ from ._statistics import (
 )
 
 __all__ = [
-    "AGREEMENT_HEADER",
     "ALLOCATIONS",
-    "ALT_TEST_HEADER",
-    "COEFFICIENT_HEADER",
     "CORNERS",
-    "CORRECTIONS",
     "DESIGNS",
     "DIFFERENCE_CORNERS",
     "DIFFERENCE_PSEUDO_UNITS",
-    "ESTIMATE_HEADER",
-    "EXACT_METRICS",
-    "JUDGE_JGA_DEFINITION",
-    "JUDGE_JGA_SHORT",
-    "JUDGE_METRICS",
     "JUDGE_NOTE",
-    "LABELS_ONLY_NOTE",
     "MIN_TURNS",
-    "NOT_TIED",
-    "ORDERS",
-    "ORDER_TRADEOFF",
-    "POPULATION_HEADER",
     "PSEUDO_UNITS",
-    "REEVALUATION_HEADER",
-    "REEVALUATION_NOTE",
-    "REVIEWER_HEADER",
     "TUNINGS",
     "UNITS",
+    "AgreementReport",
     "AuditItem",
     "AuditSource",
     "Candidate",
@@ -187,9 +144,9 @@ __all__ = [
     "Interval",
     "Layout",
     "Leaderboard",
-    "NotInStep",
     "Resolution",
     "Sample",
+    "SampleEstimates",
     "SampledTurn",
     "SeenValues",
     "SlotLabel",
@@ -206,7 +163,6 @@ __all__ = [
     "benjamini_yekutieli",
     "build_leaderboard",
     "candidate_id",
-    "caption",
     "check_sample",
     "check_tuning",
     "cohen_kappa",
@@ -214,20 +170,10 @@ __all__ = [
     "design_estimate",
     "design_strata",
     "difference",
-    "difference_verdict",
     "draw_sample",
-    "drop_decided",
     "error_chance",
-    "figure_text",
     "find_candidates",
     "fix_span",
-    "format_agreement",
-    "format_alt_test",
-    "format_coefficients",
-    "format_estimates",
-    "format_population",
-    "format_reevaluation",
-    "format_reviewers",
     "gwet_ac1",
     "import_decisions",
     "interval",
@@ -237,15 +183,11 @@ __all__ = [
     "labelled_tsa",
     "labels_needed",
     "labels_tie",
-    "leaderboard_csv",
-    "leaderboard_latex",
-    "leaderboard_markdown",
     "load_audit_inputs",
     "load_labels",
     "load_sample",
     "load_seen",
     "method_table",
-    "metric_label",
     "open_candidates",
     "pabak",
     "pair_by_predictions",
@@ -260,10 +202,8 @@ __all__ = [
     "render_audit",
     "review_order",
     "run_differences",
-    "run_predictions_path",
     "run_turns_digest",
     "sample_estimates",
-    "sample_words",
     "sampled_run",
     "score_predictions",
     "score_run",

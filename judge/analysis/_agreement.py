@@ -43,6 +43,7 @@ from ._pair_counts import (
     statistics_from_counts,
 )
 from ._ratings import Ratings, RowsSource, read_ratings
+from ._reports import AgreementReport
 from ._sample_check import check_sample
 from ._sampling import Sample
 from ._statistics import (
@@ -384,7 +385,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
                      confidence: float = 0.95, source: RowsSource | None = None,
                      tuning: Tuning = "loo", predictions_sha256: str | None = None,
                      adjudicator: str | None = None, run_name: str = "the run",
-                     epsilon: float = EPSILON) -> dict[str, Any]:
+                     epsilon: float = EPSILON) -> AgreementReport:
     """Agreement of every pair of raters (judge, each RULE version, humans) on a judge run.
 
     ``rows`` are the lines of ``judgments.jsonl``. In each pair ``(a, b)`` the later rater is

@@ -31,6 +31,7 @@ from ._intervals import (
     INTERVAL_METHOD,
 )
 from ._labels import Resolution, TurnKey, row_key
+from ._reports import SampleEstimates
 from ._sample_check import sample_strata
 from ._sampling import Sample, Strata, UnitKey
 
@@ -183,7 +184,8 @@ def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]]
                      human: Sequence[Mapping[TurnKey, int]], *, confidence: float = 0.95,
                      tuning: Tuning = "loo", names: Sequence[str] | None = None,
                      resolutions: Sequence[Resolution] | None = None,
-                     drawn_from: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                     drawn_from: Sequence[Mapping[str, Any]] | None = None
+                     ) -> SampleEstimates:
     """Judge, labels-only and PPI estimates of a run's metrics from a sample file and human
     labels (``human[i]``: turn key → 0/1 majority label of run i's predictions).
 

@@ -67,15 +67,15 @@ def labelled_tsa(runs: Sequence[Run], names: Sequence[str], labels: Sequence[Hum
     pairs = []
     if len(runs) > 1:
         by_path = {str(run.path): name for run, name in zip(runs, names, strict=True)}
-        for found in run_differences(runs, humans, sample, confidence=confidence,
-                                     tuning=tuned, drawn_from=drawn, resolutions=resolutions):
-            ppi = found["estimates"]["tsa"]["ppi"]
+        for pair in run_differences(runs, humans, sample, confidence=confidence,
+                                    tuning=tuned, drawn_from=drawn, resolutions=resolutions):
+            ppi = pair["estimates"]["tsa"]["ppi"]
             ci = ppi.get("ci")
-            a, b = by_path[found["a"]], by_path[found["b"]]
+            a, b = by_path[pair["a"]], by_path[pair["b"]]
             pairs.append({"a": a, "b": b, "metric": "tsa", "difference": ppi.get("value"),
                           "ci": ci, "significant": bool(ci and (ci[0] > 0 or ci[1] < 0)),
-                          "verdict": found["verdict"].replace(found["a"], a)
-                          .replace(found["b"], b)})
+                          "verdict": pair["verdict"].replace(pair["a"], a)
+                          .replace(pair["b"], b)})
     return {"method": LABELLED_METHOD, "confidence": confidence, "tuning": tuned,
             "sample": str(sample_path), "sample_check": checked,
             "labels_pairing": warning, "systems": systems, "pairs": pairs}

@@ -95,8 +95,8 @@ def _streamed(args: argparse.Namespace) -> tuple[list[Any], Any] | None:
     (:func:`judge.analysis.stream_candidates`: a test set of any size in bounded memory), or
     None when the files must be loaded whole (corrections, a converted format, another
     order), where every problem gets its full message."""
-    from ..analysis import NotInStep, stream_candidates
-    from ..data import load_schema
+    from ..analysis import stream_candidates
+    from ..data import NotInStep, load_schema
 
     if not args.dialogues or args.corrections:
         return None

@@ -30,7 +30,7 @@ from ._options import (
 from ._report import print_estimate, print_evaluation, say
 
 if TYPE_CHECKING:
-    from ..pipeline import EvaluationResult
+    from ..pipeline import DryRun, EvaluationResult
 
 
 def add_parsers(commands: argparse._SubParsersAction[Any]) -> None:
@@ -173,7 +173,7 @@ def finish_systems(results: list[EvaluationResult], names: list[str], out: str,
     return int(status)
 
 
-def print_saving(figures: dict[str, Any], names: list[str], console: Console) -> None:
+def print_saving(figures: DryRun, names: list[str], console: Console) -> None:
     """What judging several systems together saves over separate runs."""
     alone = figures["calls"] - figures["already_cached"]
     saving = 1 - figures["to_send"] / alone if alone else 0.0

@@ -161,7 +161,8 @@ def _streamed(args: argparse.Namespace, options: MetricOptions
               ) -> tuple[Layout, list[SystemTurns]] | None:
     """Predictions files only, the whole dialogues file, no corrections: read every file in
     step, a dialogue at a time (None when they are not in step: loaded whole instead)."""
-    from ..analysis import NotInStep, load_seen, stream_predictions
+    from ..analysis import load_seen, stream_predictions
+    from ..data import NotInStep
 
     if (any(_is_run(p) for p in args.systems) or args.dialogue_ids or args.limit is not None
             or args.corrections):
@@ -243,13 +244,8 @@ def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str,
 
 def _write_outputs(args: argparse.Namespace, board: Leaderboard, layout: Layout,
                    systems: list[SystemTurns], console: Console) -> None:
-    from ..analysis import (
-        leaderboard_csv,
-        leaderboard_latex,
-        leaderboard_markdown,
-        plot_leaderboard,
-        write_turns,
-    )
+    from ..analysis import plot_leaderboard, write_turns
+    from ..analysis.tables import leaderboard_csv, leaderboard_latex, leaderboard_markdown
 
     if args.json_out:
         board.write_json(args.json_out)
@@ -270,7 +266,7 @@ def _write_outputs(args: argparse.Namespace, board: Leaderboard, layout: Layout,
 def print_leaderboard(board: Leaderboard, console: Console) -> None:
     """The systems (one table per gold version, then the judge's metrics), the pairs of the
     rank metric and, for a few systems, the breakdowns; every figure whole at 80 columns."""
-    from ..analysis import caption, figure_text, metric_label
+    from ..analysis.tables import caption, figure_text, metric_label
 
     groups: dict[str, list[str]] = {}
     for key in board.metrics:

@@ -21,7 +21,9 @@ from .._io import plural, printable
 from ._layout import Field, cell_text, fit_table
 
 if TYPE_CHECKING:
+    from ..analysis import AgreementReport
     from ..metrics import MetricsReport
+    from ..pipeline import DryRun
 
 
 def text(value: Any, style: str = "") -> Text:
@@ -160,7 +162,7 @@ def print_evaluation(summary: dict[str, Any], console: Console | None = None) ->
     _add(table, "static share of prompt text", "—" if share is None else f"{100 * share:.1f} %")
     console.print(table)
     if summary.get("judge_jga") is not None:
-        from ..analysis import JUDGE_JGA_SHORT
+        from .._glossary import JUDGE_JGA_SHORT
 
         console.print(JUDGE_JGA_SHORT + " (dst-judge evaluate --help defines it)",
                       style="dim", highlight=False)
@@ -177,11 +179,11 @@ def _simple_table(title: str, header: tuple[str, ...], rows: list[tuple[Any, ...
     console.print(fit_table(fields, rows, title=title))
 
 
-def print_agreement(report: dict[str, Any], console: Console | None = None) -> None:
+def print_agreement(report: AgreementReport, console: Console | None = None) -> None:
     """Pairwise agreement and chance-corrected coefficients; with human labels the reviewers'
     agreement and the re-evaluation figure with its caveat; with a sample, population
     estimates."""
-    from ..analysis import (
+    from ..analysis.tables import (
         AGREEMENT_HEADER,
         COEFFICIENT_HEADER,
         LABELS_ONLY_NOTE,
@@ -267,7 +269,7 @@ def _turn_list(block: dict[str, Any]) -> str:
 def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -> None:
     """The judge against the reviewers' own agreement: per reviewer, how often the judge and
     the reviewer agree with the other reviewers, and the alternative-annotator test."""
-    from ..analysis import ALT_TEST_HEADER, format_alt_test
+    from ..analysis.tables import ALT_TEST_HEADER, format_alt_test
 
     if not block:
         return
@@ -287,7 +289,7 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
 def print_estimates(block: dict[str, Any], console: Console) -> None:
     """The judge, labels-only and prediction-powered estimates side by side, with what was
     left out of them."""
-    from ..analysis import ESTIMATE_HEADER, NOT_TIED, format_estimates
+    from ..analysis.tables import ESTIMATE_HEADER, NOT_TIED, format_estimates
 
     rows = format_estimates(block)
     if not rows:
@@ -420,7 +422,7 @@ def print_systems(table: dict[str, Any], console: Console | None = None) -> None
     _simple_table("DST systems under the judge and exact match (%)", header, rows, console)
 
 
-def print_estimate(figures: dict[str, Any], console: Console | None = None) -> None:
+def print_estimate(figures: DryRun, console: Console | None = None) -> None:
     """The dry run: what a run would send and cost, before any call."""
     console = console or Console()
     cost = figures["cost_usd"]
@@ -428,7 +430,7 @@ def print_estimate(figures: dict[str, Any], console: Console | None = None) -> N
     def usd(value: float | None) -> str:
         return "no price for this model" if value is None else f"${value:,.2f}"
 
-    rows = [
+    rows: list[tuple[str, Any]] = [
         ("calls (planned / already cached / to send)",
          f"{figures['calls']} / {figures['already_cached']} / {figures['to_send']}"),
     ]

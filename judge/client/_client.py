@@ -2,7 +2,7 @@
 
 Answers come back as the API's own models (:mod:`judge._api_models`, the classes the server
 declares as its responses): a :class:`Job` with a typed ``status`` and ``progress``, not a dict.
-Every refusal of the server becomes :class:`judge.ServiceError` (status, message, field); the
+Every refusal of the server becomes :class:`judge.errors.ServiceError` (status, message, field); the
 token travels only in the ``Authorization`` header and is never part of a message.
 """
 

@@ -1,12 +1,5 @@
 """Stage 1, the inputs: schema, dialogues and predictions, turn states, file validation."""
 
-from ._conversion import (
-    Conversion,
-    convert,
-    detect_kind,
-    merge_gold,
-    write_conversion,
-)
 from ._convert import (
     FORMAT_NAMES,
     FORMATS,
@@ -14,12 +7,19 @@ from ._convert import (
     Context,
     Format,
     detect,
+    detect_kind,
     get_format,
     known_formats,
     open_source,
     read_foreign,
     write_format,
     write_native_jsonl,
+)
+from ._convert_files import (
+    Conversion,
+    convert,
+    merge_gold,
+    write_conversion,
 )
 from ._corrections import (
     Conflict,

@@ -69,7 +69,7 @@ def read_output(path: str | Path, *, limits: ReplyLimits | None = None,
 
     A line that is not a batch output record at all (bad JSON, nested too deep, no
     ``custom_id``) is an :class:`~judge.InputError` naming file, line and field; a record whose
-    reply is malformed, too large or too deep is a :class:`~judge.ReplyError` for its call.
+    reply is malformed, too large or too deep is a :class:`~judge.errors.ReplyError` for its call.
 
     ``bodies``, when given, receives the raw body of every HTTP 200 reply within the limits
     (as a live reply would be recorded, for a ledger to keep what the batch paid for).

@@ -3,7 +3,7 @@
 A server (or a proxy, or a Batch API output file) can send anything with HTTP 200: usage
 counts as strings, ``choices`` as an object, content as a number, JSON nested 100,000 levels
 deep, 50 MB of text, the API key echoed in the response id. :func:`parse_chat_reply` turns
-raw bytes into a :class:`Completion` or raises :class:`~judge.ReplyError` with the reason,
+raw bytes into a :class:`Completion` or raises :class:`~judge.errors.ReplyError` with the reason,
 which becomes an error row of that call (never a crash, never a cached answer). The same
 pydantic models check Batch API output lines (:func:`completion_from_body`) and records read
 back from the reply cache (:func:`cached_completion`).
@@ -76,7 +76,7 @@ class Completion:
     @classmethod
     def from_record(cls, data: dict[str, Any], *, cached: bool = False) -> Completion:
         """A stored record (cache, run log) back as a completion, validated like a reply:
-        :class:`~judge.ReplyError` when a field has the wrong type."""
+        :class:`~judge.errors.ReplyError` when a field has the wrong type."""
         try:
             record = _Record.model_validate(data)
         except ValidationError as exc:
@@ -203,7 +203,7 @@ def parse_chat_reply(raw: bytes, *, limits: ReplyLimits | None = None,
     where it was recorded) and return it as a :class:`Completion` with the key removed,
     carrying its ledger ``request_key`` and whether it was ``cached`` (not paid by this run).
 
-    Raises :class:`~judge.ReplyError` naming the first problem: too large, nested too deep,
+    Raises :class:`~judge.errors.ReplyError` naming the first problem: too large, nested too deep,
     not JSON, a field of the wrong type, content too long.
     """
     limits = limits or ReplyLimits()

@@ -14,7 +14,7 @@ from ._batch import (
     submit_files,
     write_requests,
 )
-from ._cost import cached_request_keys, dry_run
+from ._cost import DryRun, cached_request_keys, dry_run
 from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
@@ -38,6 +38,7 @@ from ._store import Run, RunStore, same_run
 __all__ = [
     "TRANSPORT_OPTIONS",
     "CallResult",
+    "DryRun",
     "EvaluationPlan",
     "EvaluationResult",
     "PlannedCall",

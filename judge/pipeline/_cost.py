@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .._config import JudgeConfig
 from ..model import (
@@ -20,6 +20,32 @@ from ..model import (
 )
 from ..store import cache_key, cache_ledger_path, open_cache
 from ._plan import EvaluationPlan, call_chains
+
+
+class DryRun(TypedDict):
+    """What :func:`dry_run` returns (``dst-judge evaluate --dry-run`` prints it)."""
+
+    model: str
+    priced: bool
+    """Whether the price list knows the model (else every cost is ``None``)."""
+    tokenizer: str
+    systems: int
+    calls: int
+    already_cached: int
+    to_send: int
+    """Distinct requests left to send (a request several calls or systems share counts once)."""
+    duplicates: int
+    skipped: int
+    prompt_tokens: int
+    static_prompt_tokens: int
+    response_format_tokens: int
+    chat_overhead_tokens: int
+    provider_cacheable_tokens: int
+    completion_tokens: int
+    per_dimension: dict[str, dict[str, int]] | None
+    cost_usd: dict[str, float | None]
+    """Live, live with prefix caching, and through the Batch API."""
+    note: str
 
 
 def cached_request_keys(config: JudgeConfig) -> set[str]:
@@ -36,7 +62,7 @@ def cached_request_keys(config: JudgeConfig) -> set[str]:
 
 
 def dry_run(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
-             others: Sequence[EvaluationPlan] = ()) -> dict[str, Any]:
+             others: Sequence[EvaluationPlan] = ()) -> DryRun:
     """Calls, tokens and cost of a run before making it: live, with the server's prefix cache
     (in the send order of :func:`call_chains`), and through the Batch API. Tokens are counted
     with the model's tokenizer (:func:`judge.model.tally_requests`). ``others``: plans of

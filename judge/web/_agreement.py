@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import analysis
 from .._errors import DSTJudgeError
+from ..analysis import tables as display
 from ..data import dialogue_key
 from ..service import ESTIMATE, JobRow, Service, job_subject, predictions_sha256, separate_name
 from ._index import RunIndex
@@ -281,30 +282,31 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
     report = analysis.agreement_report(rows, human, sample=sample, n_boot=N_BOOT, seed=0,
                                        predictions_sha256=digest, run_name="this run")
     tables = [
-        Table("Agreement (judge, RULE, humans)", tuple(analysis.AGREEMENT_HEADER[:4]),
-              [tuple(r[:4]) for r in analysis.format_agreement(report)]),
-        Table("Chance-corrected", tuple(analysis.COEFFICIENT_HEADER),
-              [tuple(r) for r in analysis.format_coefficients(report)]),
+        Table("Agreement (judge, RULE, humans)", tuple(display.AGREEMENT_HEADER[:4]),
+              [tuple(r[:4]) for r in display.format_agreement(report)]),
+        Table("Chance-corrected", tuple(display.COEFFICIENT_HEADER),
+              [tuple(r) for r in display.format_coefficients(report)]),
     ]
-    reviewers = analysis.format_reviewers(report)
+    reviewers = display.format_reviewers(report)
     if reviewers:
-        tables.append(Table("Reviewers as a group", tuple(analysis.REVIEWER_HEADER),
+        tables.append(Table("Reviewers as a group", tuple(display.REVIEWER_HEADER),
                             [tuple(r) for r in reviewers]))
     alternative = report.get("alt_test")
     if alternative:
-        tables.append(Table(alt_test_caption(alternative), tuple(analysis.ALT_TEST_HEADER),
-                            [tuple(r) for r in analysis.format_alt_test(alternative)]))
-    population = analysis.format_population(report)
-    if population:
+        tables.append(Table(alt_test_caption(alternative), tuple(display.ALT_TEST_HEADER),
+                            [tuple(r) for r in display.format_alt_test(alternative)]))
+    population = display.format_population(report)
+    block = report["population"]
+    if population and block is not None:
         tables.append(Table("Population agreement from the "
-                            f"{analysis.sample_words(report['population'])}",
-                            tuple(analysis.POPULATION_HEADER[:4]),
+                            f"{display.sample_words(block)}",
+                            tuple(display.POPULATION_HEADER[:4]),
                             [tuple(r[:4]) for r in population]))
-    estimates = analysis.format_estimates(report.get("population"))
+    estimates = display.format_estimates(report.get("population"))
     if estimates:
         tables.append(Table("Estimates of TSA: the judge's own figure, labels alone and "
                             "prediction-powered (95 % t intervals)",
-                            tuple(analysis.ESTIMATE_HEADER), [tuple(r) for r in estimates]))
+                            tuple(display.ESTIMATE_HEADER), [tuple(r) for r in estimates]))
     return Computed(
         fingerprint=mark, tables=tables,
         human_turns=int((report.get("human") or {}).get("turns") or 0),

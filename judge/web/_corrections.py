@@ -24,7 +24,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from .._errors import ServiceError
-from ..analysis import ORDER_TRADEOFF
+from ..analysis.tables import ORDER_TRADEOFF
 from ..service import (
     JobRow,
     Service,

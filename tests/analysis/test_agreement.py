@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, precision_recall_fscore_support
 
-from judge import DataMismatchError, InputError, OptionError
+from judge import InputError
 from judge.analysis._agreement import (
     HumanLabel,
     HumanLabels,
@@ -29,6 +29,7 @@ from judge.analysis._agreement_tables import (
     format_agreement,
     format_reevaluation,
 )
+from judge.errors import DataMismatchError, OptionError
 
 from ..conftest import assert_located, write_jsonl
 

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 from scipy.stats import norm, ttest_1samp
 
-from judge import OptionError
-from judge.analysis import agreement_report, alt_test, benjamini_yekutieli, format_alt_test
+from judge.analysis import agreement_report, alt_test, benjamini_yekutieli
 from judge.analysis._alttest import MIN_SHARED, Q, _t_less, noninferiority_test
 from judge.analysis._labels import HumanLabel, HumanLabels
+from judge.analysis.tables import format_alt_test
+from judge.errors import OptionError
 
 
 def keys(n: int) -> list[tuple[str, int]]:

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from judge import OptionError
 from judge.analysis import load_audit_inputs
 from judge.cli import main
+from judge.errors import OptionError
 from tests.conftest import EXAMPLES, ROOT
 
 

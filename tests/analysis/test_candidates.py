@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from judge import OptionError, load_dialogues, load_predictions, load_schema, read_id_list
+from judge import load_dialogues, load_predictions, load_schema
 from judge.analysis import (
     find_candidates,
     load_audit_inputs,
@@ -19,6 +19,8 @@ from judge.analysis import (
 )
 from judge.analysis._candidate_sheet import csv_cell
 from judge.analysis._values import mentioned, squeeze
+from judge.data import read_id_list
+from judge.errors import OptionError
 from judge.pipeline import load_run
 
 from ..conftest import FIXTURES, shared_path, write_jsonl

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from judge import DataMismatchError
 from judge.cli import main
+from judge.errors import DataMismatchError
 
 from ..conftest import CASSETTES, EXAMPLES, require_cassette
 
@@ -47,7 +47,8 @@ def test_methods_table_on_the_same_turns(tmp_path, capsys):
 
 
 def test_methods_on_different_turns_are_refused(tmp_path):
-    from judge import load_run, method_table
+    from judge import load_run
+    from judge.analysis import method_table
 
     full = _run(tmp_path, "full", "example-two-dim.json")
     part = _run(tmp_path, "part", "example-two-dim.json", "--limit", "1")
@@ -113,7 +114,8 @@ def test_systems_refuses_a_changed_recorded_schema(tmp_path, capsys):
 def test_compare_fits_80_columns_with_whole_names_and_kappa_intervals(tmp_path):
     from rich.console import Console
 
-    from judge import load_run, method_table
+    from judge import load_run
+    from judge.analysis import method_table
     from judge.cli._report import print_methods
 
     two_dim = _run(tmp_path, "two-dim", "example-two-dim.json")

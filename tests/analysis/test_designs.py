@@ -9,9 +9,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from judge import DataMismatchError, InputError, OptionError
+from judge import InputError
 from judge.analysis import draw_sample, load_sample, write_sample
 from judge.analysis._sampling import allocate, design_strata
+from judge.errors import DataMismatchError, OptionError
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "judge" / "data" / "formats"
                      / "sample.schema.json").read_text(encoding="utf-8"))

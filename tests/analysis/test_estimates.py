@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from judge import DataMismatchError, OptionError
 from judge.analysis import (
     CORNERS,
     DIFFERENCE_CORNERS,
@@ -25,6 +24,7 @@ from judge.analysis import (
 from judge.analysis._design import MIN_DIALOGUES, MIN_TURNS, t_value
 from judge.analysis._labels import row_key
 from judge.analysis._planning import assumed_cells, interval_widths
+from judge.errors import DataMismatchError, OptionError
 
 
 def synthetic(n: int, big_n: int, seed: int, *, p: float = 0.7, agree: float = 0.9):

@@ -111,7 +111,7 @@ def test_the_order_tradeoff_quoted_is_what_the_bench_measured():
     ``bench/review_order.py`` (its results file), not figures typed by hand."""
     import json
 
-    from judge.analysis import ORDER_TRADEOFF
+    from judge.analysis.tables import ORDER_TRADEOFF
 
     from ..conftest import ROOT
 

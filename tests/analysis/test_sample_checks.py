@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from judge import DataMismatchError, InputError
+from judge import InputError
 from judge.analysis import (
     HumanLabel,
     HumanLabels,
@@ -23,6 +23,7 @@ from judge.analysis import (
     sample_estimates,
     write_sample,
 )
+from judge.errors import DataMismatchError
 
 PREDICTIONS = "a" * 64
 

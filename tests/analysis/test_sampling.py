@@ -10,7 +10,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from judge import DataMismatchError, InputError, OptionError
+from judge import InputError
 from judge.analysis import (
     HumanLabel,
     HumanLabels,
@@ -20,6 +20,7 @@ from judge.analysis import (
     write_sample,
 )
 from judge.analysis._sampling import allocate, turn_domain
+from judge.errors import DataMismatchError, OptionError
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "judge" / "data" / "formats"
                      / "sample.schema.json").read_text(encoding="utf-8"))

@@ -287,7 +287,7 @@ def test_the_estimate_comes_first_whole_and_named_for_its_design(runs, tmp_path,
     """At 80 columns the estimates table comes before the agreement tables with every header
     word whole (not ``metr`` / ``ic``); a simple random sample is not called stratified; the
     labels-only figure printed twice (bootstrap and t) says which is the estimate."""
-    from judge.analysis import LABELS_ONLY_NOTE
+    from judge.analysis.tables import LABELS_ONLY_NOTE
 
     sample = tmp_path / "sample.jsonl"
     assert main(["labels", "sample", str(runs["good"]), "--design", "random", "--n", "7",

@@ -1,6 +1,6 @@
 """The exit status table (docs/judge.md, "Exit status"): one test per meaning, against the fault
 server, a closed port and cassettes; and the documented table lists exactly the codes of
-:class:`judge.ExitStatus`."""
+:class:`judge.errors.ExitStatus`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from judge import ExitStatus
 from judge.cli import main
+from judge.errors import ExitStatus
 from judge.pipeline import RunDirectory
 
 from ..conftest import CASSETTES, EXAMPLES, ROOT

@@ -8,8 +8,8 @@ import re
 import pytest
 from rich.console import Console
 
+from judge._glossary import JUDGE_JGA_DEFINITION
 from judge._io import plural
-from judge.analysis import JUDGE_JGA_DEFINITION
 from judge.cli import main
 from judge.cli._report import print_evaluation, print_metrics
 from judge.data import load_dialogues, load_predictions, load_schema

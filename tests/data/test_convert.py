@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge import InputError, load_dialogues, load_predictions, load_schema
-from judge.data import Context, convert, get_format, write_format
-from judge.data._conversion import merge_gold
+from judge.data import Context, convert, get_format, merge_gold, write_format
 
 from ..conftest import FIXTURES, shared_path
 

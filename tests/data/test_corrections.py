@@ -460,9 +460,14 @@ def test_apply_each_corrects_every_named_version_and_scored_version_picks_one(tm
     assert one.name == corrected[1].name and corrected[0].name not in only.versions
     assert scored_version(fixed, corrected, "2.4", option="--gold") is corrected[1]
     assert scored_version(fixed, corrected, corrected[0].name, option="--gold") is corrected[0]
-    with pytest.raises(OptionError, match=r"say which with options\.gold"):
+    with pytest.raises(OptionError, match=(r"^the corrections correct several versions "
+                                           r"\(2\.1, 2\.4\): say which with options\.gold$")):
         scored_version(fixed, corrected, None, option="options.gold")
-    with pytest.raises(OptionError, match="say which with --gold"):
+    assert scored_version(fixed, corrected[:1], None, option="--gold") is corrected[0]
+    with pytest.raises(OptionError, match=r"^the corrections correct 2\.1, not --gold '2\.4'$"):
+        scored_version(fixed, corrected[:1], "2.4", option="--gold")
+    with pytest.raises(OptionError, match=(r"^the corrections correct several versions "
+                                           r"\(2\.1, 2\.4\): say which with --gold$")):
         only_version(located, option="--gold")
     assert only_version(located[:1], option="--gold") == "2.1"
     empty = tmp_path / "empty.jsonl"

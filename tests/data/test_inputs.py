@@ -7,16 +7,10 @@ import json
 
 import pytest
 
-from judge import (
-    DataMismatchError,
-    InputError,
-    OptionError,
-    load_dialogues,
-    load_predictions,
-    load_schema,
-    read_id_list,
-)
+from judge import InputError, load_dialogues, load_predictions, load_schema
 from judge.cli import main
+from judge.data import read_id_list
+from judge.errors import DataMismatchError, OptionError
 
 from ..conftest import FIXTURES, assert_located, write_jsonl
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from judge import (
+from judge import load_dialogues, load_predictions
+from judge.data import (
     apply_turn_state,
     check_integration,
     cumulative_states,
-    load_dialogues,
-    load_predictions,
     turn_state,
     turn_states,
 )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import judge
-from judge import plan_evaluation
+from judge.pipeline import plan_evaluation
 
 from ..fault_server import HOSTILE_REPLIES, FaultServer, body_hash
 from .conftest import Data, Outcome, check_clean

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from judge import InputError, OptionError, load_config, plan_evaluation
+from judge import InputError, load_config
+from judge.errors import OptionError
 from judge.method import PromptSet, build_body
+from judge.pipeline import plan_evaluation
 from judge.store import cache_key
 
 from ..conftest import assert_located

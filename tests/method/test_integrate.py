@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from judge import OptionError
+from judge.errors import OptionError
 from judge.method import (
     Totals,
     TurnInput,

@@ -8,7 +8,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from judge import InputError, OptionError, Schema
+from judge import InputError
+from judge.data import Schema
+from judge.errors import OptionError
 from judge.method._rules import (
     canonical_key,
     check_value,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from judge import parse_policy
+from judge.metrics import parse_policy
 from judge.metrics._dstc import scored_hypothesis_metrics
 from judge.metrics._types import HypDialogue
 

@@ -8,11 +8,11 @@ import httpx
 import pytest
 import respx
 
-from judge import InputError, collect, evaluate, load_config, plan_evaluation, write_requests
+from judge import InputError, evaluate, load_config
 from judge._digest import canonical_json
 from judge.cli import main
 from judge.model import Cassette, read_output
-from judge.pipeline import RunDirectory
+from judge.pipeline import RunDirectory, collect, plan_evaluation, write_requests
 
 from ..conftest import CASSETTES, EXAMPLES, assert_located, mount_cassette
 
@@ -169,7 +169,7 @@ def test_a_lost_creation_is_not_retried_and_is_found_by_its_metadata(tmp_path):
     batches older than it was asked about (fixture responses)."""
     import asyncio
 
-    from judge import ModelError
+    from judge.errors import ModelError
     from judge.model import find_batch, submit
 
     requests = tmp_path / "req.jsonl"
@@ -273,7 +273,7 @@ def test_download_of_an_expired_batch_keeps_its_partial_output(tmp_path):
 
 
 def test_download_of_an_unfinished_batch_is_a_fatal_error(tmp_path):
-    from judge import ModelError
+    from judge.errors import ModelError
 
     with respx.mock(assert_all_mocked=True) as router:
         _mount_batch(router, "in_progress", None, None, {})

@@ -10,7 +10,8 @@ import pytest
 import respx
 
 import judge.model._client as client_module
-from judge import ModelError, evaluate, load_config
+from judge import evaluate, load_config
+from judge.errors import ModelError
 
 URL = "http://127.0.0.1:8999/v1/chat/completions"
 

@@ -19,7 +19,7 @@ import pytest
 
 import judge
 import judge.model._client as client_module
-from judge import plan_evaluation
+from judge.pipeline import plan_evaluation
 
 from ..fault_server import (
     INVALID_TEXT,

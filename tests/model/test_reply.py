@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from judge import ReplyError
+from judge.errors import ReplyError
 from judge.model import (
     Completion,
     ReplyLimits,

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 import judge
-from judge import ModelError
+import judge.errors
+from judge.errors import ModelError
 from judge.model import ModelClient
 from judge.model._transport import AiohttpTransport, HttpxTransport, env_proxy
 
@@ -228,7 +229,7 @@ def test_a_reply_cut_by_the_timeout_after_its_status_line_is_paid_and_not_retrie
         client = ModelClient(_config(base, http_backend=backend, max_retries=3, timeout=0.6))
         with pytest.raises(ModelError, match=r"cut off after \d+ bytes: timed out") as info:
             _complete(client)
-        assert isinstance(info.value, judge.ReplyError)
+        assert isinstance(info.value, judge.errors.ReplyError)
         assert srv.snapshot()["total"] == 1  # paid once, never asked again
 
 

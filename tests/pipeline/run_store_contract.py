@@ -20,9 +20,10 @@ import httpx
 import pytest
 import respx
 
-from judge import BudgetReached, load_config
+from judge import load_config
 from judge._digest import canonical_json
 from judge._errors import InputError, OptionError, RunConflict
+from judge.errors import BudgetReached
 from judge.model import Cassette, read_output
 from judge.pipeline import CallResult, RunStore, collect, evaluate, plan_evaluation
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from judge import ModelError, OptionError, collect, load_config, plan_evaluation, write_requests
+from judge import load_config
+from judge.errors import ModelError, OptionError
 from judge.model import Completion, call_key
-from judge.pipeline import fan_out
+from judge.pipeline import collect, fan_out, plan_evaluation, write_requests
 
 from ..fault_server import body_hash
 

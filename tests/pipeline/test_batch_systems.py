@@ -9,18 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from judge import (
-    OptionError,
-    collect,
-    collect_systems,
-    load_config,
-    load_predictions,
-    plan_evaluation,
-    write_requests,
-)
+from judge import load_config, load_predictions
 from judge.cli import main
+from judge.errors import OptionError
 from judge.model import read_output
-from judge.pipeline import system_dirs
+from judge.pipeline import collect, collect_systems, plan_evaluation, system_dirs, write_requests
 
 from ..conftest import EXAMPLES
 from ..fault_server import body_hash, result_keys

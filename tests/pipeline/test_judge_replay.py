@@ -9,7 +9,9 @@ import httpx
 import pytest
 import respx
 
-from judge import CassetteMiss, evaluate, load_config, plan_evaluation
+from judge import evaluate, load_config
+from judge.errors import CassetteMiss
+from judge.pipeline import plan_evaluation
 
 from ..conftest import mount_cassette
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from judge import load_config, load_dialogues, load_predictions, load_schema, plan_evaluation
+from judge import load_config, load_dialogues, load_predictions, load_schema
+from judge.pipeline import plan_evaluation
 
 from ..conftest import EXAMPLES
 from ..fault_server import FaultConfig, FaultServer, body_hash

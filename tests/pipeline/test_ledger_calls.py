@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from judge import BudgetReached, evaluate, load_config, plan_evaluation
+from judge import evaluate, load_config
+from judge.errors import BudgetReached
 from judge.model import ModelClient
-from judge.pipeline import call_chains
+from judge.pipeline import call_chains, plan_evaluation
 from judge.store import SQLiteLedger, cache_key
 
 from ..fault_server import FaultConfig, FaultServer

@@ -9,9 +9,10 @@ import httpx
 import pytest
 import respx
 
-from judge import BudgetReached, OptionError, evaluate, load_config
+from judge import evaluate, load_config
 from judge._errors import RunConflict
 from judge.cli import main
+from judge.errors import BudgetReached, OptionError
 
 from ..conftest import CASSETTES, EXAMPLES, mount_cassette
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from judge import load_config, plan_evaluation
+from judge import load_config
 from judge.model import Completion
-from judge.pipeline import call_chains
+from judge.pipeline import call_chains, plan_evaluation
 from judge.pipeline._answer import answer_plan
 from judge.pipeline._result import build_result
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from judge import evaluate, evaluate_systems, load_config, load_predictions
+from judge import evaluate, load_config, load_predictions
 from judge.cli import main
+from judge.pipeline import evaluate_systems
 
 from ..conftest import EXAMPLES
 from ..fault_server import FaultConfig, FaultServer

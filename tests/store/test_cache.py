@@ -8,8 +8,9 @@ import json
 
 import diskcache
 
-from judge import load_config, plan_evaluation
+from judge import load_config
 from judge.cli import main
+from judge.pipeline import plan_evaluation
 from judge.store import cache_key
 
 from ..conftest import CASSETTES, EXAMPLES

@@ -210,6 +210,20 @@ def detect(source: Source, kind: Kind) -> Format:
                       field=fit.field)
 
 
+def detect_kind(path: str | Path) -> Kind:
+    """The kind of file ``path`` holds, by trying each kind's formats in turn (the first
+    kind's problem when none fits)."""
+    source = open_source(path)
+    problems = []
+    for kind in KINDS:
+        try:
+            detect(source, kind)
+            return kind
+        except InputError as exc:
+            problems.append(exc)
+    raise problems[0]
+
+
 def _other_kind(source: Source, kind: Kind) -> tuple[Format, Kind] | None:
     for other in KINDS:
         if other == kind:
@@ -295,6 +309,7 @@ __all__ = [
     "Record",
     "Source",
     "detect",
+    "detect_kind",
     "flat_state",
     "formats_for",
     "get_format",

@@ -9,8 +9,8 @@ import io
 import pytest
 from rich.console import Console
 
-from judge import OptionError
 from judge.cli._local import add_local_parser
+from judge.errors import OptionError
 from judge.model.local import _registry as registry
 from judge.model.local import local_base_url
 

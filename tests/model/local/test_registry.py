@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge import OptionError
+from judge.errors import OptionError
 from judge.model.local import DEFAULT_MODEL, MODELS, get_model, server_binary
 from judge.model.local import _registry as registry
 

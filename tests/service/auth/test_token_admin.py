@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge import OptionError
+from judge.errors import OptionError
 from judge.service import SCOPES, create_token
 
 

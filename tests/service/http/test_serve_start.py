@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from judge import OptionError
+from judge.errors import OptionError
 from judge.service import listening_socket
 from tests.service.serve_process import ServeProcess, cli
 

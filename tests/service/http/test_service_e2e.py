@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 import judge
+import judge.errors
 from judge.cli import main as cli_main
 from judge.service import Database
 from judge.service.db._db import job_calls, jobs
@@ -49,7 +50,7 @@ def test_submit_wait_results_equal_a_local_cli_run(tmp_path, capsys):
             assert [j.id for j in client.jobs()] == [job_id]
             try:
                 judge.Client(server.url, "dsj_nope").jobs()
-            except judge.ServiceError as exc:
+            except judge.errors.ServiceError as exc:
                 assert exc.status == 401 and "invalid or revoked token" in str(exc)
             else:
                 raise AssertionError("a wrong token was accepted")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 import judge
+import judge.errors
 from judge.cli import main as cli_main
 from judge.model import ReplayTransport
 from tests.conftest import EXAMPLES, SLOT_NOT_IN_SCHEMA, predictions_with_slot_errors
@@ -110,7 +111,7 @@ def test_an_unrecorded_request_is_a_400_naming_it():
 
 
 def test_a_replay_endpoint_is_checked_at_start_and_talks_to_no_server(tmp_path):
-    from judge import OptionError
+    from judge.errors import OptionError
     from judge.service import build_settings, replay_endpoint
 
     settings = build_settings({"data_dir": tmp_path,
@@ -153,7 +154,7 @@ def test_a_replay_server_refuses_a_model_it_has_no_recording_of_and_fails_with_o
                  "predictions": client.upload(EXAMPLES / "predictions.jsonl",
                                               "predictions").id}
         before = len(client.jobs())
-        with pytest.raises(judge.ServiceError) as refused:
+        with pytest.raises(judge.errors.ServiceError) as refused:
             client.submit("evaluate", files, {"model": "gpt-4o-mini"})
         assert refused.value.status == 422 and refused.value.field == "options.model"
         assert "holds none of model 'gpt-4o-mini': it recorded local" in str(refused.value)

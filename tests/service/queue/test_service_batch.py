@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 import judge
+import judge.errors
 from judge.service import create_token as project_token
 from judge.service.db._db import jobs
 from judge.service.jobs import JobRunLog
@@ -281,7 +282,7 @@ def test_a_submission_whose_reply_is_lost_is_found_by_its_metadata(batch_env, mo
         if len(calls) == 1:
             if created:
                 await real(config, path, **kwargs)
-            raise judge.ModelError("batch submit failed: connection reset")
+            raise judge.errors.ModelError("batch submit failed: connection reset")
         return await real(config, path, **kwargs)
 
     monkeypatch.setattr(_batchjob, "submit", lossy)

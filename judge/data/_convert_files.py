@@ -1,13 +1,17 @@
-"""``dst-judge convert``: any known format in, native (or another known format) out.
+"""Converting whole input files (``dst-judge convert``): any known format in, native (or
+another known format) out.
 
 Loading converts on the fly already; writing the native files once saves converting again on
 every run and gives files the other tools (``validate``, the audit page) read as they are.
 Several gold files of one data set (MultiWOZ 2.1 and 2.4 ``data.json``) merge into one
 dialogues file carrying both annotation versions, so one run scores against both.
 
-It sits beside ``_convert/``, not in it: it reads files through ``_dialogues``, which itself
-reads foreign formats through ``_convert``, so inside ``_convert`` it would close an import
-circle (``tests/test_layers.py`` refuses one).
+The layers: ``_convert/`` holds the formats (detection, a reader and a writer per format, one
+record at a time) and knows no loader; the loaders (``_dialogues``) read foreign files through
+it; this module sits above both, since a file is converted by loading it (checked, slot names
+made the schema's, gold versions merged) and writing it with a format's writer. Inside
+``_convert/`` it would close an import circle through ``_dialogues``, and a lazy import would
+not open it (``tests/test_layers.py`` counts imports inside functions too).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import DataMismatchError, InputError, OptionError
+from .._errors import DataMismatchError, OptionError
 from ._convert import (
     NATIVE,
     Context,
     Format,
     Kind,
+    detect_kind,
     get_format,
     write_format,
 )
@@ -53,21 +58,6 @@ class Conversion:
     target: Format
     count: int
     renamed: dict[str, int] = field(default_factory=dict)
-
-
-def detect_kind(path: str | Path) -> Kind:
-    """The kind of file ``path`` holds, by trying each kind's formats in turn."""
-    from ._convert import KINDS, detect, open_source
-
-    source = open_source(path)
-    problems = []
-    for kind in KINDS:
-        try:
-            detect(source, kind)
-            return kind
-        except InputError as exc:
-            problems.append(exc)
-    raise problems[0]
 
 
 def _dialogue_sets(inputs: Sequence[str | Path], schema: Schema | None,
@@ -182,4 +172,4 @@ def write_conversion(conversion: Conversion, out: str | Path) -> None:
     write_format(conversion.value, conversion.target, out)
 
 
-__all__ = ["Conversion", "convert", "detect_kind", "merge_gold", "write_conversion"]
+__all__ = ["Conversion", "convert", "merge_gold", "write_conversion"]
