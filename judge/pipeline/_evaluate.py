@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shutil
 import signal
@@ -335,23 +336,33 @@ def collect(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
             predictions: PredictionSet,
             records: dict[tuple[str, int, str], Completion | ModelError], *,
             rules: RuleSet | None = None, out_dir: str | Path | None = None,
-            force: bool = False, sources: dict[str, Any] | None = None,
+            store: RunStore | None = None, force: bool = False,
+            sources: dict[str, Any] | None = None,
             keep_files: Sequence[str | Path] = (),
             on_result: Callable[[CallResult], None] | None = None,
-            plan: EvaluationPlan | None = None) -> EvaluationResult:
+            plan: EvaluationPlan | None = None, kind: str = "batch",
+            extra: dict[str, Any] | None = None) -> EvaluationResult:
     """Integrate a finished batch's completions exactly as live ones (no re-asks); a call
     whose request body was sent once for several calls gets that line's answer.
 
-    With ``out_dir`` the results are written there under the directory's lock and a ``batch``
-    manifest (a directory holding another run is refused unless ``force``); ``keep_files``
-    (the downloaded batch output) are moved into it. ``on_result`` sees every answered call
-    as a live run's log would record it; ``plan``: the plan of these inputs, when the caller
-    has made it already.
+    With ``out_dir`` (a run directory) or ``store`` (any :class:`RunStore`) the run is kept
+    there as a live run is: under a manifest of ``kind`` (``batch``; a store holding another
+    run is refused unless ``force``), every answered call in its log, then the results;
+    ``keep_files`` (the downloaded batch output) are moved into ``out_dir``. ``kind``
+    ``evaluate`` keeps the collected run as one that ``retry-errors`` continues live (the
+    service's batch jobs), with ``extra`` sections added to its manifest (what was
+    submitted). ``on_result`` sees every answered call as the log records it; ``plan``: the
+    plan of these inputs, when the caller has made it already.
     """
+    if out_dir is not None and store is not None:
+        raise OptionError("a run is kept in one place: give out_dir or store, not both")
     plan = plan or plan_evaluation(config, schema, dialogues, predictions, rules=rules)
-    run_dir = RunDirectory(out_dir) if out_dir is not None else None
-    return _collect([(None, plan)], [run_dir], records, force=force, sources=sources,
-                    keep_files=keep_files, keep_dir=out_dir, on_result=on_result)[0]
+    if store is None and out_dir is not None:
+        store = RunDirectory(out_dir)
+    return _collect([(None, plan)], [store], records, force=force, sources=sources,
+                    keep_files=keep_files, keep_dir=out_dir, on_result=on_result,
+                    manifest=lambda p: {**build_manifest(p, sources, kind=kind),
+                                        **(extra or {})})[0]
 
 
 def collect_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
@@ -374,29 +385,33 @@ def collect_systems(config: JudgeConfig, schema: Schema, dialogues: DialogueSet,
                           "of their own (one run directory per system inside it)")
     systems: list[System] = [(name, plan_evaluation(config, schema, dialogues, p, rules=rules))
                              for name, p in zip(names, predictions, strict=True)]
-    run_dirs = [RunDirectory(Path(out_dir) / name) if out_dir is not None else None
-                for name in names]
-    return _collect(systems, run_dirs, records, force=force, sources=sources,
-                    keep_files=keep_files, keep_dir=out_dir)
+    stores: list[RunStore | None] = [
+        RunDirectory(Path(out_dir) / name) if out_dir is not None else None for name in names]
+    return _collect(systems, stores, records, force=force, sources=sources,
+                    keep_files=keep_files, keep_dir=out_dir,
+                    manifest=lambda p: build_manifest(p, sources, kind="batch"))
 
 
-def _collect(systems: list[System], run_dirs: Sequence[RunDirectory | None],
+def _collect(systems: list[System], stores: Sequence[RunStore | None],
              records: dict[tuple[str, int, str], Completion | ModelError], *, force: bool,
              sources: dict[str, Any] | None, keep_files: Sequence[str | Path],
              keep_dir: str | Path | None,
+             manifest: Callable[[EvaluationPlan], dict[str, Any]],
              on_result: Callable[[CallResult], None] | None = None) -> list[EvaluationResult]:
-    """Lock every run directory, answer every system from the records, write the results;
-    each summary counts its calls' lines (missing, shared) and the lines no call used."""
+    """Open every system's run store, answer every system from the records (each answered
+    call logged in its store), write the results; each summary counts its calls' lines
+    (missing, shared) and the lines no call used."""
     try:
-        for (_, plan), run_dir in zip(systems, run_dirs, strict=True):
-            if run_dir is not None:
-                run_dir.start(build_manifest(plan, sources, kind="batch"), resume=False,
-                              force=force)
+        logged: list[dict[str, dict[str, Any]]] = []
+        for (_, plan), store in zip(systems, stores, strict=True):
+            earlier = store.start(manifest(plan), resume=False, force=force) \
+                if store is not None else []
+            logged.append({str(e["custom_id"]): e for e in earlier})
         unused = len(set(records) - line_keys(systems))
         results = []
-        for (name, plan), answered in zip(systems, fan_out_systems(systems, records),
-                                          strict=True):
-            hooks = RunHooks(on_result=on_result)
+        for (name, plan), answered, store, known in zip(
+                systems, fan_out_systems(systems, records), stores, logged, strict=True):
+            hooks = RunHooks(on_result=_collected(store, known, on_result))
             result = build_result(plan,
                                   asyncio.run(answer_plan(plan, RecordedSource(answered),
                                                           hooks)),
@@ -413,14 +428,31 @@ def _collect(systems: list[System], run_dirs: Sequence[RunDirectory | None],
             for path in map(Path, keep_files):
                 if path.resolve().parent != folder.resolve():
                     shutil.move(str(path), folder / path.name)
-        for run_dir, result in zip(run_dirs, results, strict=True):
-            if run_dir is not None:
-                run_dir.write_results(result.rows, result.summary)
+        for store, result in zip(stores, results, strict=True):
+            if store is not None:
+                store.write_results(result.rows, result.summary)
         return results
     finally:
-        for run_dir in run_dirs:
-            if run_dir is not None:
-                run_dir.close()
+        for store in stores:
+            if store is not None:
+                store.close()
+
+
+def _collected(store: RunStore | None, known: dict[str, dict[str, Any]],
+               on_result: Callable[[CallResult], None] | None
+               ) -> Callable[[CallResult], None] | None:
+    """What hears each collected call: its store logs it (unless the log holds this very
+    record already: the same batch collected again), then ``on_result``."""
+    if store is None:
+        return on_result
+
+    def finished(result: CallResult) -> None:
+        if known.get(result.custom_id) != json.loads(json.dumps(vars(result))):
+            store.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    return finished
 
 
 def rules_for(path: str | Path | None, schema: Schema) -> RuleSet:

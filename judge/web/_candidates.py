@@ -17,7 +17,6 @@ from typing import Any
 from .. import analysis
 from .._errors import DSTJudgeError, ServiceError
 from ..data import DialogueSet, dialogue_key, load_dialogues, load_schema
-from ..pipeline import Run
 from ..service import JobRow, Service
 from ._common import Preparing
 
@@ -108,10 +107,10 @@ def run_candidates(service: Service, row: JobRow) -> RunCandidates:
     with _ranking_refusals():
         schema = load_schema(local(inputs["schema"])) if isinstance(inputs.get("schema"), str) \
             else None
-        rows = list(service.jobs.judgments(row.project_id, row.id))
+        run = service.jobs.run(row.project_id, row.id)  # through the job's run store
         dialogues = load_dialogues(local(inputs["dialogues"]), schema=schema).subset(
-            list(dict.fromkeys(str(r["dialogue_id"]) for r in rows)))
-        source = analysis.source_from_run(Run(Path(row.id), dict(row.summary or {}), rows))
+            list(dict.fromkeys(str(r["dialogue_id"]) for r in run.rows)))
+        source = analysis.source_from_run(run)
         found = analysis.find_candidates(dialogues, [source], schema=schema)
     return RunCandidates(dialogues, source, found)
 

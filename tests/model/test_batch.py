@@ -12,7 +12,7 @@ from judge import InputError, evaluate, load_config
 from judge._digest import canonical_json
 from judge.cli import main
 from judge.model import Cassette, read_output
-from judge.pipeline import collect, plan_evaluation, write_requests
+from judge.pipeline import RunDirectory, collect, plan_evaluation, write_requests
 
 from ..conftest import CASSETTES, EXAMPLES, assert_located, mount_cassette
 
@@ -127,6 +127,10 @@ def test_cli_prepare_and_collect(tmp_path, example_data, capsys):
                  "--semantics", "paper", "--out", str(tmp_path / "run")]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["semantics"] == "paper" and summary["scored_turns"] == 11
+    folder = RunDirectory(tmp_path / "run")  # kept through the run store, as a live run
+    assert folder.read_manifest()["kind"] == "batch"
+    assert sorted(e["custom_id"] for e in folder.read_log()) == sorted(
+        c.custom_id for c in plan.calls)
     assert "Judge JGA" in capsys.readouterr().out
 
 

@@ -21,11 +21,13 @@ import pytest
 import respx
 
 from judge import load_config
+from judge._digest import canonical_json
 from judge._errors import InputError, OptionError, RunConflict
 from judge.errors import BudgetReached
-from judge.pipeline import CallResult, RunStore, evaluate
+from judge.model import Cassette, read_output
+from judge.pipeline import CallResult, RunStore, collect, evaluate, plan_evaluation
 
-from ..conftest import mount_cassette
+from ..conftest import CASSETTES, mount_cassette
 
 
 @dataclass
@@ -50,6 +52,21 @@ def _call(custom_id: str, **values: Any) -> CallResult:
 
 def _record(result: CallResult) -> dict[str, Any]:
     return json.loads(json.dumps(vars(result)))
+
+
+def batch_records(config: Any, example_data: Any, folder: Any) -> dict[Any, Any]:
+    """What a finished batch of the example run answers (the recorded live replies, one
+    output line per planned call), as ``read_output`` reads it."""
+    by_body = {canonical_json(i["request"]["body"]): i["response"]
+               for i in Cassette.load(CASSETTES / "example-two-dim.json")}
+    plan = plan_evaluation(config, *example_data)
+    output = folder / "batch-output.jsonl"
+    output.write_text("".join(json.dumps({
+        "id": f"batch_req_{n}", "custom_id": call.custom_id, "error": None,
+        "response": {"status_code": by_body[canonical_json(call.body)]["status_code"],
+                     "body": by_body[canonical_json(call.body)]["body"]}}) + "\n"
+        for n, call in enumerate(plan.calls)))
+    return read_output(output)
 
 
 class RunStoreContract:
@@ -186,3 +203,29 @@ class RunStoreContract:
         assert first + second == 22
         assert resumed.summary["calls"]["resumed"] == first
         assert len(place.open().read_log()) == 22
+
+    def test_a_collected_batch_is_kept_as_a_live_run_is(self, place, tmp_path, example_data):
+        """``collect`` keeps a batch's run through the store: its manifest, every answered
+        call in the log, the results; collecting the same batch again continues the same run
+        and logs nothing twice."""
+        config = load_config({"model": "local", "use_cache": False})
+        records = batch_records(config, example_data, tmp_path)
+        heard: list[CallResult] = []
+        store = place.open()
+        result = collect(config, *example_data, records, store=store, on_result=heard.append)
+        place.commit(store)
+        assert len(heard) == result.summary["calls"]["planned"] == 22
+        reader = place.open()
+        manifest = reader.read_manifest()
+        assert manifest["kind"] == "batch" and manifest["run_id"] == store.run_id
+        assert sorted(reader.read_log(), key=lambda e: e["custom_id"]) == sorted(
+            (_record(c) for c in heard), key=lambda e: e["custom_id"])
+        run = reader.read_run()
+        assert run.rows == result.rows and run.summary == result.summary
+
+        again = place.open()
+        assert collect(config, *example_data, records, store=again).rows == result.rows
+        assert again.run_id == store.run_id
+        assert len(place.open().read_log()) == 22
+        with pytest.raises(RunConflict, match="holds another run"):
+            evaluate(config, *example_data, store=place.open())

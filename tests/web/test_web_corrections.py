@@ -196,3 +196,24 @@ def test_a_typed_value_and_a_reviewer_name_with_markup_stay_text(web):
     download = alice.get(f"/ui/corrections/{job}/corrections.jsonl")
     assert download.headers["content-type"].startswith("application/x-ndjson")
     assert download.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_queue_ranks_the_run_as_its_run_store_reads_it(web):
+    """The candidates queue reads the judge run through the job's run store (the path the
+    analysis jobs take, ``Service.jobs.run``), not from the job row its caller holds: a row
+    without its summary still ranks the run under its system's name."""
+    import dataclasses
+
+    from judge import analysis
+    from judge.service import ensure_project
+    from judge.service.jobs import job_run
+    from judge.web._candidates import run_candidates
+
+    job = judged_run(web)
+    service = web["service"]
+    lab = ensure_project(service.db, "lab")
+    run = service.jobs.run(lab, job)
+    assert run == job_run(service.db, lab, job) and run.rows
+    ran = run_candidates(service, dataclasses.replace(service.jobs.row(lab, job), summary=None))
+    assert ran.source == analysis.source_from_run(run)
+    assert ran.source.name == run.summary["data"]["system"] == "example-dst"

@@ -25,7 +25,7 @@ from ._lifecycle import (
     new_job_status,
 )
 from ._reruns import check_retry, first_run, run_input_files
-from ._runlog import ImmediateWriter, JobRunLog, RunLogWriter, job_run
+from ._runlog import HeldRecords, ImmediateWriter, JobRunLog, RunLogWriter, job_run
 
 __all__ = [
     "ACTIVE",
@@ -37,6 +37,7 @@ __all__ = [
     "STATUSES",
     "WITH_RESULTS",
     "EstimateInputs",
+    "HeldRecords",
     "ImmediateWriter",
     "JobRequest",
     "JobRunLog",

@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 import sqlalchemy as sa
 
 from ..._errors import ServiceError
+from ...pipeline import Run
 from ..auth import Principal, TokenBook, new_id
 from ..db import (
     Database,
@@ -40,6 +41,7 @@ from ._lifecycle import (
     move,
     new_job_status,
 )
+from ._runlog import job_run
 
 PublicJob: TypeAlias = dict[str, Any]
 """A job as the API shows it: the fields of :class:`judge._api_models.Job` (which validates it at
@@ -320,6 +322,12 @@ class JobStore:
         if dialogue_id is not None:
             query = query.where(judgments.c.dialogue_id == dialogue_id)
         return query
+
+    def run(self, project_id: str, job_id: str) -> Run:
+        """A finished judge job of the project as a run, read through its run store (what the
+        analysis jobs read, :func:`~judge.service.jobs.job_run`); 404 for another project's
+        job, an :class:`InputError` for one without judgments."""
+        return job_run(self.db, project_id, job_id)
 
     def calls(self, job_id: str) -> builtins.list[dict[str, Any]]:
         with self.db.read() as conn:

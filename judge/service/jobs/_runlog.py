@@ -59,6 +59,27 @@ class ImmediateWriter:
         self.sink.store_manifest(job_id, manifest)
 
 
+class HeldRecords:
+    """A :class:`RunLogWriter` that writes nothing itself: it holds the records for the job's
+    outcome, which the worker writes in the transaction of the job's status (a batch job's
+    collected run: its log lands with its results, or not at all). Any thread may use it."""
+
+    def __init__(self) -> None:
+        self.manifests: list[tuple[str, dict[str, Any]]] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def call(self, job_id: str, record: dict[str, Any]) -> None:
+        self.calls.append((job_id, record))
+
+    def manifest(self, job_id: str, manifest: dict[str, Any]) -> None:
+        self.manifests.append((job_id, manifest))
+
+    @property
+    def records(self) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
+        """(manifests, calls), as the worker's journal hands over a live job's."""
+        return self.manifests, self.calls
+
+
 class JobRunLog:
     """The run log and results of one job, in the service database.
 

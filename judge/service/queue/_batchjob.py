@@ -19,8 +19,8 @@ No worker waits on a batch. A batch job is a series of short visits, each one cl
 4. Collect: the output files are downloaded and read with the same reply checks as live
    replies; what they paid for goes into the ledger, the calls left out are answered from it
    (the job parks again while another job still holds some of them), and
-   :func:`judge.pipeline.collect` integrates all of it; rows, summary, run log and manifest are
-   stored as a live job's are (``retry-errors`` continues from them).
+   :func:`judge.pipeline.collect` integrates all of it into the job's run store, as a live
+   job's run is kept (``retry-errors`` continues from it): :mod:`._batchcollect`.
 
 Cancelling asks the API to cancel every batch still running, then ends the job as cancelled.
 The request files are rebuilt from the inputs on every visit that needs them (the plan is
@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,25 +40,16 @@ import sqlalchemy as sa
 
 from ..._config import JudgeConfig, load_config
 from ..._digest import file_digest
-from ..._errors import DatabaseUnavailable, DSTJudgeError, ModelError, ReplyError
+from ..._errors import DatabaseUnavailable, DSTJudgeError, ModelError
 from ..._tasks import run_to_end
-from ...model import (
-    ReplyLimits,
-    call_key,
-    cancel,
-    download,
-    find_batch,
-    parse_chat_reply,
-    read_output,
-    status,
-    submit,
-)
-from ...pipeline import build_manifest, collect, estimate, plan_evaluation, write_requests
+from ...model import cancel, find_batch, status, submit
+from ...pipeline import estimate, plan_evaluation, write_requests
 from ...store import cache_key
 from ..db import Database, JobRow, job_batches, jobs, now
 from ..jobs import BATCH_OPTIONS, JUDGE_OPTIONS, JobStatus, endpoint_for
 from ..ledger import BATCH_CLAIM_SECONDS, DatabaseLedger, batch_owner
-from ._evaluate import EvaluateRunner, judged
+from ._batchcollect import collect_job
+from ._evaluate import EvaluateRunner
 from ._inputs import Inputs
 from ._runners import Live, Outcome, Park, RunContext, Toolkit
 
@@ -216,7 +206,11 @@ class BatchRunner:
         if loaded is None:  # read once a visit: a job with nothing to submit collects at once
             loaded = await self._load(job, inputs, config)
             loaded["answered"] = set((planned or {}).get("answered") or ())
-        return await self._collect(job, config, endpoint_name, loaded, rows, live, inputs)
+        return await collect_job(job, config, endpoint_name, loaded, rows, live, inputs,
+                                 db=self.db, ledger=self._ledger(job),
+                                 run_dir=self.evaluator.run_dir(job.id),
+                                 planned=loaded.get("planned") or planned,
+                                 poll_seconds=self.settings.batch_poll_seconds)
 
     def _ledger(self, job: JobRow) -> DatabaseLedger:
         """The project's ledger, as the owner of this batch job's claims."""
@@ -440,98 +434,3 @@ class BatchRunner:
         note = f" (the API refused: {problems[0]})" if problems else ""
         log.info("job %s: cancelled with its %d batch(es)%s", job.id, len(rows), note)
         return Outcome(JobStatus.CANCELLED, None, "cancelled on request" + note)
-
-    async def _collect(self, job: JobRow, config: JudgeConfig, endpoint_name: str,
-                       loaded: dict[str, Any], rows: list[dict[str, Any]], live: BatchLive,
-                       inputs: Inputs) -> Outcome | Park:
-        folder = self.evaluator.run_dir(job.id) / "batch" / "output"
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True, exist_ok=True)
-        records: dict[Any, Any] = {}
-        bodies: dict[Any, bytes] = {}
-        limits = ReplyLimits.from_config(config)
-        for row in rows:
-            try:
-                paths = await download(config, row["batch_id"], folder)
-            except ModelError:
-                if row["status"] == "completed":
-                    raise
-                continue  # failed, expired or cancelled with no output: its calls are errors
-            for path in paths:
-                records.update(await asyncio.to_thread(read_output, path, limits=limits,
-                                                       secret=config.secret, bodies=bodies))
-        plan, ledger = loaded["plan"], self._ledger(job)
-        origin = batch_owner(job.id)  # the replies' origin: this job paid for them
-        # what the batches paid for is recorded before this job waits on anything, so two
-        # batch jobs waiting on each other's requests never wait forever
-        keys = loaded["keys"]
-        await asyncio.to_thread(self._record_paid, origin, plan, keys, bodies, ledger)
-        from_ledger, waiting = await asyncio.to_thread(
-            self._from_ledger, config, plan, keys, loaded["answered"], ledger, limits)
-        if waiting:
-            log.info("job %s: %d request(s) it left to other jobs have no reply yet; waiting",
-                     job.id, waiting)
-            return Park(now() + self.settings.batch_poll_seconds)
-        recorded = await asyncio.to_thread(ledger.count_origin, origin)
-        records.update(from_ledger)
-        calls: list[dict[str, Any]] = []
-        result = await asyncio.to_thread(
-            collect, config, loaded["schema"], loaded["dialogues"], loaded["predictions"],
-            records, rules=loaded["rules"], sources=loaded["sources"],
-            on_result=lambda r: calls.append(dict(vars(r))), plan=plan)
-        manifest = {**build_manifest(plan, loaded["sources"]), "batch": loaded.get("planned")
-                    or _planned(job.manifest)}
-        run_log = ([(job.id, manifest)],
-                   [(job.id, call) for call in calls])
-        shutil.rmtree(self.evaluator.run_dir(job.id), ignore_errors=True)
-        return judged(result, endpoint_name, inputs, loaded["corrected"], live,
-                      calls={"ledger": {"answered": len(from_ledger), "recorded": recorded}},
-                      extra={"batches": [{"id": r["batch_id"], "status": r["status"],
-                                          "requests": r["requests"]} for r in rows]},
-                      records=run_log)
-
-    @staticmethod
-    def _record_paid(origin: str, plan: Any, keys: dict[str, str], bodies: dict[Any, bytes],
-                     ledger: DatabaseLedger) -> None:
-        """Put every reply the batches paid for into the project's ledger, before anything
-        else can fail: later jobs (live or batch) sending the same request get it free. A key
-        another job holds or replied to keeps its row; the job's claims that got no reply
-        become failures."""
-        paid: dict[str, bytes] = {}
-        for call in plan.calls:
-            body = bodies.get(call_key(call.dialogue_id, call.turn_index, call.dimension))
-            if body is not None:
-                paid.setdefault(keys[call.custom_id], body)
-        ledger.record_replies(paid.items(), origin=origin)
-
-    @staticmethod
-    def _from_ledger(config: JudgeConfig, plan: Any, keys: dict[str, str],
-                     answered: Collection[str],
-                     ledger: DatabaseLedger, limits: ReplyLimits) -> tuple[dict[Any, Any], int]:
-        """The answers of the calls left out of the request files, read from the ledger with
-        the same checks as a live reply (not billed to this job), and how many requests
-        another job still holds (their replies are to come: the job waits). A reply that is
-        not there and not to come (the other job's request failed, or retention deleted it)
-        is the call's error: ``retry-errors`` sends it."""
-        wanted = {call_key(c.dialogue_id, c.turn_index, c.dimension): keys[c.custom_id]
-                  for c in plan.calls if c.custom_id in answered}
-        replies = ledger.replies(wanted.values())
-        missing = set(wanted.values()) - set(replies)
-        waiting = len(ledger.covered(missing)) if missing else 0
-        if waiting:
-            return {}, waiting
-        out: dict[Any, Any] = {}
-        for call, key in wanted.items():
-            reply = replies.get(key)
-            if reply is None:
-                out[call] = ModelError("left out of the batch for a reply the ledger was "
-                                       "getting, which never came; retry-errors sends it")
-                continue
-            try:
-                out[call] = parse_chat_reply(reply.content, limits=limits, secret=config.secret,
-                                             request_key=key, cached=True)
-            except ReplyError as exc:
-                out[call] = exc
-        return out, 0
-
-

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from judge._errors import RunConflict
 from judge.service import Database
 from judge.service.jobs import ImmediateWriter, JobRunLog, JobStatus, job_run
 from judge.service.queue import JobQueue
@@ -99,3 +100,47 @@ def test_a_live_job_keeps_its_run_log_in_the_database_and_writes_no_folder(servi
     assert logged == run.summary["calls"]["planned"] > 0
     assert len(run.rows) == run.summary["turns"] > 0
     assert runs.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_a_batch_collected_into_a_jobs_rows_reads_back_as_the_folders(tmp_path, example_data):
+    """The same batch replies collected into a run directory and into a job's rows (as a
+    batch job does: an evaluate run carrying what it submitted, its log written with the job's
+    outcome) read back alike through the run store: the same log, the same run."""
+    from judge import load_config
+    from judge.pipeline import RunDirectory, collect
+    from judge.service.jobs import HeldRecords
+    from tests.pipeline.run_store_contract import batch_records
+
+    db = queue_database(tmp_path / "service.sqlite3")
+    try:
+        insert_job(db, "job_1", "prj_x", "tok", "queued")
+        queue = JobQueue(db)
+        assert queue.claim("worker", 60.0).id == "job_1"
+        planned = {"kind": "batch-requests", "files": ["sha"], "calls": 22}
+        queue.store_manifest("job_1", planned)  # what the job submitted, until collected
+        config = load_config({"model": "local", "use_cache": False})
+        records = batch_records(config, example_data, tmp_path)
+        options = {"kind": "evaluate", "extra": {"batch": planned}}
+        folder = RunDirectory(tmp_path / "run")
+        in_folder = collect(config, *example_data, records, store=folder, **options)
+        held = HeldRecords()
+        log = JobRunLog(db, "job_1", writer=held)
+        with pytest.raises(RunConflict, match="batch-requests"):  # the plan is not a run
+            collect(config, *example_data, records, store=log, **options)
+        in_rows = collect(config, *example_data, records, store=log, force=True, **options)
+        assert queue.finish("job_1", "worker", status=JobStatus.SUCCEEDED, exit_code=0,
+                            summary=in_rows.summary, rows=in_rows.rows,
+                            records=held.records)
+
+        rows = JobRunLog(db, "job_1", project_id="prj_x")
+        manifest = rows.read_manifest()
+        assert manifest["kind"] == "evaluate" and manifest["batch"] == planned
+        assert manifest["run_id"] == log.run_id
+        ours = {k: v for k, v in manifest.items() if k != "run_id"}
+        assert ours == {k: v for k, v in folder.read_manifest().items() if k != "run_id"}
+        assert len(rows.read_log()) == 22
+        assert rows.read_log() == sorted(folder.read_log(), key=lambda e: e["custom_id"])
+        assert rows.read_run().rows == folder.read_run().rows == in_folder.rows
+        assert rows.read_run().summary == folder.read_run().summary
+    finally:
+        db.dispose()

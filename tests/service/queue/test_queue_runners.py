@@ -23,6 +23,7 @@ from judge.service import create_token as project_token
 from judge.service.auth._auth import TokenBook
 from judge.service.db._db import DatabaseUnavailable, job_batches
 from judge.service.queue import _analysis as an
+from judge.service.queue import _batchcollect as bc
 from judge.service.queue import _batchjob as bj
 from judge.service.queue import _evaluate as ev
 from judge.service.queue import _inputs as ri
@@ -290,32 +291,32 @@ def test_what_the_batches_paid_for_goes_into_the_ledger_once_per_key():
     keys = {"c1": "k1", "c2": "k1", "c3": "k3"}
     bodies = {call_key("d1", 0, "state"): b"first", call_key("d1", 1, "state"): b"second"}
     ledger = _Ledger()
-    bj.BatchRunner._record_paid("batch:job_1", plan, keys, bodies, ledger)
+    bc.record_paid("batch:job_1", plan, keys, bodies, ledger)
     assert ledger.recorded == [([("k1", b"first")], "batch:job_1")]
 
 
 def test_calls_left_to_other_jobs_wait_for_them_or_become_errors():
     config = load_config({"model": "m"})
-    limits = bj.ReplyLimits.from_config(config)
+    limits = bc.ReplyLimits.from_config(config)
     plan = _plan(("d1", 0, "state", "c1"), ("d1", 1, "state", "c2"), ("d2", 0, "state", "c3"))
     keys = {"c1": "k1", "c2": "k2", "c3": "k3"}
 
     waiting = _Ledger(covered={"k2"})
-    assert bj.BatchRunner._from_ledger(config, plan, keys, {"c1", "c2"}, waiting,
-                                       limits) == ({}, 1)
+    assert bc.answers_from_ledger(config, plan, keys, {"c1", "c2"}, waiting,
+                                  limits) == ({}, 1)
     assert waiting.asked == [["k1", "k2"]]
 
     gone = _Ledger(replies={"k1": SimpleNamespace(content=b"not a reply")})
-    out, count = bj.BatchRunner._from_ledger(config, plan, keys, {"c1", "c2"}, gone, limits)
+    out, count = bc.answers_from_ledger(config, plan, keys, {"c1", "c2"}, gone, limits)
     assert count == 0 and set(out) == {call_key("d1", 0, "state"), call_key("d1", 1, "state")}
     missing = out[call_key("d1", 1, "state")]
     assert isinstance(missing, ModelError)
     assert str(missing) == ("left out of the batch for a reply the ledger was getting, which "
                             "never came; retry-errors sends it")
-    assert isinstance(out[call_key("d1", 0, "state")], bj.ReplyError)
+    assert isinstance(out[call_key("d1", 0, "state")], bc.ReplyError)
 
     nothing = _Ledger()
-    assert bj.BatchRunner._from_ledger(config, plan, keys, set(), nothing, limits) == ({}, 0)
+    assert bc.answers_from_ledger(config, plan, keys, set(), nothing, limits) == ({}, 0)
 
 
 # --- _batchjob: the job's batch rows in the database --------------------------------------------

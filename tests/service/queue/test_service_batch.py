@@ -18,6 +18,7 @@ import judge
 import judge.errors
 from judge.service import create_token as project_token
 from judge.service.db._db import jobs
+from judge.service.jobs import JobRunLog
 from tests.conftest import EXAMPLES
 from tests.fault_server import FaultConfig, FaultServer, ServerProcess, get_json
 from tests.service.conftest import CANARY_KEY, Api, running_service, service_settings
@@ -235,10 +236,21 @@ def test_the_error_rows_of_a_batch_job_are_retried_live(batch_env):
     assert job["status"] == "succeeded" and job["exit_code"] == 1, job  # some error rows
     failed_lines = model.snapshot()["by_kind"].get("http_500", 0)
     assert failed_lines > 0
+    # the batch's run is kept through the job's run store, as a live run is: an evaluate
+    # run carrying what was submitted, every planned call in its log
+    db = batch_env["service"].db
+    collected = JobRunLog(db, job["id"])
+    manifest = collected.read_manifest()
+    assert manifest["kind"] == "evaluate" and manifest["run_id"]
+    assert manifest["batch"]["kind"] == "batch-requests"
+    logged = collected.read_log()
+    planned = api.get(f"/v1/jobs/{job['id']}/results").json()["calls"]["planned"]
+    assert len(logged) == planned and sum(bool(c.get("error")) for c in logged) > 0
     retry = api.post("/v1/jobs", json={"kind": "retry-errors", "inputs": {"run": job["id"]}})
     assert retry.status_code == 201, retry.text
     done = api.wait(retry.json()["id"])
     assert done["status"] == "succeeded" and done["exit_code"] == 0, done
+    assert JobRunLog(db, done["id"]).read_manifest()["run_id"] == manifest["run_id"]
     stats = model.snapshot()
     assert stats["completed"] == stats["distinct_bodies"]  # each body paid once in all
     assert stats["max_completed_per_body"] == 1
