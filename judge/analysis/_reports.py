@@ -5,9 +5,9 @@ is checked by mypy, while the report stays the plain dict the JSON outputs are d
 
 Keys present only with some options are ``NotRequired``; blocks whose keys are data (per
 RULE version, per stratum) or that only echo inputs keep ``dict[str, Any]`` and are described
-in the docstrings."""
-
-from __future__ import annotations
+in the docstrings. No ``from __future__ import annotations`` here: with it, Python 3.11
+would count every ``NotRequired`` key in ``__required_keys__``; without it the classes are
+in dependency order and runtime checks see the right keys."""
 
 from typing import Any, NotRequired, TypedDict
 
@@ -16,62 +16,6 @@ class _Corrected(TypedDict, total=False):
     corrections: list[dict[str, Any]]
     """When the run's rows were corrected (the service's agreement job with corrections):
     what each corrected version applied (``NotRequired`` is Python 3.11's)."""
-
-
-class AgreementReport(_Corrected):
-    """What :func:`judge.analysis.agreement_report` returns.
-
-    A *figure* is ``{"value": float | None, "ci": [low, high] | None}`` (percentages in
-    points, coefficients as fractions)."""
-
-    raters: list[str]
-    """The raters compared: ``judge``, ``RULE-<version>`` for each version, ``human``."""
-    labels: list[str]
-    """The label order of every confusion table: ``incorrect``, ``correct``."""
-    coefficients: list[str]
-    """The chance-corrected coefficients each pair reports, in display order."""
-    dialogues: int
-    turns: int
-    judged_turns: int
-    error_turns: int
-    """Turns without a judge verdict (a failed call)."""
-    pairs: list[RaterPair]
-    """One entry per pair of raters (and the judge against per-slot labels)."""
-    human: HumanSummary | None
-    """With human labels: what the file holds, how it fits the run, the reviewers'
-    agreement (``inter_annotator``) and the undecided turns."""
-    reevaluation: list[dict[str, Any]] | None
-    """With human labels: the judge's accuracy after human re-evaluation, per RULE version."""
-    population: PopulationReport | None
-    """With a sample and labels: the population estimates."""
-    labels_tie: LabelsTie | None
-    """Whether the labels are tied to the run's predictions."""
-    population_note: str | None
-    alt_test: AltTest | None
-    """With two or more reviewers: the alternative-annotator test of the judge."""
-    bootstrap: dict[str, Any]
-    """How the intervals were resampled (``n_boot``, ``seed``, ``confidence``, ``unit``)."""
-
-
-class SampleEstimates(TypedDict):
-    """What :func:`judge.analysis.sample_estimates` returns: a run's metrics (or the
-    difference of two runs) estimated from a sample file and its human labels."""
-
-    design: SampleDesign
-    """The sample's design in a few fields (:meth:`judge.analysis.Sample.describe`)."""
-    confidence: float
-    tuning: str | float
-    difference: str | None
-    """``"run 1 - run 2"`` for a difference of two runs, else ``None``."""
-    estimates: dict[str, MetricEstimates]
-    """Per metric (``tsa``; ``jga`` and ``success`` for a whole-dialogue sample), three
-    figures: ``judge`` (the judge's own, no interval), ``labels`` (labels alone) and ``ppi``
-    (prediction-powered), each ``{"value", "ci", "n_labelled", "n_turns", ...}`` in points."""
-    left_out: dict[str, Any]
-    """Labels of turns the sample does not list: ``count``, ``reason``, ``examples``."""
-    unlabelled_sampled_turns: dict[str, Any]
-    undecided_sampled_turns: dict[str, Any]
-    assumptions: str
 
 
 class Figure(TypedDict):
@@ -212,6 +156,44 @@ class MetricEstimates(TypedDict):
     """Prediction-powered: the labels and the judge's verdicts together."""
 
 
+class SampleDesign(TypedDict):
+    """A sample's design in a few fields (:meth:`judge.analysis.Sample.describe`)."""
+
+    design: str
+    unit: str
+    gold: str | None
+    allocation: str
+    seed: int
+    population: int
+    drawn_units: int
+    drawn_turns: int
+    n: int
+    procedure: int
+    recorded: bool
+    predictions_sha256: str | None
+
+
+class SampleEstimates(TypedDict):
+    """What :func:`judge.analysis.sample_estimates` returns: a run's metrics (or the
+    difference of two runs) estimated from a sample file and its human labels."""
+
+    design: SampleDesign
+    """The sample's design in a few fields (:meth:`judge.analysis.Sample.describe`)."""
+    confidence: float
+    tuning: str | float
+    difference: str | None
+    """``"run 1 - run 2"`` for a difference of two runs, else ``None``."""
+    estimates: dict[str, MetricEstimates]
+    """Per metric (``tsa``; ``jga`` and ``success`` for a whole-dialogue sample), three
+    figures: ``judge`` (the judge's own, no interval), ``labels`` (labels alone) and ``ppi``
+    (prediction-powered), each ``{"value", "ci", "n_labelled", "n_turns", ...}`` in points."""
+    left_out: dict[str, Any]
+    """Labels of turns the sample does not list: ``count``, ``reason``, ``examples``."""
+    unlabelled_sampled_turns: dict[str, Any]
+    undecided_sampled_turns: dict[str, Any]
+    assumptions: str
+
+
 class PopulationReport(TypedDict):
     """:class:`AgreementReport`'s ``population`` block (a sample and its labels): the share
     of turns people judge correct and each rater's agreement with them, for the whole run."""
@@ -231,6 +213,85 @@ class PopulationReport(TypedDict):
     estimation: dict[str, Any]
     """The rest of :class:`SampleEstimates` (all but ``estimates``)."""
     labels_tied: NotRequired[bool]
+
+
+class AltReviewer(TypedDict):
+    """One reviewer left out in :class:`AltTest`: the figures are there when the reviewer
+    shares enough turns with the others, a ``note`` says why not otherwise."""
+
+    reviewer: str
+    shared_turns: int
+    note: NotRequired[str]
+    judge_agreement: NotRequired[Figure]
+    reviewer_agreement: NotRequired[Figure]
+    rho_judge: NotRequired[float]
+    rho_reviewer: NotRequired[float]
+    ties: NotRequired[float]
+    judge_better: NotRequired[float]
+    reviewer_better: NotRequired[float]
+    z: NotRequired[float | None]
+    p_value: NotRequired[float]
+    rejected: NotRequired[bool]
+
+
+class AltTest(TypedDict):
+    """What :func:`judge.analysis.alt_test` returns (two or more reviewers)."""
+
+    epsilon: float
+    q: float
+    correction: str
+    minimum_shared_turns: int
+    reviewers: list[AltReviewer]
+    method: str
+    rho_meaning: str
+    enough_overlap: bool
+    winning_rate: float | None
+    """ω, the share of reviewers the judge wins against (None without enough overlap)."""
+    average_advantage: float | None
+    tested_reviewers: NotRequired[int]
+    tie_share: NotRequired[float]
+    passes: bool | None
+    """None when there is no verdict (too few reviewers, or labels too unbalanced)."""
+    verdict: str
+    constant_judge: NotRequired[dict[str, Any]]
+    """When a judge answering one label throughout would win as often: ``label``,
+    ``label_share`` and its ``winning_rate``."""
+    unbalanced: NotRequired[bool]
+
+
+class AgreementReport(_Corrected):
+    """What :func:`judge.analysis.agreement_report` returns.
+
+    A *figure* is ``{"value": float | None, "ci": [low, high] | None}`` (percentages in
+    points, coefficients as fractions)."""
+
+    raters: list[str]
+    """The raters compared: ``judge``, ``RULE-<version>`` for each version, ``human``."""
+    labels: list[str]
+    """The label order of every confusion table: ``incorrect``, ``correct``."""
+    coefficients: list[str]
+    """The chance-corrected coefficients each pair reports, in display order."""
+    dialogues: int
+    turns: int
+    judged_turns: int
+    error_turns: int
+    """Turns without a judge verdict (a failed call)."""
+    pairs: list[RaterPair]
+    """One entry per pair of raters (and the judge against per-slot labels)."""
+    human: HumanSummary | None
+    """With human labels: what the file holds, how it fits the run, the reviewers'
+    agreement (``inter_annotator``) and the undecided turns."""
+    reevaluation: list[dict[str, Any]] | None
+    """With human labels: the judge's accuracy after human re-evaluation, per RULE version."""
+    population: PopulationReport | None
+    """With a sample and labels: the population estimates."""
+    labels_tie: LabelsTie | None
+    """Whether the labels are tied to the run's predictions."""
+    population_note: str | None
+    alt_test: AltTest | None
+    """With two or more reviewers: the alternative-annotator test of the judge."""
+    bootstrap: dict[str, Any]
+    """How the intervals were resampled (``n_boot``, ``seed``, ``confidence``, ``unit``)."""
 
 
 class RunDifference(SampleEstimates):
@@ -366,67 +427,6 @@ class LabelledTsa(TypedDict):
     labels_pairing: str | None
     systems: list[LabelledSystem]
     pairs: list[LabelledPair]
-
-
-class AltReviewer(TypedDict):
-    """One reviewer left out in :class:`AltTest`: the figures are there when the reviewer
-    shares enough turns with the others, a ``note`` says why not otherwise."""
-
-    reviewer: str
-    shared_turns: int
-    note: NotRequired[str]
-    judge_agreement: NotRequired[Figure]
-    reviewer_agreement: NotRequired[Figure]
-    rho_judge: NotRequired[float]
-    rho_reviewer: NotRequired[float]
-    ties: NotRequired[float]
-    judge_better: NotRequired[float]
-    reviewer_better: NotRequired[float]
-    z: NotRequired[float | None]
-    p_value: NotRequired[float]
-    rejected: NotRequired[bool]
-
-
-class AltTest(TypedDict):
-    """What :func:`judge.analysis.alt_test` returns (two or more reviewers)."""
-
-    epsilon: float
-    q: float
-    correction: str
-    minimum_shared_turns: int
-    reviewers: list[AltReviewer]
-    method: str
-    rho_meaning: str
-    enough_overlap: bool
-    winning_rate: float | None
-    """ω, the share of reviewers the judge wins against (None without enough overlap)."""
-    average_advantage: float | None
-    tested_reviewers: NotRequired[int]
-    tie_share: NotRequired[float]
-    passes: bool | None
-    """None when there is no verdict (too few reviewers, or labels too unbalanced)."""
-    verdict: str
-    constant_judge: NotRequired[dict[str, Any]]
-    """When a judge answering one label throughout would win as often: ``label``,
-    ``label_share`` and its ``winning_rate``."""
-    unbalanced: NotRequired[bool]
-
-
-class SampleDesign(TypedDict):
-    """A sample's design in a few fields (:meth:`judge.analysis.Sample.describe`)."""
-
-    design: str
-    unit: str
-    gold: str | None
-    allocation: str
-    seed: int
-    population: int
-    drawn_units: int
-    drawn_turns: int
-    n: int
-    procedure: int
-    recorded: bool
-    predictions_sha256: str | None
 
 
 PpiMean = TypedDict("PpiMean", {
