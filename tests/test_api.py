@@ -164,9 +164,10 @@ found["estimates"]["tsa"]["ppi"]["lamda"]
 def test_mypy_checks_a_caller_of_the_face(tmp_path):
     """``tests/typing/face_usage.py`` (a caller of the main jobs) passes ``mypy --strict``, and
     the same calls misused (a report key or a result attribute that does not exist, at the
-    top of a report or in a block inside it, a name that is not on the face) are errors: the results are typed, not ``dict[str, Any]``, and
-    the lazy ``__getattr__`` does not make every name ``Any``. Its own cache beside mypy's
-    default, which only ``tests/test_gate.py`` uses."""
+    top of a report or in a block inside it, a name that is not on the face) are errors: the
+    results are typed, not ``dict[str, Any]``, and the lazy ``__getattr__`` does not make
+    every name ``Any``. Its own cache beside mypy's default, which only
+    ``tests/test_gate.py`` uses."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is in the test extra")
     misuse = tmp_path / "misuse.py"

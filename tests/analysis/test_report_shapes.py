@@ -233,8 +233,15 @@ def _run(tmp_path: Path, name: str, cassette: str, *extra: str,
 def test_tables_of_real_runs_and_the_cli_json(tmp_path):
     """The method and system tables of runs ``evaluate`` wrote, direct and as ``compare
     --json`` writes them (with the keys the command adds), and a leaderboard's JSON."""
-    from judge import Layout, build_leaderboard, load_dialogues, load_predictions, load_schema
-    from judge import MetricOptions, score_predictions
+    from judge import (
+        Layout,
+        MetricOptions,
+        build_leaderboard,
+        load_dialogues,
+        load_predictions,
+        load_schema,
+        score_predictions,
+    )
 
     strong = _run(tmp_path, "strong", "example-two-dim.json")
     weak = _run(tmp_path, "weak", "example-weak-two-dim.json",
