@@ -39,6 +39,7 @@ from judge.analysis import (
     run_differences,
     sample_estimates,
     system_table,
+    write_sample,
 )
 from judge.analysis._labels import row_key
 from judge.cli import main
@@ -250,16 +251,23 @@ def test_tables_of_real_runs_and_the_cli_json(tmp_path):
     human = {row_key(r): 1 for r in runs[0].rows[:4]}
     conforms(method_table(runs, human), MethodTable)
     conforms(system_table(runs, load_schema(EXAMPLES / "schema.json")), SystemTable)
-    labels = tmp_path / "human.jsonl"
-    labels.write_text("".join(json.dumps({"dialogue_id": r["dialogue_id"],
-                                          "turn_index": r["turn_index"], "label": 1}) + "\n"
-                              for r in runs[0].rows[:4]), encoding="utf-8")
+    sample = draw_sample(runs[0].rows, n=8, design="random", seed=1)
+    write_sample(sample, tmp_path / "sample.jsonl")
+    files = []
+    for name, flip in (("a", 3), ("b", 2)):
+        labels = tmp_path / f"human-{name}.jsonl"
+        labels.write_text("".join(json.dumps({"dialogue_id": t.dialogue_id,
+                                              "turn_index": t.turn_index,
+                                              "label": int(i % flip != 0)}) + "\n"
+                                  for i, t in enumerate(sample.turns)), encoding="utf-8")
+        files.append(str(labels))
     out = tmp_path / "compare.json"
-    assert main(["compare", str(strong), str(weak), "--human", str(labels),
-                 "--json", str(out)]) == 0
+    assert main(["compare", str(strong), str(weak), "--human", *files, "--sample",
+                 str(tmp_path / "sample.jsonl"), "--json", str(out)]) == 0
     written = json.loads(out.read_text(encoding="utf-8"))
     conforms(written, MethodTable)
-    assert "labels_tie" in written
+    assert {"labels_tie", "labels_tied", "sample_check", "differences"} <= set(written)
+    assert "labels_tied" in written["differences"][0]
 
     schema = load_schema(EXAMPLES / "schema.json")
     dialogues = load_dialogues(EXAMPLES / "dialogues.jsonl", schema=schema)
