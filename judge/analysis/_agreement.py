@@ -51,6 +51,7 @@ from ._reports import (
     LabelsTie,
     PopulationReport,
     RaterPair,
+    Reevaluation,
     ReviewerPair,
 )
 from ._sample_check import check_sample
@@ -272,7 +273,7 @@ def human_summary(human: HumanLabels, rows: Sequence[Mapping[str, Any]],
 
 def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnKey, int],
                  human: Mapping[TurnKey, int], tied: set[TurnKey], order: Sequence[TurnKey],
-                 boot: Bootstrap) -> dict[str, Any]:
+                 boot: Bootstrap) -> Reevaluation:
     """The paper's "accuracy after human re-evaluation" of the judge against one RULE version."""
     keys = [k for k in order if k in judge and k in rule]
     agreeing = [k for k in keys if judge[k] == rule[k]]
@@ -280,7 +281,7 @@ def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnK
     labelled = [k for k in disagreeing if k in human]
     matches = [k for k in labelled if human[k] == judge[k]]
     hits = set(agreeing) | set(matches)
-    entry: dict[str, Any] = {
+    entry: Reevaluation = {
         "name": f"judge vs RULE-{version}", "version": version, "rule": f"RULE-{version}",
         "turns": len(keys), "agreeing": len(agreeing), "disagreeing": len(disagreeing),
         "disagreeing_labelled": len(labelled),
@@ -422,7 +423,7 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     raters = ratings.raters()
     seen = set(ratings.order)
     human_block: HumanSummary | None = None
-    reevaluations: list[dict[str, Any]] | None = None
+    reevaluations: list[Reevaluation] | None = None
     slot_entry: RaterPair | None = None
     majority: dict[TurnKey, int] = {}
     resolution: Resolution | None = None

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import OptionError
+from ._reports import BootstrapInfo
 from ._statistics import pair_statistics, percentile_interval
 
 LABEL_NAMES: tuple[str, str] = ("incorrect", "correct")
@@ -85,7 +86,7 @@ class Bootstrap:
     def interval(self, replicates: np.ndarray) -> list[float] | None:
         return percentile_interval(replicates, self.confidence)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BootstrapInfo:
         return {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence,
                 "unit": "dialogue", "method": "percentile"}
 

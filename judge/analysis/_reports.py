@@ -259,6 +259,38 @@ class AltTest(TypedDict):
     unbalanced: NotRequired[bool]
 
 
+class BootstrapInfo(TypedDict):
+    """How the intervals were resampled: whole dialogues, percentile intervals."""
+
+    n_boot: int
+    seed: int
+    confidence: float
+    unit: str
+    method: str
+
+
+class Reevaluation(TypedDict):
+    """The paper's accuracy of the judge after human re-evaluation, against one RULE
+    version: turns where judge and RULE agree count as right, the others as the human
+    labels say (unlabelled ones as the judge's: ``assumption``)."""
+
+    name: str
+    version: str
+    rule: str
+    turns: int
+    agreeing: int
+    disagreeing: int
+    disagreeing_labelled: int
+    disagreeing_unlabelled: int
+    disagreeing_tied: int
+    human_matches_judge: int
+    human_matches_rule: int
+    agreeing_labelled: int
+    agreeing_contradicted: int
+    accuracy: Figure
+    assumption: str
+
+
 class AgreementReport(_Corrected):
     """What :func:`judge.analysis.agreement_report` returns.
 
@@ -281,7 +313,7 @@ class AgreementReport(_Corrected):
     human: HumanSummary | None
     """With human labels: what the file holds, how it fits the run, the reviewers'
     agreement (``inter_annotator``) and the undecided turns."""
-    reevaluation: list[dict[str, Any]] | None
+    reevaluation: list[Reevaluation] | None
     """With human labels: the judge's accuracy after human re-evaluation, per RULE version."""
     population: PopulationReport | None
     """With a sample and labels: the population estimates."""
@@ -290,8 +322,7 @@ class AgreementReport(_Corrected):
     population_note: str | None
     alt_test: AltTest | None
     """With two or more reviewers: the alternative-annotator test of the judge."""
-    bootstrap: dict[str, Any]
-    """How the intervals were resampled (``n_boot``, ``seed``, ``confidence``, ``unit``)."""
+    bootstrap: BootstrapInfo
 
 
 class RunDifference(SampleEstimates):
