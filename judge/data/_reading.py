@@ -24,6 +24,7 @@ from ._states import State
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+
 @dataclass(frozen=True)
 class _Loc:
     """Where a record came from: a JSON Lines line, or a place in a converted file."""
