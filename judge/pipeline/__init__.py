@@ -2,6 +2,9 @@
 re-asks → filter and integrate → results; the run log behind an interface (:class:`RunStore`),
 with run directories its folder implementation."""
 
+import warnings
+from typing import Any
+
 from ._answer import CallResult, RunProgress
 from ._batch import (
     RequestFiles,
@@ -15,7 +18,6 @@ from ._batch import (
     write_requests,
 )
 from ._cost import DryRun, cached_request_keys, dry_run
-from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     RunEnvironment,
@@ -57,7 +59,6 @@ __all__ = [
     "corrected_rows",
     "default_record",
     "dry_run",
-    "estimate",  # the old name of dry_run (the batch runner calls it so)
     "evaluate",
     "evaluate_async",
     "evaluate_systems",
@@ -79,3 +80,14 @@ __all__ = [
     "write_requests",
     "write_results",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``estimate``, the dry run's name before 0.1, still answers, with a warning: in this
+    project an estimate is the statistical one (:mod:`judge.analysis`)."""
+    if name == "estimate":
+        warnings.warn("judge.pipeline.estimate is now dry_run (an estimate is the statistical "
+                      "one of judge.analysis); the old name will go", DeprecationWarning,
+                      stacklevel=2)
+        return dry_run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
