@@ -2,8 +2,8 @@
 re-asks → filter and integrate → results; the run log behind an interface (:class:`RunStore`),
 with run directories its folder implementation."""
 
-import warnings
-from typing import Any
+import warnings as _warnings
+from typing import Any as _Any
 
 from ._answer import CallResult, RunProgress
 from ._batch import (
@@ -17,12 +17,11 @@ from ._batch import (
     submit_files,
     write_requests,
 )
+from ._collect import collect, collect_systems
 from ._cost import DryRun, cached_request_keys, dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     RunEnvironment,
-    collect,
-    collect_systems,
     evaluate,
     evaluate_async,
     evaluate_systems,
@@ -82,11 +81,11 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """``estimate``, the dry run's name before 0.1, still answers, with a warning: in this
     project an estimate is the statistical one (:mod:`judge.analysis`)."""
     if name == "estimate":
-        warnings.warn("judge.pipeline.estimate is now dry_run (an estimate is the statistical "
+        _warnings.warn("judge.pipeline.estimate is now dry_run (an estimate is the statistical "
                       "one of judge.analysis); the old name will go", DeprecationWarning,
                       stacklevel=2)
         return dry_run
