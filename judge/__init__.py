@@ -101,7 +101,7 @@ _HOMES: dict[str, str] = {
     "Client": ".client",
     "DSTJudgeError": "._errors",
     "InputError": "._errors",
-    "estimate": ".pipeline",  # the old name of dry_run, not listed in __all__
+    "estimate": ".pipeline",  # the dry run's old name: warns, not listed in __all__
 }
 """Where each public name lives (its subpackage or root module), by the job it serves."""
 

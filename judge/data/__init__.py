@@ -39,26 +39,25 @@ from ._corrections import (
 from ._dialogues import (
     DEFAULT_VERSION,
     Dialogue,
-    DialogueScan,
     DialogueSet,
     Hypotheses,
-    InStep,
-    IntegrationIssue,
-    NotInStep,
     PredDialogue,
-    PredictionScan,
     PredictionSet,
     PredTurn,
     Turn,
-    check_integration,
-    dialogue_integration,
     dialogue_key,
-    load_dialogues,
-    load_predictions,
-    load_schema,
-    read_id_list,
     version_label,
 )
+from ._instep import InStep, NotInStep
+from ._load_dialogues import DialogueScan, load_dialogues
+from ._load_predictions import (
+    IntegrationIssue,
+    PredictionScan,
+    check_integration,
+    dialogue_integration,
+    load_predictions,
+)
+from ._reading import load_schema, read_id_list
 from ._schema import (
     DomainSpec,
     KeyIndex,

@@ -7,11 +7,12 @@ Several gold files of one data set (MultiWOZ 2.1 and 2.4 ``data.json``) merge in
 dialogues file carrying both annotation versions, so one run scores against both.
 
 The layers: ``_convert/`` holds the formats (detection, a reader and a writer per format, one
-record at a time) and knows no loader; the loaders (``_dialogues``) read foreign files through
-it; this module sits above both, since a file is converted by loading it (checked, slot names
-made the schema's, gold versions merged) and writing it with a format's writer. Inside
-``_convert/`` it would close an import circle through ``_dialogues``, and a lazy import would
-not open it (``tests/test_layers.py`` counts imports inside functions too).
+record at a time) and knows no loader; the loaders (``_reading``, ``_load_dialogues``,
+``_load_predictions``) read foreign files through it; this module sits above both, since a file
+is converted by loading it (checked, slot names made the schema's, gold versions merged) and
+writing it with a format's writer. Inside ``_convert/`` it would close an import circle through
+the loaders, and a lazy import would not open it (``tests/test_layers.py`` counts imports
+inside functions too).
 """
 
 from __future__ import annotations
@@ -31,18 +32,10 @@ from ._convert import (
     get_format,
     write_format,
 )
-from ._dialogues import (
-    DialogueSet,
-    PredDialogue,
-    _canonical_turns,
-    _complete_turns,
-    _records,
-    dialogue_key,
-    load_dialogues,
-    load_predictions,
-    load_schema,
-    read_id_list,
-)
+from ._dialogues import DialogueSet, PredDialogue, dialogue_key
+from ._load_dialogues import load_dialogues
+from ._load_predictions import _canonical_turns, _complete_turns, load_predictions
+from ._reading import _records, load_schema, read_id_list
 from ._schema import Schema
 
 

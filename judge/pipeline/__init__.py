@@ -2,6 +2,9 @@
 re-asks → filter and integrate → results; the run log behind an interface (:class:`RunStore`),
 with run directories its folder implementation."""
 
+import warnings as _warnings
+from typing import Any as _Any
+
 from ._answer import CallResult, RunProgress
 from ._batch import (
     RequestFiles,
@@ -14,13 +17,11 @@ from ._batch import (
     submit_files,
     write_requests,
 )
+from ._collect import collect, collect_systems
 from ._cost import DryRun, cached_request_keys, dry_run
-from ._cost import estimate as estimate  # the old name of dry_run
 from ._evaluate import (
     TRANSPORT_OPTIONS,
     RunEnvironment,
-    collect,
-    collect_systems,
     evaluate,
     evaluate_async,
     evaluate_systems,
@@ -57,7 +58,6 @@ __all__ = [
     "corrected_rows",
     "default_record",
     "dry_run",
-    "estimate",  # the old name of dry_run (the batch runner calls it so)
     "evaluate",
     "evaluate_async",
     "evaluate_systems",
@@ -79,3 +79,14 @@ __all__ = [
     "write_requests",
     "write_results",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    """``estimate``, the dry run's name before 0.1, still answers, with a warning: in this
+    project an estimate is the statistical one (:mod:`judge.analysis`)."""
+    if name == "estimate":
+        _warnings.warn("judge.pipeline.estimate is now dry_run (an estimate is the statistical "
+                      "one of judge.analysis); the old name will go", DeprecationWarning,
+                      stacklevel=2)
+        return dry_run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

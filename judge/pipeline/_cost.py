@@ -109,6 +109,3 @@ def dry_run(plan: EvaluationPlan, *, cached_keys: set[str] | None = None,
                     + ("llama-server slot cache" if counter.chat == "chatml"
                        else "OpenAI prompt caching, ≥ 1,024-token prompts")}
 
-
-estimate = dry_run
-"""The old name of :func:`dry_run`, kept for callers written before the rename."""

@@ -43,7 +43,7 @@ from ..._digest import file_digest
 from ..._errors import DatabaseUnavailable, DSTJudgeError, ModelError
 from ..._tasks import run_to_end
 from ...model import cancel, find_batch, status, submit
-from ...pipeline import estimate, plan_evaluation, write_requests
+from ...pipeline import dry_run, plan_evaluation, write_requests
 from ...store import cache_key
 from ..db import Database, JobRow, job_batches, jobs, now
 from ..jobs import BATCH_OPTIONS, JUDGE_OPTIONS, JobStatus, endpoint_for
@@ -266,7 +266,7 @@ class BatchRunner:
             return None
         keys = loaded["keys"]
         answered = {keys[custom] for custom in loaded["answered"] if custom in keys}
-        cost = estimate(loaded["plan"], cached_keys=answered)["cost_usd"]["batch"]
+        cost = dry_run(loaded["plan"], cached_keys=answered)["cost_usd"]["batch"]
         if cost is None or cost <= budget:
             return None
         return (f"budget reached before submitting: the batches would cost about "
