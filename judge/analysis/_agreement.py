@@ -43,17 +43,6 @@ from ._pair_counts import (
     statistics_from_counts,
 )
 from ._ratings import Ratings, RowsSource, read_ratings
-from ._reports import (
-    AgreementReport,
-    AltTest,
-    HumanSummary,
-    InterAnnotator,
-    LabelsTie,
-    PopulationReport,
-    RaterPair,
-    Reevaluation,
-    ReviewerPair,
-)
 from ._sample_check import check_sample
 from ._sampling import Sample
 from ._statistics import (
@@ -66,6 +55,17 @@ from ._statistics import (
     resample_dialogues,
     stratified_bootstrap,
     unit_counts,
+)
+from .reports import (
+    AgreementReport,
+    AltTest,
+    HumanSummary,
+    InterAnnotator,
+    LabelsTie,
+    PopulationReport,
+    RaterPair,
+    Reevaluation,
+    ReviewerPair,
 )
 
 __all__ = [  # the labels live in ._labels; these names stay importable from here

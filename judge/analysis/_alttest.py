@@ -51,8 +51,8 @@ from typing import Any, cast
 import numpy as np
 
 from ._labels import TurnKey
-from ._reports import AltTest
 from ._statistics import cluster_bootstrap, percentile_interval
+from .reports import AltTest
 
 EPSILON = 0.1
 """The default ε: how much worse than a reviewer the judge may be and still stand in."""

@@ -25,10 +25,10 @@ from ._design import Tuning
 from ._estimates import sample_estimates
 from ._labels import Resolution, TurnKey, row_key
 from ._ratings import read_ratings
-from ._reports import Figure, MethodRow, MethodTable, RunDifference, SystemScores, SystemTable
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
 from ._sample_check import sample_strata
 from ._sampling import Sample
+from .reports import Figure, MethodRow, MethodTable, RunDifference, SystemScores, SystemTable
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:

@@ -70,7 +70,7 @@ from ._intervals import (
     satterthwaite,
     size_correction,
 )
-from ._reports import PpiMean
+from .reports import PpiMean
 
 TuningName = Literal["loo", "plain"]
 Tuning = TuningName | float

@@ -31,9 +31,9 @@ from ._intervals import (
     INTERVAL_METHOD,
 )
 from ._labels import Resolution, TurnKey, row_key
-from ._reports import MetricEstimates, SampleEstimates
 from ._sample_check import sample_strata
 from ._sampling import Sample, Strata, UnitKey
+from .reports import MetricEstimates, SampleEstimates
 
 JUDGE_NOTE = ("the judge's own figure over every unit: no sampling error, but it carries the "
               "judge's bias, and no interval computed from the judge alone can cover that bias")

@@ -37,7 +37,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from .._errors import DataMismatchError, InputError
 from .._io import MAX_NAME_CHARS, iter_jsonl_lines, open_output, parse_line
 from ..data import dialogue_key
-from ._reports import LabelsTie
+from .reports import LabelsTie
 
 TurnKey = tuple[str, int]
 """A turn as ``(dialogue_key(dialogue_id), turn_index)``, so id spellings do not matter."""

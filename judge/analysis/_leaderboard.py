@@ -39,7 +39,7 @@ from ._clustered import (
     ratio_estimate,
 )
 from ._leaderboard_systems import Layout, SystemKind, SystemTurns, _fga_lambda
-from ._reports import (
+from .reports import (
     BoardBreakdown,
     BoardFigure,
     BoardPair,

@@ -15,10 +15,10 @@ from ._compare import run_differences, sampled_run
 from ._design import Tuning, check_tuning
 from ._estimates import sample_estimates
 from ._labels import HumanLabels, pair_by_predictions
-from ._reports import EstimateFigure, LabelledFigure, LabelledPair, LabelledSystem, LabelledTsa
 from ._runinfo import recorded_predictions_sha256
 from ._sample_check import check_sample
 from ._sampling import Sample
+from .reports import EstimateFigure, LabelledFigure, LabelledPair, LabelledSystem, LabelledTsa
 
 LABELLED_METHOD = ("prediction-powered TSA (PPI++, power tuning as given) from human labels of "
                    "the turns of one shared sample, the judge's verdicts on every turn as the "

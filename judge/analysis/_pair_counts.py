@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import OptionError
-from ._reports import BootstrapInfo
 from ._statistics import pair_statistics, percentile_interval
+from .reports import BootstrapInfo
 
 LABEL_NAMES: tuple[str, str] = ("incorrect", "correct")
 """Label order of every confusion matrix: index 0 = incorrect, 1 = correct."""

@@ -20,9 +20,9 @@ from ._design import (
     z_value,
 )
 from ._labels import TurnKey, row_key
-from ._reports import LabelPlan
 from ._sample_check import sample_strata
 from ._sampling import Sample
+from .reports import LabelPlan
 
 
 def labels_needed(spread: float, width: float, population: int, confidence: float) -> int:

@@ -49,7 +49,7 @@ from .._errors import InputError, OptionError
 from .._glossary import ALLOCATIONS, DESIGNS, UNITS, Allocation, Design, Unit
 from .._io import iter_jsonl_lines, open_output, parse_line
 from ._labels import TurnKey, row_key
-from ._reports import SampleDesign
+from .reports import SampleDesign
 
 UnitKey = TurnKey | str
 """A sampling unit: a turn key, or a dialogue key for whole-dialogue designs."""

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from ..metrics import MetricOptions
 
 if TYPE_CHECKING:  # the analysis stage (numpy, scipy) loads when the command runs
-    from ..analysis import LabelledFigure, LabelledTsa, Layout, Leaderboard, SystemTurns
+    from ..analysis import LabelledTsa, Layout, Leaderboard, SystemTurns
+    from ..analysis.reports import LabelledFigure
 
 _PAIRS_SHOWN = 45
 _BREAKDOWN_SYSTEMS = 4

@@ -21,7 +21,8 @@ from .._io import plural, printable
 from ._layout import Field, cell_text, fit_table
 
 if TYPE_CHECKING:
-    from ..analysis import AgreementReport, AltTest, Figure, MethodRow, MethodTable, SystemTable
+    from ..analysis import AgreementReport, AltTest, MethodTable, SystemTable
+    from ..analysis.reports import Figure, MethodRow
     from ..metrics import MetricsReport
     from ..pipeline import DryRun
 

@@ -1,4 +1,4 @@
-"""The analysis reports are what their TypedDicts say (``judge/analysis/_reports.py``): every
+"""The analysis reports are what their TypedDicts say (``judge/analysis/reports.py``): every
 key a producer writes is declared, every required key is there, and each value has the
 declared type, checked recursively at run time. mypy cannot see this where a producer builds
 its dict key by key (and casts it), so the real outputs are checked here, in every variant
@@ -99,7 +99,8 @@ def conforms(value: Any, tp: Any, where: str = "$") -> None:
 
 def test_the_checker_catches_an_undeclared_a_missing_and_a_mistyped_key():
     good = {"value": 1.0, "ci": None}
-    from judge.analysis import Figure, LabelsTie
+    from judge.analysis import LabelsTie
+    from judge.analysis.reports import Figure
 
     conforms(good, Figure)
     with pytest.raises(AssertionError, match=r"\$: undeclared keys \{'low'\}"):
@@ -108,7 +109,7 @@ def test_the_checker_catches_an_undeclared_a_missing_and_a_mistyped_key():
         conforms({"value": 1.0}, Figure)
     with pytest.raises(AssertionError, match=r"\$\.ci"):
         conforms({"value": 1.0, "ci": "wide"}, Figure)
-    # NotRequired is seen at run time (no postponed annotations in _reports)
+    # NotRequired is seen at run time (no postponed annotations in judge.analysis.reports)
     assert "note" in LabelPlan.__optional_keys__ and not LabelsTie.__optional_keys__
     assert get_origin(get_type_hints(LabelPlan, include_extras=True)["note"]) is NotRequired
 

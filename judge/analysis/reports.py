@@ -1,5 +1,8 @@
 """The shapes of the analysis reports that are JSON objects (what ``dst-judge agreement
---json`` and the service's analysis jobs write), as TypedDicts: a caller's ``report["turns"]``
+--json``, ``compare --json``, ``labels plan --json``, ``leaderboard --json`` and the service's
+analysis jobs write), as TypedDicts. :mod:`judge.analysis` exports the type of each
+function's result; the blocks inside them (a rater pair, a figure, a table row) are named
+here, for callers that annotate their own variables: a caller's ``report["turns"]``
 is checked by mypy, while the report stays the plain dict the JSON outputs are dumped from
 (nothing here changes a byte of them).
 
@@ -526,3 +529,42 @@ class LeaderboardJson(_Corrected):
     breakdowns: list[BoardBreakdown]
     method: dict[str, Any]
     labelled: NotRequired[LabelledTsa]
+
+
+__all__ = [
+    "AgreementReport",
+    "AltReviewer",
+    "AltTest",
+    "BoardBreakdown",
+    "BoardFigure",
+    "BoardPair",
+    "BoardSystem",
+    "BootstrapInfo",
+    "Confusion",
+    "EstimateFigure",
+    "Figure",
+    "HumanSummary",
+    "InterAnnotator",
+    "LabelPlan",
+    "LabelledFigure",
+    "LabelledPair",
+    "LabelledSystem",
+    "LabelledTsa",
+    "LabelsTie",
+    "LeaderboardJson",
+    "MethodRow",
+    "MethodTable",
+    "MetricEstimates",
+    "PlannedSize",
+    "PopulationPair",
+    "PopulationReport",
+    "PpiMean",
+    "RaterPair",
+    "Reevaluation",
+    "ReviewerPair",
+    "RunDifference",
+    "SampleDesign",
+    "SampleEstimates",
+    "SystemScores",
+    "SystemTable",
+]
