@@ -94,7 +94,7 @@ def test_every_stage_declares_its_face():
         # public subpackages, which appear on their parent once anything imported them
         subpackages = {"model": {"local"},
                        "service": {"queue", "http", "jobs", "storage", "ledger", "auth", "db"},
-                       "analysis": {"tables"}}.get(stage, set())
+                       "analysis": {"tables", "reports"}}.get(stage, set())
         assert public <= set(module.__all__) | subpackages, stage
 
 
@@ -157,16 +157,21 @@ found["estimate"]
 board = judge.build_leaderboard(judge.Layout.of(run_dialogues, run_schema, []), [])
 board.rows
 judge.method_table([run])
+import judge.analysis
+judge.analysis.method_table([run])["methods"][0]["jga"]
+report["pairs"][0]["kappa"]["low"]
+found["estimates"]["tsa"]["ppi"]["lamda"]
 """
 
 
 @pytest.mark.timeout(300)
 def test_mypy_checks_a_caller_of_the_face(tmp_path):
     """``tests/typing/face_usage.py`` (a caller of the main jobs) passes ``mypy --strict``, and
-    the same calls misused (a report key or a result attribute that does not exist, a name
-    that is not on the face) are errors: the results are typed, not ``dict[str, Any]``, and
-    the lazy ``__getattr__`` does not make every name ``Any``. Its own cache beside mypy's
-    default, which only ``tests/test_gate.py`` uses."""
+    the same calls misused (a report key or a result attribute that does not exist, at the
+    top of a report or in a block inside it, a name that is not on the face) are errors: the
+    results are typed, not ``dict[str, Any]``, and the lazy ``__getattr__`` does not make
+    every name ``Any``. Its own cache beside mypy's default, which only
+    ``tests/test_gate.py`` uses."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is in the test extra")
     misuse = tmp_path / "misuse.py"
@@ -184,4 +189,6 @@ def test_mypy_checks_a_caller_of_the_face(tmp_path):
     errors = [(int(line), code) for line, code in
               re.findall(r"misuse\.py:(\d+): error: .*\[([\w-]+)\]", report)]
     assert sorted(errors) == [(8, "typeddict-item"), (10, "typeddict-item"),
-                              (12, "attr-defined"), (13, "attr-defined")], report
+                              (12, "attr-defined"), (13, "attr-defined"),
+                              (15, "typeddict-item"), (16, "typeddict-item"),
+                              (17, "typeddict-item")], report

@@ -2,7 +2,9 @@
 the audit page and ranked label-error candidates.
 
 What the CLI and the web print of these (table headers, row formatters, the leaderboard's
-text formats) is in :mod:`judge.analysis.tables`, outside this face."""
+text formats) is in :mod:`judge.analysis.tables`, outside this face. The reports that are
+JSON objects are TypedDicts: the type of each function's result is here, the blocks inside
+them in :mod:`judge.analysis.reports`."""
 
 from ._agreement import agreement_report
 from ._alttest import alt_test, benjamini_yekutieli
@@ -96,7 +98,6 @@ from ._leaderboard_systems import (
 )
 from ._planning import labels_needed, plan_labels
 from ._ratings import judgment_rows_source
-from ._reports import AgreementReport, SampleEstimates
 from ._review import error_chance, fix_span, review_order
 from ._runinfo import recorded_predictions_sha256
 from ._sample_check import check_sample
@@ -120,6 +121,20 @@ from ._statistics import (
     krippendorff_alpha,
     pabak,
 )
+from .reports import (
+    AgreementReport,
+    AltTest,
+    LabelledTsa,
+    LabelPlan,
+    LabelsTie,
+    LeaderboardJson,
+    MethodTable,
+    PpiMean,
+    RunDifference,
+    SampleDesign,
+    SampleEstimates,
+    SystemTable,
+)
 
 __all__ = [
     "ALLOCATIONS",
@@ -133,6 +148,7 @@ __all__ = [
     "TUNINGS",
     "UNITS",
     "AgreementReport",
+    "AltTest",
     "AuditItem",
     "AuditSource",
     "Candidate",
@@ -142,16 +158,25 @@ __all__ = [
     "HumanLabel",
     "HumanLabels",
     "Interval",
+    "LabelPlan",
+    "LabelledTsa",
+    "LabelsTie",
     "Layout",
     "Leaderboard",
+    "LeaderboardJson",
+    "MethodTable",
+    "PpiMean",
     "Resolution",
+    "RunDifference",
     "Sample",
+    "SampleDesign",
     "SampleEstimates",
     "SampledTurn",
     "SeenValues",
     "SlotLabel",
     "Strata",
     "Stratum",
+    "SystemTable",
     "SystemTurns",
     "adjust",
     "agreement_report",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,6 @@ from ._pair_counts import (
     statistics_from_counts,
 )
 from ._ratings import Ratings, RowsSource, read_ratings
-from ._reports import AgreementReport
 from ._sample_check import check_sample
 from ._sampling import Sample
 from ._statistics import (
@@ -56,6 +55,17 @@ from ._statistics import (
     resample_dialogues,
     stratified_bootstrap,
     unit_counts,
+)
+from .reports import (
+    AgreementReport,
+    AltTest,
+    HumanSummary,
+    InterAnnotator,
+    LabelsTie,
+    PopulationReport,
+    RaterPair,
+    Reevaluation,
+    ReviewerPair,
 )
 
 __all__ = [  # the labels live in ._labels; these names stay importable from here
@@ -113,7 +123,7 @@ def _point_estimates(a: Sequence[int], b: Sequence[int]) -> dict[str, float | No
 
 def compare_raters(name_a: str, labels_a: Mapping[Any, int], name_b: str,
                    labels_b: Mapping[Any, int], order: Sequence[Any], boot: Bootstrap, *,
-                   unit: str = "turn", name: str | None = None) -> dict[str, Any]:
+                   unit: str = "turn", name: str | None = None) -> RaterPair:
     """Every statistic of one rater pair over the units both labelled; b is the reference.
 
     Units are turn keys or slot keys; either way their first element is the dialogue, which is
@@ -142,19 +152,19 @@ def compare_raters(name_a: str, labels_a: Mapping[Any, int], name_b: str,
     matrix = _confusion(a, b)
     entry["confusion"] = {"rows": name_a, "columns": name_b, "labels": list(LABEL_NAMES),
                           "matrix": [[int(v) for v in row] for row in matrix]}
-    return entry
+    return cast(RaterPair, entry)
 
 
 def _compare(name_a: str, labels_a: Mapping[TurnKey, int], name_b: str,
              labels_b: Mapping[TurnKey, int], order: Sequence[TurnKey], *, n_boot: int,
-             seed: int, confidence: float) -> dict[str, Any]:
+             seed: int, confidence: float) -> RaterPair:
     """One turn-level rater pair (the older signature of :func:`compare_raters`)."""
     return compare_raters(name_a, labels_a, name_b, labels_b, order,
                           Bootstrap(n_boot, seed, confidence))
 
 
 def pairwise(raters: Mapping[str, Mapping[TurnKey, int]], order: Sequence[TurnKey],
-             boot: Bootstrap) -> list[dict[str, Any]]:
+             boot: Bootstrap) -> list[RaterPair]:
     """Step 2: every pair of raters, the later one as reference."""
     names = list(raters)
     return [compare_raters(x, raters[x], y, raters[y], order, boot)
@@ -162,7 +172,7 @@ def pairwise(raters: Mapping[str, Mapping[TurnKey, int]], order: Sequence[TurnKe
 
 
 def slot_pair(ratings: Ratings, human: HumanLabels, seen: set[TurnKey],
-              boot: Bootstrap) -> dict[str, Any] | None:
+              boot: Bootstrap) -> RaterPair | None:
     """The judge against the human per-slot labels (None when no slot is labelled)."""
     slots = {k: v for k, v in human.per_slot().items() if k[:2] in seen}
     if not slots:
@@ -207,14 +217,15 @@ def _reviewer_group(labels: Mapping[str, Mapping[TurnKey, int]],
     return out
 
 
-def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[str, Any] | None:
+def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None
+                    ) -> InterAnnotator | None:
     """Step 3: agreement between the reviewers, over all labels in the file: each pair
     (percent agreement, kappa, AC1, alpha, PABAK) and the whole group with intervals."""
     if len(human.annotators) < 2:
         return None
     boot = boot or Bootstrap(n_boot=0)
     labels = human.by_annotator()
-    pairs: list[dict[str, Any]] = []
+    pairs: list[ReviewerPair] = []
     for x, y in itertools.combinations(human.annotators, 2):
         both = [k for k in labels[x] if k in labels[y]]
         a = [labels[x][k] for k in both]
@@ -226,7 +237,7 @@ def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[s
             "pabak": points["pabak"],
         })
     kappas = [k for p in pairs if (k := p["kappa"]) is not None]
-    agreements = [a for p in pairs if (a := p["agreement"]) is not None]
+    agreements = [g for p in pairs if (g := p["agreement"]) is not None]
     return {
         "scope": "all labels in the file, including turns the run does not hold",
         "pairs": pairs,
@@ -236,13 +247,13 @@ def inter_annotator(human: HumanLabels, boot: Bootstrap | None = None) -> dict[s
     }
 
 
-def _inter_annotator(human: HumanLabels) -> dict[str, Any] | None:
+def _inter_annotator(human: HumanLabels) -> InterAnnotator | None:
     return inter_annotator(human)
 
 
 def human_summary(human: HumanLabels, rows: Sequence[Mapping[str, Any]],
                   majority: Mapping[TurnKey, int], seen: set[TurnKey],
-                  boot: Bootstrap) -> dict[str, Any]:
+                  boot: Bootstrap) -> HumanSummary:
     """What the labels file holds and how it fits the run."""
     unknown = human._unknown_indices(rows)
     return {
@@ -262,7 +273,7 @@ def human_summary(human: HumanLabels, rows: Sequence[Mapping[str, Any]],
 
 def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnKey, int],
                  human: Mapping[TurnKey, int], tied: set[TurnKey], order: Sequence[TurnKey],
-                 boot: Bootstrap) -> dict[str, Any]:
+                 boot: Bootstrap) -> Reevaluation:
     """The paper's "accuracy after human re-evaluation" of the judge against one RULE version."""
     keys = [k for k in order if k in judge and k in rule]
     agreeing = [k for k in keys if judge[k] == rule[k]]
@@ -270,7 +281,7 @@ def reevaluation(version: str, judge: Mapping[TurnKey, int], rule: Mapping[TurnK
     labelled = [k for k in disagreeing if k in human]
     matches = [k for k in labelled if human[k] == judge[k]]
     hits = set(agreeing) | set(matches)
-    entry: dict[str, Any] = {
+    entry: Reevaluation = {
         "name": f"judge vs RULE-{version}", "version": version, "rule": f"RULE-{version}",
         "turns": len(keys), "agreeing": len(agreeing), "disagreeing": len(disagreeing),
         "disagreeing_labelled": len(labelled),
@@ -302,7 +313,7 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
                          raters: Mapping[str, Mapping[TurnKey, int]],
                          human: Mapping[TurnKey, int], boot: Bootstrap,
                          tuning: Tuning = "loo", *, predictions_sha256: str | None = None,
-                         resolution: Resolution | None = None) -> dict[str, Any]:
+                         resolution: Resolution | None = None) -> PopulationReport:
     """Step 4: population figures from the human labels of a stratified sample.
 
     A labelled turn of stratum h weighs ``N_h / m_h`` (m_h = labelled turns of h; sampled turns
@@ -368,7 +379,7 @@ def population_estimates(sample: Sample, rows: Sequence[Mapping[str, Any]],
     block["pairs"] = estimates
     block["estimates"] = estimation["estimates"]
     block["estimation"] = {k: v for k, v in estimation.items() if k != "estimates"}
-    return block
+    return cast(PopulationReport, block)
 
 
 # --------------------------------------------------------------------------- the report
@@ -411,13 +422,13 @@ def agreement_report(rows: list[dict[str, Any]], human: HumanLabels | None = Non
     ratings = read_ratings(rows, source)
     raters = ratings.raters()
     seen = set(ratings.order)
-    human_block: dict[str, Any] | None = None
-    reevaluations: list[dict[str, Any]] | None = None
-    slot_entry: dict[str, Any] | None = None
+    human_block: HumanSummary | None = None
+    reevaluations: list[Reevaluation] | None = None
+    slot_entry: RaterPair | None = None
     majority: dict[TurnKey, int] = {}
     resolution: Resolution | None = None
-    alternative: dict[str, Any] | None = None
-    tie: dict[str, Any] | None = None
+    alternative: AltTest | None = None
+    tie: LabelsTie | None = None
     if human is not None:
         human.check_predictions(predictions_sha256, run=run_name)
         tie = labels_tie(human, predictions_sha256, run=run_name)

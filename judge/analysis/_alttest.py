@@ -46,12 +46,13 @@ the labels are too unbalanced for the test to tell, and there is no verdict.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ._labels import TurnKey
 from ._statistics import cluster_bootstrap, percentile_interval
+from .reports import AltTest
 
 EPSILON = 0.1
 """The default ε: how much worse than a reviewer the judge may be and still stand in."""
@@ -145,7 +146,7 @@ def _share_interval(per_turn: np.ndarray, dialogues: Sequence[str], n_boot: int,
 def alt_test(judge: Mapping[TurnKey, int], reviewers: Mapping[str, Mapping[TurnKey, int]], *,
              epsilon: float = EPSILON, q: float = Q, n_boot: int = 1000,
              confidence: float = 0.95, seed: int = 0, _guard: bool = True
-             ) -> dict[str, Any] | None:
+             ) -> AltTest | None:
     """The alternative-annotator test of the judge against reviewers (None with fewer than two
     reviewers). ``judge`` and ``reviewers[name]``: turn key → 0/1 label (definite labels only).
 
@@ -224,7 +225,7 @@ def alt_test(judge: Mapping[TurnKey, int], reviewers: Mapping[str, Mapping[TurnK
                         f"share at least {MIN_SHARED} labelled turns with another reviewer; "
                         f"{len(tested)} do (shared turns: {short}). Have two or more "
                         "reviewers label the same turns.")})
-        return out
+        return cast(AltTest, out)
     rejected = benjamini_yekutieli(p_values, q)
     for index, reject in zip(tested, rejected, strict=True):
         entries[index]["rejected"] = reject
@@ -243,7 +244,7 @@ def alt_test(judge: Mapping[TurnKey, int], reviewers: Mapping[str, Mapping[TurnK
             f"{len(tested)} the test only asks whether the judge agrees with one reviewer more "
             "often than the other does, with no consensus to compare with (Calderon et al. "
             "recommend three or more). Have a third reviewer label the same turns.")})
-        return out
+        return cast(AltTest, out)
     constant = _constant_judge(judge, reviewers) if _guard else None
     if omega >= WINNING_RATE and constant is not None:
         label, share = constant
@@ -259,7 +260,7 @@ def alt_test(judge: Mapping[TurnKey, int], reviewers: Mapping[str, Mapping[TurnK
                 f"answering '{word}' on every turn would pass too (ω = "
                 f"{baseline['winning_rate']:.2f}). Judge it on the agreement figures, or label "
                 "a sample with more turns of the other kind.")})
-            return out
+            return cast(AltTest, out)
     out.update({
         "passes": omega >= WINNING_RATE,
         "verdict": (f"the judge may stand in for one of these reviewers: {wins}; ω ≥ "
@@ -267,7 +268,7 @@ def alt_test(judge: Mapping[TurnKey, int], reviewers: Mapping[str, Mapping[TurnK
                     f"the judge may not stand in for these reviewers: {wins}; ω < "
                     f"{WINNING_RATE}"),
     })
-    return out
+    return cast(AltTest, out)
 
 
 def _constant_judge(judge: Mapping[TurnKey, int],

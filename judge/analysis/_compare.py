@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .._errors import DataMismatchError
 from .._io import open_output
@@ -28,6 +28,7 @@ from ._ratings import read_ratings
 from ._runinfo import differing_aspects, mixed_comparison_warning, run_identity
 from ._sample_check import sample_strata
 from ._sampling import Sample
+from .reports import Figure, MethodRow, MethodTable, RunDifference, SystemScores, SystemTable
 
 
 def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> float | None:
@@ -39,14 +40,14 @@ def _agreement(rows: Sequence[dict[str, Any]], other: Mapping[TurnKey, int]) -> 
 
 
 def _kappas(run: Run, human: Mapping[TurnKey, int] | None,
-            boot: Bootstrap) -> dict[str, dict[str, Any]]:
+            boot: Bootstrap) -> dict[str, Figure]:
     """Cohen's kappa of the judge against each RULE version (and the humans), with its
     dialogue-clustered bootstrap interval."""
     ratings = read_ratings(run.rows)
     others = {v: labels for v, labels in ratings.rules.items()}
     if human is not None:
         others["human"] = {k: v for k, v in human.items()}
-    out = {}
+    out: dict[str, Figure] = {}
     for name, labels in others.items():
         pair = compare_raters("judge", ratings.judge, name, labels, ratings.order, boot,
                               name=f"{run.path} judge vs {name}")
@@ -56,7 +57,7 @@ def _kappas(run: Run, human: Mapping[TurnKey, int] | None,
 
 def method_table(runs: Sequence[Run],
                  human: Mapping[TurnKey, int] | None = None, *,
-                 boot: Bootstrap | None = None) -> dict[str, Any]:
+                 boot: Bootstrap | None = None) -> MethodTable:
     """One row per run: its system and predictions file, agreement and Cohen's kappa (with a
     bootstrap interval) against each RULE version (and humans), TSA, judge JGA, calls, tokens,
     errors. Runs must cover the same turns, so that the figures are comparable; ``differs_in``
@@ -70,7 +71,7 @@ def method_table(runs: Sequence[Run],
             raise DataMismatchError(
                 f"runs cover different turns ({len(run.rows)} vs {len(runs[0].rows)}); compare "
                 "methods on the same dialogues", path=run.path)
-    table = []
+    table: list[MethodRow] = []
     identities = [run_identity(run) for run in runs]
     for run, identity in zip(runs, identities, strict=True):
         s = run.summary
@@ -89,7 +90,7 @@ def method_table(runs: Sequence[Run],
         if human is not None:
             row["agreement"]["human"] = _agreement(run.rows, human)
         row["kappa"] = _kappas(run, human, boot)
-        table.append(row)
+        table.append(cast(MethodRow, row))
     differs = differing_aspects(identities)
     return {"turns": len(reference), "methods": table, "differs_in": differs,
             "warning": mixed_comparison_warning(differs)}
@@ -117,7 +118,7 @@ def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]]
                     sample: Sample, *, confidence: float = 0.95,
                     tuning: Tuning = "loo", drawn_from: int | None = None,
                     resolutions: Sequence[Resolution] | None = None
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[RunDifference]:
     """Every pair of runs (systems judged on the same dialogues, each labelled on the turns of
     one shared ``sample``; ``humans[i]`` are the labels of run i's predictions): judge,
     labels-only and PPI estimates of the TSA difference, and a verdict that names a better run
@@ -132,7 +133,7 @@ def run_differences(runs: Sequence[Run], humans: Sequence[Mapping[TurnKey, int]]
         raise DataMismatchError(f"{len(humans)} labels file(s) for {len(runs)} runs: give one "
                                 "per run (the labels of that run's predictions)")
     source = runs[sampled_run(runs, sample) if drawn_from is None else drawn_from].rows
-    out = []
+    out: list[RunDifference] = []
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
             a, b = str(runs[i].path), str(runs[j].path)
@@ -166,13 +167,13 @@ def difference_verdict(ppi: Mapping[str, Any], a: str, b: str, confidence: float
 def system_table(runs: Sequence[Run], schema: Schema, *,
                  names: Sequence[str] | None = None,
                  dialogues_path: str | Path | None = None,
-                 corrections: Sequence[Located] = ()) -> dict[str, Any]:
+                 corrections: Sequence[Located] = ()) -> SystemTable:
     """Per DST system: judge TSA and JGA next to RULE TSA and exact-match JGA per version,
     all on the dialogues the judge run covered. Data files are the ones each run recorded
     (``dialogues_path`` overrides the dialogues file, e.g. after moving the data). With
     ``corrections``, each corrected version (``2.1+corr:…``) is scored beside its original,
     its RULE TSA computed with the run's own RULE matching."""
-    systems = []
+    systems: list[SystemScores] = []
     loaded: dict[str, DialogueSet] = {}  # runs of several systems usually share one file
     for position, run in enumerate(runs):
         data = run.summary.get("data", {})
@@ -188,7 +189,7 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
             raise DataMismatchError(f"the predictions file of this run ({data.get('predictions')})"
                                     " is not there", path=run.path)
         predictions = load_predictions(data["predictions"], dialogues, schema)
-        entry: dict[str, Any] = {
+        entry: SystemScores = {
             "system": names[position] if names else data.get("system", run.path.name),
             "run": str(run.path), "method": run.label,
             "tsa": {"judge": run.summary.get("tsa")},
@@ -209,7 +210,7 @@ def system_table(runs: Sequence[Run], schema: Schema, *,
     return {"systems": systems}
 
 
-def systems_figure(table: dict[str, Any]) -> Any:
+def systems_figure(table: Mapping[str, Any]) -> Any:
     """The matplotlib figure of :func:`plot_systems`: two panels (TSA, JGA), one bar group per
     system, one bar per evaluator, and the legend below the panels so it never covers a bar."""
     import matplotlib
@@ -238,7 +239,7 @@ def systems_figure(table: dict[str, Any]) -> Any:
     return figure
 
 
-def plot_systems(table: dict[str, Any], path: str | Path) -> Path:
+def plot_systems(table: SystemTable, path: str | Path) -> Path:
     """Write :func:`systems_figure` as a PNG."""
     import matplotlib.pyplot as plt
 

@@ -70,6 +70,7 @@ from ._intervals import (
     satterthwaite,
     size_correction,
 )
+from .reports import PpiMean
 
 TuningName = Literal["loo", "plain"]
 Tuning = TuningName | float
@@ -403,7 +404,7 @@ def _tuning(parts: list[tuple[Any, ...]], tuning: Tuning) -> list[np.ndarray]:
 
 def ppi_mean(y: Sequence[float] | np.ndarray, f: Sequence[float] | np.ndarray,
              f_unlabelled: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
-             lam: float | None = None) -> dict[str, Any]:
+             lam: float | None = None) -> PpiMean:
     """PPI++ for a mean as the paper states it (a superpopulation: ``n`` labelled draws and
     ``N`` further unlabelled draws, all independent), with power tuning clipped to [0, 1].
 

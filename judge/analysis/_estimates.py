@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,9 +31,9 @@ from ._intervals import (
     INTERVAL_METHOD,
 )
 from ._labels import Resolution, TurnKey, row_key
-from ._reports import SampleEstimates
 from ._sample_check import sample_strata
 from ._sampling import Sample, Strata, UnitKey
+from .reports import MetricEstimates, SampleEstimates
 
 JUDGE_NOTE = ("the judge's own figure over every unit: no sampling error, but it carries the "
               "judge's bias, and no interval computed from the judge alone can cover that bias")
@@ -108,7 +108,7 @@ KORN_GRAUBARD = ("; for dialogue shares the pseudo-units are four turns times th
 
 def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], metric: str,
                      sampled: dict[str, list[UnitKey]], confidence: float,
-                     tuning: Tuning) -> dict[str, Any]:
+                     tuning: Tuning) -> MetricEstimates:
     """Judge, labels and PPI figures of one metric; with two runs, of their difference."""
     strata = units[0].strata
     difference = len(units) == 2
@@ -157,7 +157,7 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
                   f"{', '.join(repr(m) for m in missing)}: its units cannot be estimated")
         out["labels"] = {"value": None, "ci": None, **common, "note": reason}
         out["ppi"] = {"value": None, "ci": None, **common, "note": reason}
-        return out
+        return cast(MetricEstimates, out)
     y, f, t = np.array(ys), np.array(fs), np.array(ts)
     corners = DIFFERENCE_CORNERS if difference else CORNERS
     pseudo = DIFFERENCE_PSEUDO_UNITS if difference else PSEUDO_UNITS
@@ -177,7 +177,7 @@ def _estimate_metric(units: list[_Units], human: list[Mapping[TurnKey, int]], me
                                 "variance estimate: no interval")
         if warning is not None:
             out[key]["warning"] = warning
-    return out
+    return cast(MetricEstimates, out)
 
 
 def sample_estimates(sample: Sample, runs: Sequence[Sequence[Mapping[str, Any]]],

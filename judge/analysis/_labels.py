@@ -37,6 +37,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from .._errors import DataMismatchError, InputError
 from .._io import MAX_NAME_CHARS, iter_jsonl_lines, open_output, parse_line
 from ..data import dialogue_key
+from .reports import LabelsTie
 
 TurnKey = tuple[str, int]
 """A turn as ``(dialogue_key(dialogue_id), turn_index)``, so id spellings do not matter."""
@@ -355,7 +356,7 @@ NOT_TIED = "labels not tied to this run"
 """How figures resting on labels without their run's predictions digest are marked."""
 
 
-def labels_tie(labels: HumanLabels, digest: str | None, *, run: str) -> dict[str, Any]:
+def labels_tie(labels: HumanLabels, digest: str | None, *, run: str) -> LabelsTie:
     """Whether ``labels`` are tied to the predictions ``run`` judged (``digest``): every label
     names them (``predictions_sha256``; a label naming others is refused by
     :meth:`HumanLabels.check_predictions`, called first). When a label names none, or the
@@ -364,7 +365,7 @@ def labels_tie(labels: HumanLabels, digest: str | None, *, run: str) -> dict[str
     ``tied`` false then comes with the ``warning`` that says so, and the figures resting
     on the labels are marked (:data:`NOT_TIED`)."""
     unnamed = sum(r.predictions_sha256 is None for r in labels.records)
-    block: dict[str, Any] = {"tied": not unnamed and digest is not None,
+    block: LabelsTie = {"tied": not unnamed and digest is not None,
                              "labels": len(labels.records), "unnamed_labels": unnamed,
                              "predictions_sha256": digest, "warning": None}
     if block["tied"]:

@@ -39,6 +39,14 @@ from ._clustered import (
     ratio_estimate,
 )
 from ._leaderboard_systems import Layout, SystemKind, SystemTurns, _fga_lambda
+from .reports import (
+    BoardBreakdown,
+    BoardFigure,
+    BoardPair,
+    BoardSystem,
+    LabelledTsa,
+    LeaderboardJson,
+)
 
 EXACT_METRICS = ("jga", "sa", "fga", "gca")
 JUDGE_METRICS = ("tsa", "judge_jga")
@@ -69,7 +77,7 @@ class Figure:
         return cls(_points(found.value), _points(found.low), _points(found.high),
                    _points(found.se))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BoardFigure:
         return {"value": self.value, "ci": [self.low, self.high], "se": self.se}
 
 
@@ -88,7 +96,7 @@ class SystemRow:
     group: str = ""
     """Letters of the groups it belongs to (systems sharing a letter are not told apart)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BoardSystem:
         return {"name": self.name, "kind": self.kind, "source": self.source,
                 "metrics": {k: f.to_json() for k, f in self.metrics.items()},
                 "rank": self.rank, "rank_ci": list(self.rank_ci), "group": self.group}
@@ -106,7 +114,7 @@ class PairRow:
     p_adjusted: float | None = None
     significant: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BoardPair:
         return {"a": self.a, "b": self.b, "metric": self.metric,
                 "difference": self.difference.value,
                 "ci": [self.difference.low, self.difference.high], "se": self.difference.se,
@@ -124,7 +132,7 @@ class BreakdownRow:
     turns: int
     figures: dict[str, Figure]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BoardBreakdown:
         return {"dimension": self.dimension, "group": self.group, "metric": self.metric,
                 "dialogues": self.dialogues, "turns": self.turns,
                 "systems": {k: f.to_json() for k, f in self.figures.items()}}
@@ -138,7 +146,7 @@ class Leaderboard:
     pairs: list[PairRow]
     breakdowns: list[BreakdownRow]
     method: dict[str, Any]
-    labelled: dict[str, Any] | None = None
+    labelled: LabelledTsa | None = None
     """Prediction-powered TSA from human labels (:func:`labelled_tsa`), when given."""
 
     @property
@@ -149,10 +157,10 @@ class Leaderboard:
     def rank_metric(self) -> str:
         return str(self.method["rank_metric"])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LeaderboardJson:
         """The documented shape: ``systems``, ``pairs``, ``breakdowns``, ``method``;
         percentages in points."""
-        out = {"systems": [s.to_json() for s in self.systems],
+        out: LeaderboardJson = {"systems": [s.to_json() for s in self.systems],
                "pairs": [p.to_json() for p in self.pairs],
                "groups": self.method["groups"],
                "breakdowns": [b.to_json() for b in self.breakdowns],

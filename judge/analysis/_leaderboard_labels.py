@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .._errors import OptionError
 from ..pipeline import Run
@@ -19,6 +18,7 @@ from ._labels import HumanLabels, pair_by_predictions
 from ._runinfo import recorded_predictions_sha256
 from ._sample_check import check_sample
 from ._sampling import Sample
+from .reports import EstimateFigure, LabelledFigure, LabelledPair, LabelledSystem, LabelledTsa
 
 LABELLED_METHOD = ("prediction-powered TSA (PPI++, power tuning as given) from human labels of "
                    "the turns of one shared sample, the judge's verdicts on every turn as the "
@@ -29,7 +29,7 @@ LABELLED_METHOD = ("prediction-powered TSA (PPI++, power tuning as given) from h
 
 def labelled_tsa(runs: Sequence[Run], names: Sequence[str], labels: Sequence[HumanLabels],
                  sample: Sample, *, sample_path: str | Path, confidence: float = 0.95,
-                 tuning: Tuning | str = "loo") -> dict[str, Any]:
+                 tuning: Tuning | str = "loo") -> LabelledTsa:
     """Prediction-powered TSA of each judge run and of every pair's difference.
 
     ``labels``: one file for all runs (the same predictions) or one per run (paired with the
@@ -54,7 +54,7 @@ def labelled_tsa(runs: Sequence[Run], names: Sequence[str], labels: Sequence[Hum
     checked = check_sample(sample, runs[drawn].rows, predictions_sha256=digests[drawn])
     humans = [f.per_turn() for f in files]
     resolutions = [f.resolve() for f in files]
-    systems = []
+    systems: list[LabelledSystem] = []
     for run, name, human, resolution in zip(runs, names, humans, resolutions, strict=True):
         found = sample_estimates(sample, [run.rows], [human], confidence=confidence,
                                  tuning=tuned, names=[name], drawn_from=runs[drawn].rows,
@@ -64,7 +64,7 @@ def labelled_tsa(runs: Sequence[Run], names: Sequence[str], labels: Sequence[Hum
                         "labels_only": _figure(tsa["labels"]),
                         "judge": _figure(tsa["judge"]),
                         "warning": tsa["ppi"].get("warning")})
-    pairs = []
+    pairs: list[LabelledPair] = []
     if len(runs) > 1:
         by_path = {str(run.path): name for run, name in zip(runs, names, strict=True)}
         for pair in run_differences(runs, humans, sample, confidence=confidence,
@@ -81,6 +81,6 @@ def labelled_tsa(runs: Sequence[Run], names: Sequence[str], labels: Sequence[Hum
             "labels_pairing": warning, "systems": systems, "pairs": pairs}
 
 
-def _figure(found: dict[str, Any]) -> dict[str, Any]:
+def _figure(found: EstimateFigure) -> LabelledFigure:
     return {"value": found.get("value"), "ci": found.get("ci"),
             "n_labelled": found.get("n_labelled")}

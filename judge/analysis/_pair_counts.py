@@ -15,6 +15,7 @@ import numpy as np
 
 from .._errors import OptionError
 from ._statistics import pair_statistics, percentile_interval
+from .reports import BootstrapInfo
 
 LABEL_NAMES: tuple[str, str] = ("incorrect", "correct")
 """Label order of every confusion matrix: index 0 = incorrect, 1 = correct."""
@@ -85,7 +86,7 @@ class Bootstrap:
     def interval(self, replicates: np.ndarray) -> list[float] | None:
         return percentile_interval(replicates, self.confidence)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> BootstrapInfo:
         return {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence,
                 "unit": "dialogue", "method": "percentile"}
 

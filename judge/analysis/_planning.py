@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from ._design import (
 from ._labels import TurnKey, row_key
 from ._sample_check import sample_strata
 from ._sampling import Sample
+from .reports import LabelPlan
 
 
 def labels_needed(spread: float, width: float, population: int, confidence: float) -> int:
@@ -169,7 +170,7 @@ def pilot_bound(shares: np.ndarray, labelled: int, level: float = PILOT_LEVEL) -
 
 def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: float = 0.95,
                 sample: Sample | None = None, human: Mapping[TurnKey, int] | None = None,
-                disagreement: float | None = None) -> dict[str, Any]:
+                disagreement: float | None = None) -> LabelPlan:
     """How many labelled turns give a TSA interval of full ``width`` (percentage points), for
     labels alone and for PPI, under simple random sampling of turns.
 
@@ -241,7 +242,7 @@ def plan_labels(rows: Sequence[Mapping[str, Any]], *, width: float, confidence: 
         out[key] = {"labels_needed": n,
                     "median_width": 100.0 * float(np.median(widths)),
                     "width_at_share": 100.0 * float(np.quantile(widths, PLAN_SHARE))}
-    return out
+    return cast(LabelPlan, out)
 
 
 def rows_by_key(rows: Sequence[Mapping[str, Any]]) -> dict[TurnKey, Any]:

@@ -49,6 +49,7 @@ from .._errors import InputError, OptionError
 from .._glossary import ALLOCATIONS, DESIGNS, UNITS, Allocation, Design, Unit
 from .._io import iter_jsonl_lines, open_output, parse_line
 from ._labels import TurnKey, row_key
+from .reports import SampleDesign
 
 UnitKey = TurnKey | str
 """A sampling unit: a turn key, or a dialogue key for whole-dialogue designs."""
@@ -129,7 +130,7 @@ class Sample:
     def by_domain(self) -> bool:
         return self.turns[0].domain is not None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> SampleDesign:
         """The design in a few fields, for reports."""
         first = self.turns[0]
         return {"design": first.design, "unit": first.unit, "gold": first.gold,

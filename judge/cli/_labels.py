@@ -182,8 +182,8 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     for name in ("estimate", "labelled turns needed", "median width",
                  f"width in {share} of samples"):
         table.add_column(name, justify="left" if name == "estimate" else "right")
-    for key, name in (("labels", "labels alone"), ("ppi", "prediction-powered (PPI)")):
-        figures = plan[key]
+    for figures, name in ((plan["labels"], "labels alone"),
+                          (plan["ppi"], "prediction-powered (PPI)")):
         table.add_row(name, str(figures["labels_needed"]), f"{figures['median_width']:.1f}",
                       f"{figures['width_at_share']:.1f}")
     console.print(table)

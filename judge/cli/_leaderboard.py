@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from ..metrics import MetricOptions
 
 if TYPE_CHECKING:  # the analysis stage (numpy, scipy) loads when the command runs
-    from ..analysis import Layout, Leaderboard, SystemTurns
+    from ..analysis import LabelledTsa, Layout, Leaderboard, SystemTurns
+    from ..analysis.reports import LabelledFigure
 
 _PAIRS_SHOWN = 45
 _BREAKDOWN_SYSTEMS = 4
@@ -227,7 +228,7 @@ def _finish(args: argparse.Namespace, options: MetricOptions, layout: Layout,
     return 0
 
 
-def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> dict[str, Any]:
+def _labelled(args: argparse.Namespace, systems: list[SystemTurns]) -> LabelledTsa:
     """The judge runs' prediction-powered TSA from the labels (runs read again: the rows of
     the sampled turns are what the estimates need)."""
     from ..analysis import check_tuning, labelled_tsa, load_labels, load_sample
@@ -317,8 +318,8 @@ def _p(value: float | None) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def _print_labelled(labelled: dict[str, Any], console: Console) -> None:
-    def cell(figure: dict[str, Any]) -> str:
+def _print_labelled(labelled: LabelledTsa, console: Console) -> None:
+    def cell(figure: LabelledFigure) -> str:
         value, ci = figure.get("value"), figure.get("ci")
         if value is None:
             return "-"

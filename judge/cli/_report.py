@@ -9,7 +9,7 @@ from a data file or a server reach the terminal).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,8 @@ from .._io import plural, printable
 from ._layout import Field, cell_text, fit_table
 
 if TYPE_CHECKING:
-    from ..analysis import AgreementReport
+    from ..analysis import AgreementReport, AltTest, MethodTable, SystemTable
+    from ..analysis.reports import Figure, MethodRow
     from ..metrics import MetricsReport
     from ..pipeline import DryRun
 
@@ -207,7 +208,7 @@ def print_agreement(report: AgreementReport, console: Console | None = None) -> 
         print_estimates(population, console)
     boot = report["bootstrap"]
     level = f"{100 * boot['confidence']:g} %"
-    tie = report.get("labels_tie") or {}
+    tie: Mapping[str, Any] = report.get("labels_tie") or {}
     untied = f" — human figures rest on {NOT_TIED}" if tie.get("warning") else ""
     if untied:
         console.print(text(f"Warning: {tie['warning']}.", style="yellow"))
@@ -246,7 +247,7 @@ def print_agreement(report: AgreementReport, console: Console | None = None) -> 
     if human and human.get("unsure"):
         console.print(text(f"{plural(human['unsure'], 'label')} marked unsure "
                            f"{'is' if human['unsure'] == 1 else 'are'} left out of every figure"))
-    undecided = (human or {}).get("undecided") or {}
+    undecided = (human.get("undecided") if human else None) or {}
     _print_undecided(console, undecided,
                      lambda n: f"{plural(n, 'turn')} without a label because")
     if undecided.get("adjudicated"):
@@ -266,7 +267,7 @@ def _turn_list(block: dict[str, Any]) -> str:
     return shown + (f" (and {more} more)" if more > 0 else "")
 
 
-def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -> None:
+def print_alt_test(block: AltTest | None, level: str, console: Console) -> None:
     """The judge against the reviewers' own agreement: per reviewer, how often the judge and
     the reviewer agree with the other reviewers, and the alternative-annotator test."""
     from ..analysis.tables import ALT_TEST_HEADER, format_alt_test
@@ -286,7 +287,7 @@ def print_alt_test(block: dict[str, Any] | None, level: str, console: Console) -
         console.print(text(block["verdict"], style="yellow"))
 
 
-def print_estimates(block: dict[str, Any], console: Console) -> None:
+def print_estimates(block: Mapping[str, Any], console: Console) -> None:
     """The judge, labels-only and prediction-powered estimates side by side, with what was
     left out of them."""
     from ..analysis.tables import ESTIMATE_HEADER, NOT_TIED, format_estimates
@@ -343,7 +344,7 @@ def print_estimates(block: dict[str, Any], console: Console) -> None:
         console.print(text(f"sample checked: {block['sample_check']}", style="dim"))
 
 
-def _kappa_cell(figure: dict[str, Any] | None) -> str:
+def _kappa_cell(figure: Figure | None) -> str:
     """``0.41 [0.22, 0.58]``: kappa with its interval, in 17 characters at most."""
     if not figure or figure.get("value") is None:
         return "—"
@@ -351,7 +352,7 @@ def _kappa_cell(figure: dict[str, Any] | None) -> str:
     return f"{figure['value']:.2f}" + (f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else "")
 
 
-def print_methods(table: dict[str, Any], console: Console | None = None) -> None:
+def print_methods(table: MethodTable, console: Console | None = None) -> None:
     """Judge methods side by side, laid out to fit 80 columns without cutting a name: one
     block of rows per method (its name on a line of its own), one row per reference rater."""
     console = console or Console()
@@ -385,7 +386,7 @@ def print_methods(table: dict[str, Any], console: Console | None = None) -> None
         console.print(text(f"warning: {table['warning']}", style="yellow"))
 
 
-def method_labels(methods: list[dict[str, Any]]) -> list[str]:
+def method_labels(methods: Sequence[MethodRow]) -> list[str]:
     """One label per compared run, all different: the method's name, and where two runs share
     it (two systems under one method) the method with its run folder's name, then with the
     system, then with the whole run path, then numbered."""
@@ -404,7 +405,7 @@ def method_labels(methods: list[dict[str, Any]]) -> list[str]:
     return labels
 
 
-def _run_names(method: dict[str, Any]) -> str:
+def _run_names(method: MethodRow) -> str:
     """Under a method's name: the system, the predictions file and the model of its run."""
     parts = [f"system {method.get('system') or '?'}", method.get("predictions_file") or "?"]
     if method.get("model"):
@@ -412,7 +413,7 @@ def _run_names(method: dict[str, Any]) -> str:
     return " · ".join(str(p) for p in parts)
 
 
-def print_systems(table: dict[str, Any], console: Console | None = None) -> None:
+def print_systems(table: SystemTable, console: Console | None = None) -> None:
     console = console or Console()
     systems = table["systems"]
     evaluators = list(systems[0]["tsa"])

@@ -258,7 +258,7 @@ class AgreementBoard:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def alt_test_caption(block: dict[str, Any]) -> str:
+def alt_test_caption(block: Mapping[str, Any]) -> str:
     """The test's settings and its verdict (or why it could not run), as the table's caption."""
     head = (f"Judge vs reviewers: alternative-annotator test (ε = {block['epsilon']:g}, "
             f"{block['correction']} at q = {block['q']:g}). ")
@@ -309,7 +309,7 @@ def compute(index: RunIndex, labels: list[dict[str, Any]], mark: tuple[Any, ...]
                             tuple(display.ESTIMATE_HEADER), [tuple(r) for r in estimates]))
     return Computed(
         fingerprint=mark, tables=tables,
-        human_turns=int((report.get("human") or {}).get("turns") or 0),
+        human_turns=int(summary["turns"] if (summary := report.get("human")) else 0),
         seconds=time.perf_counter() - started, at=time.time(),
         notes=sample_notes(report) + ([f"Warning: {tie['warning']}."] if (tie := report.get(
-            "labels_tie") or {}).get("warning") else []))
+            "labels_tie")) and tie["warning"] else []))

@@ -4,6 +4,7 @@ results are typed, so a wrong key or attribute here would be a mypy error."""
 from __future__ import annotations
 
 import judge
+import judge.analysis
 import judge.pipeline
 
 
@@ -24,6 +25,34 @@ def ppi_tsa(run_dir: str, labels_path: str) -> float | None:
                                                           [labels.per_turn()])
     value = found["estimates"]["tsa"]["ppi"]["value"]
     return None if value is None else float(value)
+
+
+def reviewers_kappa(run_dir: str, labels_path: str) -> float | None:
+    """The reviewers' mean kappa and the alternative-annotator verdict, from the report's
+    typed inner blocks."""
+    run = judge.load_run(run_dir)
+    report = judge.agreement_report(run.rows, judge.load_labels(labels_path), n_boot=0)
+    human = report["human"]
+    inter = human["inter_annotator"] if human else None
+    test = report["alt_test"]
+    if test is not None and test["passes"] is None:
+        print(test["verdict"])
+    return inter["mean_kappa"] if inter else None
+
+
+def compared(run_dirs: list[str]) -> list[tuple[str, float | None]]:
+    """Each run's method and its Cohen's kappa against RULE-2.4 (``dst-judge compare``)."""
+    runs = [judge.load_run(d) for d in run_dirs]
+    table: judge.analysis.MethodTable = judge.analysis.method_table(runs)
+    return [(row["method"], row["kappa"]["2.4"]["value"]) for row in table["methods"]]
+
+
+def labels_to_draw(run_dir: str) -> int:
+    """Labelled turns for a 10-point PPI interval if judge and people differ on 10 %."""
+    run = judge.load_run(run_dir)
+    plan: judge.analysis.LabelPlan = judge.analysis.plan_labels(run.rows, width=10.0,
+                                                                disagreement=0.1)
+    return plan["ppi"]["labels_needed"]
 
 
 def exact_jga(schema_path: str, dialogues_path: str, predictions_path: str) -> float:

@@ -6,10 +6,16 @@ files and judge runs of the project, mixed; the result is the JSON ``--json`` wr
 from __future__ import annotations
 
 import gc
-from typing import Any
 
 from ..._errors import InputError
-from ...analysis import Layout, SystemTurns, build_leaderboard, score_predictions, score_run
+from ...analysis import (
+    Layout,
+    LeaderboardJson,
+    SystemTurns,
+    build_leaderboard,
+    score_predictions,
+    score_run,
+)
 from ...data import CorrectedGold, apply_each, load_dialogues, load_predictions, load_schema
 from ...metrics import MetricOptions
 from ...pipeline import Run
@@ -79,7 +85,7 @@ class LeaderboardRunner(ThreadedRunner):
             breakdowns=options.get("breakdowns", True),
             recorded={"options": metric_options.model_dump(
                 mode="json", exclude={"per_dialogue", "breakdowns"}), "reading": READING})
-        summary: dict[str, Any] = board.to_json()
+        summary: LeaderboardJson = board.to_json()
         if corrected:
             summary["corrections"] = corrections_summary(corrected)
         return Outcome(JobStatus.SUCCEEDED, 0, summary=as_json(summary, inputs))
