@@ -275,6 +275,23 @@ def require_cassette(name: str) -> None:
         pytest.skip(f"cassette {name} is stale: {STALE_CASSETTES[name]}")
 
 
+def replayed_example_run(tmp_path: Path, name: str = "run",
+                         cassette: str = "example-two-dim.json", *extra: str,
+                         predictions: str = "predictions.jsonl") -> Path:
+    """Judge the project's example with ``dst-judge evaluate`` replaying ``cassette`` into
+    ``tmp_path/name`` (``extra``: more evaluate options); the run directory."""
+    from judge.cli import main
+
+    require_cassette(cassette)
+    out = tmp_path / name
+    assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
+                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
+                 "--predictions", str(EXAMPLES / predictions), "--model", "local",
+                 "--replay", str(CASSETTES / cassette), "--cache-dir", str(tmp_path / "cache"),
+                 "--out", str(out), *extra]) == 0
+    return out
+
+
 def mount_cassette(router, name: str) -> None:
     """Serve a recorded cassette through respx: one route per recorded request (method, API
     path and exact JSON body). Any other request hits a last catch-all route that raises

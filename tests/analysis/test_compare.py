@@ -10,18 +10,8 @@ import pytest
 from judge.cli import main
 from judge.errors import DataMismatchError
 
-from ..conftest import CASSETTES, EXAMPLES, require_cassette
-
-
-def _run(tmp_path, name, cassette, *extra, predictions="predictions.jsonl"):
-    require_cassette(cassette)
-    out = tmp_path / name
-    assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
-                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
-                 "--predictions", str(EXAMPLES / predictions), "--model", "local",
-                 "--replay", str(CASSETTES / cassette), "--cache-dir", str(tmp_path / "cache"),
-                 "--out", str(out), *extra]) == 0
-    return out
+from ..conftest import CASSETTES, EXAMPLES
+from ..conftest import replayed_example_run as _run
 
 
 def test_methods_table_on_the_same_turns(tmp_path, capsys):

@@ -45,7 +45,8 @@ from judge.analysis._labels import row_key
 from judge.cli import main
 from judge.pipeline import Run
 
-from ..conftest import CASSETTES, EXAMPLES, require_cassette
+from ..conftest import EXAMPLES
+from ..conftest import replayed_example_run as _run
 
 
 def conforms(value: Any, tp: Any, where: str = "$") -> None:
@@ -218,18 +219,6 @@ def test_differences_and_labelled_tsa_of_runs_in_memory():
     found = labelled_tsa(runs, ["A", "B"], [reviewers(sample)], sample, sample_path="s.jsonl")
     conforms(found, LabelledTsa)
     assert found["pairs"] and found["systems"]
-
-
-def _run(tmp_path: Path, name: str, cassette: str, *extra: str,
-         predictions: str = "predictions.jsonl") -> Path:
-    require_cassette(cassette)
-    out = tmp_path / name
-    assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
-                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
-                 "--predictions", str(EXAMPLES / predictions), "--model", "local",
-                 "--replay", str(CASSETTES / cassette), "--cache-dir", str(tmp_path / "cache"),
-                 "--out", str(out), *extra]) == 0
-    return out
 
 
 def test_tables_of_real_runs_and_the_cli_json(tmp_path):

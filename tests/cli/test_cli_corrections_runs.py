@@ -10,18 +10,8 @@ from judge import load_dialogues, load_schema
 from judge.cli import main
 from judge.pipeline import load_run, with_gold_versions
 
-from ..conftest import CASSETTES, EXAMPLES, require_cassette
-
-
-def _run(tmp_path):
-    require_cassette("example-two-dim.json")
-    out = tmp_path / "run"
-    assert main(["evaluate", "--schema", str(EXAMPLES / "schema.json"),
-                 "--dialogues", str(EXAMPLES / "dialogues.jsonl"),
-                 "--predictions", str(EXAMPLES / "predictions.jsonl"), "--model", "local",
-                 "--replay", str(CASSETTES / "example-two-dim.json"),
-                 "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]) == 0
-    return out
+from ..conftest import EXAMPLES
+from ..conftest import replayed_example_run as _run
 
 
 def _corrections(tmp_path):

@@ -163,6 +163,17 @@ def db(tmp_path: Path) -> Iterator[Database]:
     database.dispose()
 
 
+@pytest.fixture(scope="module")
+def module_database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A SQLite service database migrated once for a whole test module (migrating is the slow
+    part); a module's ``db`` fixture opens it per test."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('module-db') / 'service.db'}"
+    database = Database(url)
+    database.migrate()
+    database.dispose()
+    return url
+
+
 def insert_job(db: Database, job_id: str, project_id: str, token_id: str, status: str,
                **values: Any) -> None:
     """A job row as a finished worker leaves it, written directly (no queue, no model)."""

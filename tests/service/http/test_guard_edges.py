@@ -35,18 +35,10 @@ from judge.service.http._guard import (
 # --- a migrated database (the /metrics tests read it) ----------------------------------
 
 
-@pytest.fixture(scope="module")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('edges') / 'service.db'}"
-    db = Database(url)
-    db.migrate()
-    db.dispose()
-    return url
-
-
 @pytest.fixture
-def db(database_url: str) -> Iterator[Database]:
-    database = Database(database_url)
+def db(module_database_url: str) -> Iterator[Database]:
+    """The module's migrated database (tests/service/conftest.py), opened for this test."""
+    database = Database(module_database_url)
     yield database
     database.dispose()
 

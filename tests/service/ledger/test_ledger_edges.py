@@ -24,18 +24,10 @@ from judge.service.ledger._ledger import DatabaseLedger, batch_owner, purge_ledg
 # --- the ledger ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ledger_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('edges') / 'service.db'}"
-    db = Database(url)
-    db.migrate()
-    db.dispose()
-    return url
-
-
 @pytest.fixture
-def db(ledger_url: str) -> Iterator[Database]:
-    database = Database(ledger_url)
+def db(module_database_url: str) -> Iterator[Database]:
+    """The module's migrated database (tests/service/conftest.py), opened for this test."""
+    database = Database(module_database_url)
     yield database
     database.dispose()
 
