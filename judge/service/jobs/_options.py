@@ -320,5 +320,7 @@ class KindInputsSchema:
     def __get_pydantic_json_schema__(self, core_schema: CoreSchema,
                                      handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         members = tuple(KIND_INPUTS.values())
-        kinds: TypeAdapter[Any] = TypeAdapter(Union[members])  # noqa: UP007
+        # a Union built at run time: pydantic 2.13 types the argument as a type, 2.14 as a
+        # TypeForm, and neither accepts the special form, so it goes through Any
+        kinds: TypeAdapter[Any] = TypeAdapter(cast(Any, Union[members]))  # noqa: UP007
         return handler(kinds.core_schema)
